@@ -1,0 +1,12 @@
+// The public umbrella header of the fusejit library.
+#pragma once
+
+#include "fusejit_version.h"
+#include "ir/builder.h"
+#include "ir/composites.h"
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+#include "ir/op_table.h"
+#include "ir/shape.h"
+#include "ir/verifier.h"

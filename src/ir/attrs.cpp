@@ -1,0 +1,151 @@
+#include "ir/attrs.h"
+
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ir/error.h"
+
+namespace fusejit {
+
+void Attrs::set(std::string_view name, AttrValue value) {
+  for (auto& [n, v] : entries_) {
+    if (n == name) {
+      v = std::move(value);
+      return;
+    }
+  }
+  entries_.emplace_back(std::string(name), std::move(value));
+}
+
+const AttrValue* Attrs::find(std::string_view name) const {
+  for (const auto& [n, v] : entries_) {
+    if (n == name) return &v;
+  }
+  return nullptr;
+}
+
+namespace {
+template <typename T>
+const T& get_typed(const Attrs& attrs, std::string_view name) {
+  const AttrValue* v = attrs.find(name);
+  if (v == nullptr || !std::holds_alternative<T>(*v)) {
+    throw Error(fmt::format("internal error: attribute '{}' missing or of the wrong type", name));
+  }
+  return std::get<T>(*v);
+}
+}  // namespace
+
+double Attrs::get_float(std::string_view name) const { return get_typed<double>(*this, name); }
+int64_t Attrs::get_int(std::string_view name) const { return get_typed<int64_t>(*this, name); }
+DType Attrs::get_dtype(std::string_view name) const { return get_typed<DType>(*this, name); }
+const std::string& Attrs::get_enum(std::string_view name) const { return get_typed<std::string>(*this, name); }
+
+std::string_view attr_type_name(AttrType type) {
+  switch (type) {
+    case AttrType::kFloat: return "a number";
+    case AttrType::kInt: return "an integer";
+    case AttrType::kDType: return "a dtype (f32, f16, bf16)";
+    case AttrType::kEnum: return "one of";
+  }
+  return "?";
+}
+
+namespace {
+std::vector<std::string_view> split_choices(std::string_view choices) {
+  std::vector<std::string_view> out;
+  while (true) {
+    const size_t bar = choices.find('|');
+    out.push_back(choices.substr(0, bar));
+    if (bar == std::string_view::npos) return out;
+    choices.remove_prefix(bar + 1);
+  }
+}
+
+std::string expected_text(const AttrSpec& spec) {
+  if (spec.type == AttrType::kEnum) {
+    return fmt::format("one of {}", fmt::join(split_choices(spec.choices), ", "));
+  }
+  return std::string(attr_type_name(spec.type));
+}
+}  // namespace
+
+absl::StatusOr<AttrValue> parse_attr_value(const AttrSpec& spec, std::string_view text) {
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        fmt::format("invalid value '{}' for attribute '{}': expected {}", text, spec.name, expected_text(spec)));
+  };
+  switch (spec.type) {
+    case AttrType::kFloat: {
+      double v = 0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, v);
+      if (ec != std::errc() || ptr != end || text.empty()) return bad();
+      return AttrValue(v);
+    }
+    case AttrType::kInt: {
+      int64_t v = 0;
+      const char* end = text.data() + text.size();
+      auto [ptr, ec] = std::from_chars(text.data(), end, v);
+      if (ec == std::errc::result_out_of_range) {
+        return absl::InvalidArgumentError(
+            fmt::format("value '{}' for attribute '{}' does not fit in a 64-bit integer", text, spec.name));
+      }
+      if (ec != std::errc() || ptr != end || text.empty()) return bad();
+      return AttrValue(v);
+    }
+    case AttrType::kDType: {
+      if (auto t = parse_dtype(text)) return AttrValue(*t);
+      return bad();
+    }
+    case AttrType::kEnum: {
+      for (std::string_view choice : split_choices(spec.choices)) {
+        if (choice == text) return AttrValue(std::string(text));
+      }
+      return bad();
+    }
+  }
+  return bad();
+}
+
+std::string check_attr_value(const AttrSpec& spec, const AttrValue& value) {
+  const bool type_ok = (spec.type == AttrType::kFloat && std::holds_alternative<double>(value)) ||
+                       (spec.type == AttrType::kInt && std::holds_alternative<int64_t>(value)) ||
+                       (spec.type == AttrType::kDType && std::holds_alternative<DType>(value)) ||
+                       (spec.type == AttrType::kEnum && std::holds_alternative<std::string>(value));
+  if (!type_ok) return fmt::format("{} must be {}", spec.name, expected_text(spec));
+  if (spec.type == AttrType::kEnum) {
+    for (std::string_view choice : split_choices(spec.choices)) {
+      if (choice == std::get<std::string>(value)) return {};
+    }
+    return fmt::format("{} must be {}, got '{}'", spec.name, expected_text(spec), std::get<std::string>(value));
+  }
+  if (spec.type != AttrType::kFloat && spec.type != AttrType::kInt) return {};
+  const double v = spec.type == AttrType::kFloat ? std::get<double>(value)
+                                                 : static_cast<double>(std::get<int64_t>(value));
+  const bool above_min = spec.min_inclusive ? v >= spec.min : v > spec.min;
+  const bool below_max = spec.max_inclusive ? v <= spec.max : v < spec.max;
+  if (std::isnan(v) || !above_min || !below_max) {
+    return fmt::format("{} must be {}, got {}", spec.name, spec.requirement, format_attr_value(value));
+  }
+  return {};
+}
+
+std::string format_attr_value(const AttrValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>) {
+          return fmt::format("{}", v);  // shortest text that reads back exactly
+        } else if constexpr (std::is_same_v<T, DType>) {
+          return std::string(dtype_name(v));
+        } else {
+          return fmt::format("{}", v);
+        }
+      },
+      value);
+}
+
+}  // namespace fusejit

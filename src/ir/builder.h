@@ -1,0 +1,109 @@
+// The C++ graph-building API.
+//
+//   fusejit::Graph g;
+//   auto x = g.input("x", DType::kBF16, {8192, 4096});
+//   auto b = g.input("b", DType::kBF16, {4096});
+//   ...
+//   auto y = layer_norm(dropout(gelu(x + b), 0.1, 42), gamma, beta);
+//   g.output("y", y);
+//
+// Every function checks its operands at once and throws fusejit::Error
+// naming the op, the operands, their dtypes and shapes.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "ir/graph.h"
+
+namespace fusejit {
+
+// A handle to a node of a graph. Cheap to copy; valid while the graph lives.
+class Value {
+ public:
+  Value() = default;
+  Value(Graph* graph, int32_t id) : graph_(graph), id_(id) {}
+
+  Graph* graph() const { return graph_; }
+  int32_t id() const { return id_; }
+  const Node& node() const { return graph_->node(id_); }
+  const Shape& shape() const { return node().shape; }
+  DType dtype() const { return node().dtype; }
+  const std::string& name() const { return node().name; }
+
+ private:
+  Graph* graph_ = nullptr;
+  int32_t id_ = -1;
+};
+
+// An operand as written in C++: a Value or a numeric literal.
+class Arg {
+ public:
+  Arg(Value v) : value_(v) {}  // NOLINT(google-explicit-constructor): reads like math
+  Arg(double literal) : literal_(literal) {}  // NOLINT(google-explicit-constructor)
+  bool is_literal() const { return value_.graph() == nullptr; }
+  Value value() const { return value_; }
+  double literal() const { return literal_; }
+
+ private:
+  Value value_;
+  double literal_ = 0;
+};
+
+// Generic application of any callable op; the named functions below use it.
+Value apply(Op op, std::initializer_list<Arg> args, const Attrs& attrs = {});
+Value apply(Op op, std::span<const Arg> args, const Attrs& attrs = {});
+
+Value neg(Value x);
+Value abs(Value x);
+Value exp(Value x);
+Value log(Value x);
+Value sqrt(Value x);
+Value rsqrt(Value x);
+Value reciprocal(Value x);
+Value square(Value x);
+Value tanh(Value x);
+Value sigmoid(Value x);
+Value relu(Value x);
+Value silu(Value x);
+Value erf(Value x);
+// approximate: "none" (erf form) or "tanh", as in torch.nn.functional.gelu.
+Value gelu(Value x, std::string_view approximate = "none");
+
+Value add(Arg a, Arg b);
+Value sub(Arg a, Arg b);
+Value mul(Arg a, Arg b);
+Value div(Arg a, Arg b);
+Value maximum(Arg a, Arg b);
+Value minimum(Arg a, Arg b);
+Value pow(Arg a, Arg b);
+
+Value cast(Value x, DType dtype);
+Value dropout(Value x, double p, int64_t seed = 0);
+
+Value sum(Value x);   // over the last dimension, kept as extent 1
+Value mean(Value x);
+Value max(Value x);
+
+// Defaults (eps) come from the op table when not given.
+Value layer_norm(Value x, std::optional<Value> gamma = std::nullopt, std::optional<Value> beta = std::nullopt,
+                 std::optional<double> eps = std::nullopt);
+Value rms_norm(Value x, std::optional<Value> gamma = std::nullopt, std::optional<double> eps = std::nullopt);
+Value softmax(Value x);
+Value log_softmax(Value x);
+Value matmul(Value a, Value b);
+
+Value operator+(Value a, Arg b);
+Value operator-(Value a, Arg b);
+Value operator*(Value a, Arg b);
+Value operator/(Value a, Arg b);
+Value operator+(double a, Value b);
+Value operator-(double a, Value b);
+Value operator*(double a, Value b);
+Value operator/(double a, Value b);
+Value operator-(Value x);
+
+}  // namespace fusejit

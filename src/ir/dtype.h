@@ -1,0 +1,45 @@
+// Element types. fusejit stores tensors as f32, f16 or bf16 and does all
+// arithmetic in f32 on devices (float64 in the reference interpreter); the
+// dtype therefore decides only storage size and where values are rounded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace fusejit {
+
+enum class DType : uint8_t { kF32, kF16, kBF16 };
+
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+std::string_view dtype_name(DType t);          // "f32", "f16", "bf16"
+std::optional<DType> parse_dtype(std::string_view text);
+int64_t dtype_size(DType t);                   // bytes per element
+
+// Result type of a binary op on two tensors, as in PyTorch: equal types stay,
+// f32 wins over the 16-bit types, and f16 with bf16 (neither holds the other)
+// gives f32. Numeric literals never take part in promotion.
+DType promote(DType a, DType b);
+
+// Rounds a value to the nearest value representable in `t` (round to nearest
+// even, overflow to infinity, NaN stays NaN) and returns it widened back to
+// double. This is the single definition of "store in dtype" for the reference.
+double round_to_dtype(double v, DType t);
+
+// Bit-level conversions used by storage (npy files, device buffers).
+uint16_t float_to_half_bits(float f);
+float half_bits_to_float(uint16_t h);
+uint16_t float_to_bf16_bits(float f);
+float bf16_bits_to_float(uint16_t b);
+
+}  // namespace fusejit
+
+template <>
+struct fmt::formatter<fusejit::DType> : fmt::formatter<std::string_view> {
+  auto format(fusejit::DType t, format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(fusejit::dtype_name(t), ctx);
+  }
+};

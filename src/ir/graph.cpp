@@ -1,0 +1,127 @@
+#include "ir/graph.h"
+
+#include <bit>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+
+namespace fusejit {
+
+bool Operand::operator==(const Operand& o) const {
+  return node == o.node && std::bit_cast<uint64_t>(literal) == std::bit_cast<uint64_t>(o.literal);
+}
+
+bool Node::same_as(const Node& o) const {
+  return op == o.op && name == o.name && dtype == o.dtype && shape == o.shape && operands == o.operands &&
+         attrs == o.attrs;
+}
+
+bool is_identifier(std::string_view name) {
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return name != "input" && name != "output";
+}
+
+std::string describe(const Node& node) { return fmt::format("{}: {}{}", node.name, node.dtype, node.shape); }
+
+std::string describe(const Graph& graph, const Operand& operand) {
+  if (operand.is_literal()) return fmt::format("{}", operand.literal);
+  return describe(graph.node(operand.node));
+}
+
+Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
+  auto fail = [&](std::string_view why) {
+    throw Error(fmt::format("input {}: {}{}: {}", name, dtype, shape, why));
+  };
+  if (!is_identifier(name)) fail("the name is not an identifier (letters, digits, '_'; not 'input' or 'output')");
+  if (find(name)) fail("the name is already used in this graph");
+  if (shape.rank() < 1 || shape.rank() > kMaxRank) fail("rank must be 1 to 4");
+  for (int64_t d : shape) {
+    if (d <= 0) fail("extents must be positive");
+  }
+  if (shape.numel_overflows()) fail("the number of elements overflows a 64-bit integer");
+  Node n;
+  n.op = Op::kInput;
+  n.name = std::string(name);
+  n.dtype = dtype;
+  n.shape = shape;
+  return Value(this, append(std::move(n)));
+}
+
+void Graph::output(std::string_view name, Value value) {
+  if (value.graph() != this) throw Error(fmt::format("output {}: the value belongs to another graph", name));
+  Node& n = nodes_[value.id()];
+  if (n.op == Op::kInput) {
+    throw Error(fmt::format("output {}: {} is a graph input; outputs must be computed", name, describe(n)));
+  }
+  if (is_output(value.id())) throw Error(fmt::format("output {}: {} is already an output", name, describe(n)));
+  if (n.name != name) {
+    if (!n.auto_named) {
+      throw Error(fmt::format("output {}: the value is already named '{}'; output it under that name", name, n.name));
+    }
+    if (!is_identifier(name)) throw Error(fmt::format("output {}: the name is not an identifier", name));
+    if (find(name)) throw Error(fmt::format("output {}: the name is already used in this graph", name));
+    by_name_.erase(n.name);
+    n.name = std::string(name);
+    by_name_[n.name] = value.id();
+  }
+  n.auto_named = false;
+  outputs_.push_back(value.id());
+}
+
+int32_t Graph::append(Node node) {
+  const auto id = static_cast<int32_t>(nodes_.size());
+  by_name_.try_emplace(node.name, id);  // first definition wins; verify() reports the duplicate
+  nodes_.push_back(std::move(node));
+  return id;
+}
+
+void Graph::rename(int32_t id, std::string name) {
+  Node& n = nodes_[id];
+  if (auto it = by_name_.find(n.name); it != by_name_.end() && it->second == id) by_name_.erase(it);
+  n.name = std::move(name);
+  by_name_.try_emplace(n.name, id);
+}
+
+std::string Graph::fresh_name(std::string_view stem) const {
+  for (int64_t i = num_nodes();; ++i) {
+    std::string candidate = fmt::format("{}_{}", stem, i);
+    if (!find(candidate)) return candidate;
+  }
+}
+
+std::vector<int32_t> Graph::inputs() const {
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < num_nodes(); ++i) {
+    if (nodes_[i].op == Op::kInput) ids.push_back(i);
+  }
+  return ids;
+}
+
+std::optional<int32_t> Graph::find(std::string_view name) const {
+  auto it = by_name_.find(absl::string_view(name.data(), name.size()));
+  if (it == by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool Graph::is_output(int32_t id) const {
+  for (int32_t o : outputs_) {
+    if (o == id) return true;
+  }
+  return false;
+}
+
+bool Graph::operator==(const Graph& other) const {
+  if (nodes_.size() != other.nodes_.size() || outputs_ != other.outputs_) return false;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].same_as(other.nodes_[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace fusejit

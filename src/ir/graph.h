@@ -1,0 +1,114 @@
+// The graph IR: one node type for every op (tinygrad-style), stored in
+// topological order. A node names its op, its result type, its operands
+// (earlier nodes or numeric literals) and its attributes. Names are the
+// user's; every node has one, so any graph prints as text and reads back.
+//
+// Semantics in brief (the op table in ops.def has the details):
+// - Tensors have rank 1..4 and positive extents; elementwise ops broadcast
+//   NumPy-style; the result dtype follows PyTorch (f16 with bf16 gives f32);
+//   literals do not take part in promotion.
+// - Every value is computed in float arithmetic and rounded to its dtype when
+//   stored. Where intermediates are stored is a property of the execution
+//   (unfused kernels store every user op's result; fused kernels store only
+//   what leaves the kernel), so both are valid executions of the same graph.
+//   cast always rounds: it is the user's explicit request to round.
+// - Reductions run over the last dimension and keep it with extent 1.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
+
+#include "ir/attrs.h"
+#include "ir/dtype.h"
+#include "ir/op_table.h"
+#include "ir/shape.h"
+
+namespace fusejit {
+
+// An operand: the result of an earlier node, or a numeric literal.
+struct Operand {
+  int32_t node = -1;  // -1: literal
+  double literal = 0;
+
+  static Operand value(int32_t id) { return {id, 0}; }
+  static Operand scalar(double v) { return {-1, v}; }
+  bool is_literal() const { return node < 0; }
+  bool operator==(const Operand& o) const;  // literals compare by bits (NaN == NaN)
+};
+
+// Where a node came from in a text file (1-based); line 0 when built in C++.
+struct SourceLoc {
+  int line = 0;
+  int col = 0;
+};
+
+struct Node {
+  Op op = Op::kInput;
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  absl::InlinedVector<Operand, 3> operands;
+  Attrs attrs;
+  SourceLoc loc;
+  bool auto_named = false;  // named by the C++ builder, may be renamed by output()
+
+  const OpInfo& info() const { return op_info(op); }
+  // Equal op, name, type, operands and attributes (source location ignored).
+  bool same_as(const Node& other) const;
+};
+
+class Value;
+
+class Graph {
+ public:
+  // Builder entry points; they throw fusejit::Error on misuse.
+  Value input(std::string_view name, DType dtype, const Shape& shape);
+  // Marks `value` as a graph output named `name`. A value the builder named
+  // itself takes that name; a value that already has a user-given name must
+  // be output under it.
+  void output(std::string_view name, Value value);
+
+  // Low-level access for the parser and passes. append() does no checking
+  // beyond keeping names unique; verify() checks a graph made this way.
+  int32_t append(Node node);
+  void add_output(int32_t id) { outputs_.push_back(id); }
+  // Gives node `id` a new name, which must not be in use.
+  void rename(int32_t id, std::string name);
+  std::string fresh_name(std::string_view stem) const;
+
+  int32_t num_nodes() const { return static_cast<int32_t>(nodes_.size()); }
+  const Node& node(int32_t id) const { return nodes_[id]; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<int32_t>& outputs() const { return outputs_; }
+  std::vector<int32_t> inputs() const;
+  std::optional<int32_t> find(std::string_view name) const;
+  bool is_output(int32_t id) const;
+
+  // Name of the file the graph was read from ("" when built in C++), used
+  // to prefix diagnostics with FILE:LINE:COL.
+  const std::string& source_file() const { return source_file_; }
+  void set_source_file(std::string file) { source_file_ = std::move(file); }
+
+  // Structural equality: same nodes in the same order, same outputs.
+  bool operator==(const Graph& other) const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<int32_t> outputs_;
+  absl::flat_hash_map<std::string, int32_t> by_name_;
+  std::string source_file_;
+};
+
+bool is_identifier(std::string_view name);
+// "x: bf16[8192, 4096]"
+std::string describe(const Node& node);
+// "x: bf16[8192, 4096]" or "0.5" for a literal operand.
+std::string describe(const Graph& graph, const Operand& operand);
+
+}  // namespace fusejit

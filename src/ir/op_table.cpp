@@ -1,0 +1,103 @@
+#include "ir/op_table.h"
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "ir/composites.h"
+
+namespace fusejit {
+
+namespace reference {
+
+double relu(double x) { return std::isnan(x) ? x : (x > 0 ? x : 0.0); }
+
+double maximum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return a > b ? a : b;
+}
+
+double minimum(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return a < b ? a : b;
+}
+
+double gelu(double x, std::string_view approximate) {
+  if (approximate == "tanh") {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+  }
+  return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+}
+
+}  // namespace reference
+
+namespace {
+
+constexpr std::span<const AttrSpec> kNoAttrs{};
+constexpr AttrSpec kGeluAttrs[] = {{"approximate", AttrType::kEnum, "none", "none|tanh"}};
+constexpr AttrSpec kCastAttrs[] = {{"dtype", AttrType::kDType, ""}};
+constexpr AttrSpec kDropoutAttrs[] = {
+    {"p", AttrType::kFloat, "", {}, 0.0, 1.0, true, false, "in [0, 1)"},
+    {"seed", AttrType::kInt, "0", {}, 0.0, 9.2233720368547758e18, true, true, "a non-negative integer"},
+};
+constexpr AttrSpec kLayerNormAttrs[] = {
+    {"eps", AttrType::kFloat, "1e-05", {}, 0.0, std::numeric_limits<double>::infinity(), false, false, "> 0"}};
+constexpr AttrSpec kRmsNormAttrs[] = {
+    {"eps", AttrType::kFloat, "1e-06", {}, 0.0, std::numeric_limits<double>::infinity(), false, false, "> 0"}};
+
+constexpr OpInfo kOpTable[] = {
+    {Op::kInput, "input", OpKind::kInput, 0, 0, {}, 0},
+#define FUSEJIT_UNARY(Enum, name, flops, attrs_, expr) \
+  {Op::k##Enum, name, OpKind::kUnary, 1, 1, std::span<const AttrSpec>(attrs_), flops, [](double x, const Attrs& attrs) -> double { \
+     (void)attrs;                                                                                                 \
+     return expr;                                                                                                 \
+   }},
+#define FUSEJIT_BINARY(Enum, name, flops, expr) \
+  {Op::k##Enum, name, OpKind::kBinary, 2, 2, {}, flops, nullptr, [](double a, double b) -> double { return expr; }},
+#define FUSEJIT_SPECIAL(Enum, name, kind, min_args, max_args, attrs_, flops) \
+  {Op::k##Enum, name, OpKind::kind, min_args, max_args, std::span<const AttrSpec>(attrs_), flops},
+#define FUSEJIT_REDUCE(Enum, name, flops, identity, combine, divide) \
+  {Op::k##Enum, name, OpKind::kReduce, 1, 1, {}, flops, nullptr, nullptr, identity, \
+   [](double acc, double x) -> double { return combine; }, divide},
+#define FUSEJIT_COMPOSITE(Enum, name, min_args, max_args, attrs_, expansion) \
+  {Op::k##Enum, name, OpKind::kComposite, min_args, max_args, std::span<const AttrSpec>(attrs_), 0, nullptr, nullptr, 0, nullptr, \
+   false, expansion},
+#include "ir/ops.def"
+#undef FUSEJIT_UNARY
+#undef FUSEJIT_BINARY
+#undef FUSEJIT_SPECIAL
+#undef FUSEJIT_REDUCE
+#undef FUSEJIT_COMPOSITE
+};
+
+// The table is indexed by Op: row i must describe Op(i).
+constexpr bool table_matches_enum() {
+  for (size_t i = 0; i < std::size(kOpTable); ++i) {
+    if (static_cast<size_t>(kOpTable[i].op) != i) return false;
+  }
+  return true;
+}
+static_assert(table_matches_enum(), "ops.def rows and the Op enum disagree");
+
+}  // namespace
+
+const AttrSpec* OpInfo::find_attr(std::string_view attr_name) const {
+  for (const AttrSpec& spec : attrs) {
+    if (spec.name == attr_name) return &spec;
+  }
+  return nullptr;
+}
+
+const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)]; }
+
+const OpInfo* find_op(std::string_view name) {
+  for (const OpInfo& info : callable_ops()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::span<const OpInfo> callable_ops() { return std::span<const OpInfo>(kOpTable).subspan(1); }
+
+}  // namespace fusejit

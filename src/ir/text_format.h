@@ -1,0 +1,37 @@
+// The .fj text format: one statement per line, '#' starts a comment.
+//
+//   input x: bf16[8192, 4096]
+//   input b: bf16[4096]
+//   h = add(x, b)
+//   g = gelu(h)                    # gelu(h, approximate=tanh) for the tanh form
+//   d = dropout(g, p=0.1, seed=42)
+//   y = layer_norm(d, gamma, beta, eps=1e-5)
+//   output y
+//
+// Operands are value names or numeric literals; attributes are key=value
+// after the operands; `output` takes one or more names separated by commas
+// and may appear more than once. print_graph() writes the canonical form
+// (attributes at their default value are left out), and
+// parse_graph(print_graph(g)) gives back g and the same text.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <absl/status/statusor.h>
+
+#include "ir/graph.h"
+
+namespace fusejit {
+
+// Parses and verifies. On failure the status message holds every error
+// found, one per line, each "FILE:LINE:COL: error: message" (FILE is
+// `file_name`; LINE and COL are 1-based, COL counting bytes).
+absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_name = "<input>");
+// Reads `path` and parses it; the graph's source_file() is `path`.
+absl::StatusOr<Graph> parse_graph_file(const std::string& path);
+
+// The canonical text of a graph.
+std::string print_graph(const Graph& graph);
+
+}  // namespace fusejit
