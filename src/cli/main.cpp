@@ -1,1 +1,35 @@
-int main() { return 0; }
+// fusejit: build, check, run (and later plan, emit and benchmark) fused
+// kernels for graphs of memory-bound tensor ops.
+#include <exception>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "fusejit.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fusejit: a kernel-fusion code generator and JIT for memory-bound tensor ops"};
+  app.name("fusejit");
+  app.set_version_flag("--version", fmt::format("fusejit {} (CUDA toolkit at build time: {})", FUSEJIT_VERSION,
+                                                FUSEJIT_HAVE_CUDA_BUILD));
+  app.require_subcommand(1);
+  int exit_code = 0;
+  fusejit::cli::register_check(app, exit_code);
+  fusejit::cli::register_run(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Usage errors (unknown flag, missing file argument) exit with 2, so that
+    // scripts can tell them from a graph that failed to check (1).
+    app.exit(e);
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fusejit: error: {}\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

@@ -1,0 +1,13 @@
+// The subcommands of the `fusejit` program. Each registers itself on the
+// CLI11 app and, when chosen, runs and stores the process exit code:
+// 0 on success, 1 when the input was bad or the work failed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fusejit::cli {
+
+void register_check(CLI::App& app, int& exit_code);
+void register_run(CLI::App& app, int& exit_code);
+
+}  // namespace fusejit::cli

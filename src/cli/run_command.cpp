@@ -1,0 +1,165 @@
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "fusejit.h"
+
+namespace fusejit::cli {
+namespace {
+
+struct RunOptions {
+  std::string file;
+  std::string backend = "reference";
+  uint64_t seed = 0;
+  std::string inputs_dir;
+  std::string save_dir;
+  bool overwrite = false;
+  std::string rounding = "every-op";
+};
+
+struct Summary {
+  double mean = 0, stddev = 0;
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  int64_t nonfinite = 0;
+};
+
+// Statistics over the finite values; NaN and inf are counted apart so that
+// one bad element is visible rather than turning every figure into NaN.
+Summary summarize(const HostTensor& t) {
+  Summary s;
+  double sum = 0, sum_sq = 0;
+  int64_t n = 0;
+  for (double v : t.values) {
+    if (!std::isfinite(v)) {
+      ++s.nonfinite;
+      continue;
+    }
+    sum += v;
+    sum_sq += v * v;
+    s.min = std::min(s.min, v);
+    s.max = std::max(s.max, v);
+    ++n;
+  }
+  if (n > 0) {
+    s.mean = sum / static_cast<double>(n);
+    s.stddev = std::sqrt(std::max(0.0, sum_sq / static_cast<double>(n) - s.mean * s.mean));
+  }
+  return s;
+}
+
+absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir) {
+  TensorMap inputs;
+  for (int32_t id : graph.inputs()) {
+    const Node& n = graph.node(id);
+    const std::string path = (std::filesystem::path(dir) / (n.name + ".npy")).string();
+    absl::StatusOr<HostTensor> t = read_npy(path, n.dtype);
+    if (!t.ok()) {
+      return absl::InvalidArgumentError(fmt::format("input {}: {}", describe(n), t.status().message()));
+    }
+    if (t->shape != n.shape) {
+      return absl::InvalidArgumentError(
+          fmt::format("input {}: {} has shape {}, the graph expects {}", describe(n), path, t->shape, n.shape));
+    }
+    inputs.emplace(n.name, *std::move(t));
+  }
+  return inputs;
+}
+
+// Writes every tensor as DIR/NAME.npy. Existing files are kept unless the
+// user asked to overwrite them, and none is written when any would clash.
+absl::Status save_all(const std::string& dir, const TensorMap& inputs, const TensorMap& outputs, bool overwrite) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InvalidArgumentError(fmt::format("--save {}: cannot create directory: {}", dir, ec.message()));
+  std::vector<std::pair<std::string, const HostTensor*>> files;
+  for (const TensorMap* map : {&inputs, &outputs}) {
+    for (const auto& [name, t] : *map) files.emplace_back((std::filesystem::path(dir) / (name + ".npy")).string(), &t);
+  }
+  if (!overwrite) {
+    for (const auto& [path, t] : files) {
+      if (std::filesystem::exists(path)) {
+        return absl::AlreadyExistsError(
+            fmt::format("--save: {} already exists; pass --overwrite to replace it", path));
+      }
+    }
+  }
+  for (const auto& [path, t] : files) {
+    if (absl::Status s = write_npy(path, *t); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+int run(const RunOptions& opt) {
+  absl::StatusOr<Graph> graph = parse_graph_file(opt.file);
+  if (!graph.ok()) {
+    fmt::print(stderr, "{}\n", graph.status().message());
+    return 1;
+  }
+  absl::StatusOr<TensorMap> inputs =
+      opt.inputs_dir.empty() ? absl::StatusOr<TensorMap>(random_inputs(*graph, opt.seed))
+                             : load_inputs(*graph, opt.inputs_dir);
+  if (!inputs.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", inputs.status().message());
+    return 1;
+  }
+  InterpretOptions options;
+  options.rounding = opt.rounding == "outputs-only" ? Rounding::kOutputsOnly : Rounding::kEveryOp;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<TensorMap> outputs = interpret(*graph, *inputs, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!outputs.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", outputs.status().message());
+    return 1;
+  }
+  fmt::print("{}: {} nodes, backend {}, rounding {}, inputs {}, {:.2f} s\n", opt.file, graph->num_nodes(), opt.backend,
+             opt.rounding, opt.inputs_dir.empty() ? fmt::format("random (seed {})", opt.seed) : opt.inputs_dir,
+             seconds);
+  for (int32_t id : graph->outputs()) {
+    const Node& n = graph->node(id);
+    const Summary s = summarize(outputs->at(n.name));
+    fmt::print("  {:<12} {:>5}{:<16} mean {:>10.6f}  std {:>10.6f}  min {:>10.6f}  max {:>10.6f}", n.name, n.dtype,
+               n.shape.to_string(), s.mean, s.stddev, s.min, s.max);
+    if (s.nonfinite > 0) fmt::print("  non-finite {}", s.nonfinite);
+    fmt::print("\n");
+  }
+  if (!opt.save_dir.empty()) {
+    if (absl::Status s = save_all(opt.save_dir, *inputs, *outputs, opt.overwrite); !s.ok()) {
+      fmt::print(stderr, "fusejit: error: {}\n", s.message());
+      return 1;
+    }
+    fmt::print("saved inputs and outputs as .npy files in {}\n", opt.save_dir);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_run(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Run a .fj graph and print a summary of each output");
+  cmd->add_option("FILE", opt->file, "graph in the .fj text format")->required();
+  cmd->add_option("--backend", opt->backend, "where to run: reference (float64 interpreter on the CPU)")
+      ->check(CLI::IsMember({"reference"}))
+      ->capture_default_str();
+  cmd->add_option("--seed", opt->seed, "seed of the normal(0, 1) input generator")->capture_default_str();
+  cmd->add_option("--inputs", opt->inputs_dir, "read each input NAME from DIR/NAME.npy instead")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy");
+  cmd->add_flag("--overwrite", opt->overwrite, "let --save replace existing files");
+  cmd->add_option("--rounding", opt->rounding,
+                  "where results are rounded to their dtype: every-op (as unfused kernels store them) or "
+                  "outputs-only (as a fully fused kernel does)")
+      ->check(CLI::IsMember({"every-op", "outputs-only"}))
+      ->capture_default_str();
+  cmd->callback([opt, &exit_code] { exit_code = run(*opt); });
+}
+
+}  // namespace fusejit::cli

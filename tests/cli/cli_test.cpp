@@ -1,0 +1,150 @@
+// The fusejit program as a user drives it: exit codes, output and files.
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "fusejit.h"
+#include "support/run_command.h"
+
+namespace fusejit {
+namespace {
+
+using testing::make_temp_dir;
+using testing::run_fusejit;
+using testing::write_file;
+
+const std::string kExamples = std::string(FUSEJIT_SOURCE_DIR) + "/examples/graphs";
+
+std::string small_graph_file(const std::string& dir) {
+  const std::string path = dir + "/small.fj";
+  write_file(path,
+             "input x: bf16[16, 64]\n"
+             "input b: bf16[64]\n"
+             "h = add(x, b)\n"
+             "y = layer_norm(gelu(h))\n"
+             "output y\n");
+  return path;
+}
+
+TEST(Cli, VersionAndHelp) {
+  auto version = run_fusejit("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.out.find(FUSEJIT_VERSION), std::string::npos) << version.out;
+  auto help = run_fusejit("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("check"), std::string::npos);
+  EXPECT_NE(help.out.find("run"), std::string::npos);
+}
+
+TEST(Cli, UnknownFlagIsAUsageError) {
+  auto r = run_fusejit("check --no-such-flag " + kExamples + "/softmax.fj");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--no-such-flag"), std::string::npos) << r.err;
+  EXPECT_EQ(run_fusejit("").exit_code, 2);  // a subcommand is required
+}
+
+TEST(Cli, CheckPrintsCanonicalTextOfEveryExample) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kExamples)) {
+    if (entry.path().extension() != ".fj") continue;
+    ++count;
+    auto r = run_fusejit("check " + entry.path().string());
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.err;
+    absl::StatusOr<Graph> g = parse_graph_file(entry.path().string());
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(r.out, print_graph(*g));
+  }
+  EXPECT_GE(count, 5);
+}
+
+TEST(Cli, CheckReportsFileLineAndColumn) {
+  const std::string dir = make_temp_dir("fusejit-cli");
+  const std::string path = dir + "/bad.fj";
+  write_file(path, "input x: f32[4, 8]\ny = gelu(z)\noutput y\n");
+  auto r = run_fusejit("check " + path);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(path + ":2:10: error:"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  auto missing = run_fusejit("check " + dir + "/does_not_exist.fj");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("does_not_exist.fj"), std::string::npos) << missing.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, RunPrintsASummaryPerOutput) {
+  const std::string dir = make_temp_dir("fusejit-cli");
+  auto r = run_fusejit("run " + small_graph_file(dir) + " --seed 7");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* word : {"y", "bf16", "[16, 64]", "mean", "std", "min", "max"}) {
+    EXPECT_NE(r.out.find(word), std::string::npos) << word << " missing from\n" << r.out;
+  }
+  // The same seed gives the same numbers; another seed other numbers.
+  auto same = run_fusejit("run " + small_graph_file(dir) + " --seed 7");
+  auto other = run_fusejit("run " + small_graph_file(dir) + " --seed 8");
+  auto summary = [](const std::string& out) { return out.substr(out.find('\n')); };
+  EXPECT_EQ(summary(r.out), summary(same.out));
+  EXPECT_NE(summary(r.out), summary(other.out));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, RunSavesAndReloadsNpyWithoutOverwriting) {
+  const std::string dir = make_temp_dir("fusejit-cli");
+  const std::string graph = small_graph_file(dir);
+  auto saved = run_fusejit("run " + graph + " --seed 3 --save " + dir + "/out");
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  for (const char* name : {"x", "b", "y"}) EXPECT_TRUE(std::filesystem::exists(dir + "/out/" + name + ".npy"));
+
+  // Reading the saved inputs back reproduces the saved output exactly.
+  auto reloaded = run_fusejit("run " + graph + " --inputs " + dir + "/out --save " + dir + "/again");
+  ASSERT_EQ(reloaded.exit_code, 0) << reloaded.err;
+  auto y1 = read_npy(dir + "/out/y.npy", DType::kBF16);
+  auto y2 = read_npy(dir + "/again/y.npy", DType::kBF16);
+  ASSERT_TRUE(y1.ok() && y2.ok());
+  EXPECT_EQ(y1->values, y2->values);
+
+  // A second save into the same directory refuses to replace files.
+  const std::string before = testing::read_file(dir + "/out/y.npy");
+  auto refused = run_fusejit("run " + graph + " --seed 4 --save " + dir + "/out");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("--overwrite"), std::string::npos) << refused.err;
+  EXPECT_EQ(testing::read_file(dir + "/out/y.npy"), before);
+  EXPECT_EQ(run_fusejit("run " + graph + " --seed 4 --overwrite --save " + dir + "/out").exit_code, 0);
+  EXPECT_NE(testing::read_file(dir + "/out/y.npy"), before);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, RunRejectsInputsOfTheWrongShapeOrDtype) {
+  const std::string dir = make_temp_dir("fusejit-cli");
+  const std::string graph = small_graph_file(dir);
+  std::filesystem::create_directories(dir + "/in");
+  HostTensor wrong_shape = HostTensor::random_normal(DType::kBF16, {16, 32}, 1);
+  ASSERT_TRUE(write_npy(dir + "/in/x.npy", wrong_shape).ok());
+  ASSERT_TRUE(write_npy(dir + "/in/b.npy", HostTensor::random_normal(DType::kBF16, {64}, 2)).ok());
+  auto r = run_fusejit("run " + graph + " --inputs " + dir + "/in");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("[16, 32]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[16, 64]"), std::string::npos) << r.err;
+
+  // f32 values that bf16 cannot hold are refused rather than rounded silently.
+  HostTensor f32 = HostTensor::random_normal(DType::kF32, {16, 64}, 3);
+  ASSERT_TRUE(write_npy(dir + "/in/x.npy", f32).ok());
+  auto inexact = run_fusejit("run " + graph + " --inputs " + dir + "/in");
+  EXPECT_EQ(inexact.exit_code, 1);
+  EXPECT_NE(inexact.err.find("x.npy"), std::string::npos) << inexact.err;
+
+  std::filesystem::remove(dir + "/in/b.npy");
+  auto missing = run_fusejit("run " + graph + " --inputs " + dir + "/in");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("b.npy"), std::string::npos) << missing.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, RunRejectsAnUnknownBackend) {
+  auto r = run_fusejit("run " + kExamples + "/softmax.fj --backend tpu");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("tpu"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace fusejit
