@@ -1,7 +1,11 @@
 // The public umbrella header of the fusejit library.
 #pragma once
 
+#include "cost/cost_model.h"
+#include "cost/device.h"
+#include "cost/report.h"
 #include "fusejit_version.h"
+#include "fusion/plan.h"
 #include "ir/builder.h"
 #include "ir/composites.h"
 #include "ir/dtype.h"

@@ -33,13 +33,13 @@ int main(int argc, char** argv) {
   try {
     fusejit::Graph g = build(rows, 4096);
     if (absl::Status s = fusejit::verify(g); !s.ok()) {
-      fmt::print(stderr, "{}\n", s.message());
+      fmt::print(stderr, "{}\n", fusejit::status_text(s));
       return 1;
     }
     fmt::print("{}\n", fusejit::print_graph(g));
     auto outputs = fusejit::interpret(g, fusejit::random_inputs(g, /*seed=*/0));
     if (!outputs.ok()) {
-      fmt::print(stderr, "{}\n", outputs.status().message());
+      fmt::print(stderr, "{}\n", fusejit::status_text(outputs.status()));
       return 1;
     }
     const fusejit::HostTensor& y = outputs->at("y");

@@ -15,7 +15,7 @@ void register_check(CLI::App& app, int& exit_code) {
   cmd->callback([file, &exit_code] {
     absl::StatusOr<Graph> graph = parse_graph_file(*file);
     if (!graph.ok()) {
-      fmt::print(stderr, "{}\n", graph.status().message());
+      fmt::print(stderr, "{}\n", status_text(graph.status()));
       exit_code = 1;
       return;
     }

@@ -9,5 +9,7 @@ namespace fusejit::cli {
 
 void register_check(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);
+void register_plan(CLI::App& app, int& exit_code);
+void register_devices(CLI::App& app, int& exit_code);
 
 }  // namespace fusejit::cli

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   fusejit::cli::register_check(app, exit_code);
   fusejit::cli::register_run(app, exit_code);
+  fusejit::cli::register_plan(app, exit_code);
+  fusejit::cli::register_devices(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -62,7 +62,7 @@ absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir
     const std::string path = (std::filesystem::path(dir) / (n.name + ".npy")).string();
     absl::StatusOr<HostTensor> t = read_npy(path, n.dtype);
     if (!t.ok()) {
-      return absl::InvalidArgumentError(fmt::format("input {}: {}", describe(n), t.status().message()));
+      return absl::InvalidArgumentError(fmt::format("input {}: {}", describe(n), status_text(t.status())));
     }
     if (t->shape != n.shape) {
       return absl::InvalidArgumentError(
@@ -100,14 +100,14 @@ absl::Status save_all(const std::string& dir, const TensorMap& inputs, const Ten
 int run(const RunOptions& opt) {
   absl::StatusOr<Graph> graph = parse_graph_file(opt.file);
   if (!graph.ok()) {
-    fmt::print(stderr, "{}\n", graph.status().message());
+    fmt::print(stderr, "{}\n", status_text(graph.status()));
     return 1;
   }
   absl::StatusOr<TensorMap> inputs =
       opt.inputs_dir.empty() ? absl::StatusOr<TensorMap>(random_inputs(*graph, opt.seed))
                              : load_inputs(*graph, opt.inputs_dir);
   if (!inputs.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", inputs.status().message());
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(inputs.status()));
     return 1;
   }
   InterpretOptions options;
@@ -116,7 +116,7 @@ int run(const RunOptions& opt) {
   absl::StatusOr<TensorMap> outputs = interpret(*graph, *inputs, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!outputs.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", outputs.status().message());
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(outputs.status()));
     return 1;
   }
   fmt::print("{}: {} nodes, backend {}, rounding {}, inputs {}, {:.2f} s\n", opt.file, graph->num_nodes(), opt.backend,
@@ -132,7 +132,7 @@ int run(const RunOptions& opt) {
   }
   if (!opt.save_dir.empty()) {
     if (absl::Status s = save_all(opt.save_dir, *inputs, *outputs, opt.overwrite); !s.ok()) {
-      fmt::print(stderr, "fusejit: error: {}\n", s.message());
+      fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
       return 1;
     }
     fmt::print("saved inputs and outputs as .npy files in {}\n", opt.save_dir);

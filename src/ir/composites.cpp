@@ -35,7 +35,7 @@ Value expand_log_softmax(std::span<const Value> operands, const Attrs&) {
   return shifted - log(sum(exp(shifted)));
 }
 
-Graph expand_composites(const Graph& graph) {
+Graph expand_composites(const Graph& graph, std::vector<int32_t>* origin) {
   Graph out;
   std::vector<int32_t> remap(graph.num_nodes(), -1);
   for (int32_t id = 0; id < graph.num_nodes(); ++id) {
@@ -60,6 +60,15 @@ Graph expand_composites(const Graph& graph) {
     remap[id] = result.id();
   }
   for (int32_t o : graph.outputs()) out.add_output(remap[o]);
+  if (origin != nullptr) {
+    // Every node of `out` was appended while expanding exactly one node of
+    // `graph`, in order; walk both to record which.
+    origin->assign(out.num_nodes(), -1);
+    int32_t next = 0;
+    for (int32_t id = 0; id < graph.num_nodes(); ++id) {
+      for (; next <= remap[id]; ++next) (*origin)[next] = id;
+    }
+  }
   return out;
 }
 

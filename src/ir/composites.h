@@ -3,7 +3,9 @@
 // its expansion, and the fusion pass fuses the expanded primitives.
 #pragma once
 
+#include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ir/attrs.h"
 
@@ -23,7 +25,9 @@ Value expand_softmax(std::span<const Value> operands, const Attrs& attrs);
 Value expand_log_softmax(std::span<const Value> operands, const Attrs& attrs);
 
 // A copy of `graph` with every composite replaced by its primitives, names
-// and outputs kept (a composite's result keeps its name).
-Graph expand_composites(const Graph& graph);
+// and outputs kept (a composite's result keeps its name). When `origin` is
+// given, (*origin)[id] is the node of `graph` that node `id` of the result
+// implements (for a primitive of an expansion: the composite).
+Graph expand_composites(const Graph& graph, std::vector<int32_t>* origin = nullptr);
 
 }  // namespace fusejit

@@ -5,6 +5,9 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
+
+#include <absl/status/status.h>
 
 namespace fusejit {
 
@@ -12,5 +15,11 @@ class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
+
+// The message of a status as a std::string_view (Debian's abseil has its own
+// string_view type, which fmt does not format).
+inline std::string_view status_text(const absl::Status& status) {
+  return {status.message().data(), status.message().size()};
+}
 
 }  // namespace fusejit

@@ -48,20 +48,23 @@ constexpr AttrSpec kRmsNormAttrs[] = {
 
 constexpr OpInfo kOpTable[] = {
     {Op::kInput, "input", OpKind::kInput, 0, 0, {}, 0},
-#define FUSEJIT_UNARY(Enum, name, flops, attrs_, expr) \
-  {Op::k##Enum, name, OpKind::kUnary, 1, 1, std::span<const AttrSpec>(attrs_), flops, [](double x, const Attrs& attrs) -> double { \
+#define FUSEJIT_UNARY(Enum, name, flops, cls, attrs_, expr) \
+  {Op::k##Enum, name, OpKind::kUnary, 1, 1, std::span<const AttrSpec>(attrs_), flops, CostClass::cls, \
+   [](double x, const Attrs& attrs) -> double { \
      (void)attrs;                                                                                                 \
      return expr;                                                                                                 \
    }},
-#define FUSEJIT_BINARY(Enum, name, flops, expr) \
-  {Op::k##Enum, name, OpKind::kBinary, 2, 2, {}, flops, nullptr, [](double a, double b) -> double { return expr; }},
-#define FUSEJIT_SPECIAL(Enum, name, kind, min_args, max_args, attrs_, flops) \
-  {Op::k##Enum, name, OpKind::kind, min_args, max_args, std::span<const AttrSpec>(attrs_), flops},
-#define FUSEJIT_REDUCE(Enum, name, flops, identity, combine, divide) \
-  {Op::k##Enum, name, OpKind::kReduce, 1, 1, {}, flops, nullptr, nullptr, identity, \
+#define FUSEJIT_BINARY(Enum, name, flops, cls, expr) \
+  {Op::k##Enum, name, OpKind::kBinary, 2, 2, {}, flops, CostClass::cls, nullptr, \
+   [](double a, double b) -> double { return expr; }},
+#define FUSEJIT_SPECIAL(Enum, name, kind, min_args, max_args, attrs_, flops, cls) \
+  {Op::k##Enum, name, OpKind::kind, min_args, max_args, std::span<const AttrSpec>(attrs_), flops, CostClass::cls},
+#define FUSEJIT_REDUCE(Enum, name, flops, cls, identity, combine, divide) \
+  {Op::k##Enum, name, OpKind::kReduce, 1, 1, {}, flops, CostClass::cls, nullptr, nullptr, identity, \
    [](double acc, double x) -> double { return combine; }, divide},
 #define FUSEJIT_COMPOSITE(Enum, name, min_args, max_args, attrs_, expansion) \
-  {Op::k##Enum, name, OpKind::kComposite, min_args, max_args, std::span<const AttrSpec>(attrs_), 0, nullptr, nullptr, 0, nullptr, \
+  {Op::k##Enum, name, OpKind::kComposite, min_args, max_args, std::span<const AttrSpec>(attrs_), 0, \
+   CostClass::kSimple, nullptr, nullptr, 0, nullptr, \
    false, expansion},
 #include "ir/ops.def"
 #undef FUSEJIT_UNARY
@@ -81,6 +84,19 @@ constexpr bool table_matches_enum() {
 static_assert(table_matches_enum(), "ops.def rows and the Op enum disagree");
 
 }  // namespace
+
+std::string_view cost_class_name(CostClass c) {
+  switch (c) {
+    case CostClass::kSimple: return "simple";
+    case CostClass::kDivSqrt: return "div_sqrt";
+    case CostClass::kExpLog: return "exp_log";
+    case CostClass::kErf: return "erf";
+    case CostClass::kPow: return "pow";
+    case CostClass::kPhilox: return "philox";
+    case CostClass::kMatmul: return "matmul";
+  }
+  return "?";
+}
 
 const AttrSpec* OpInfo::find_attr(std::string_view attr_name) const {
   for (const AttrSpec& spec : attrs) {

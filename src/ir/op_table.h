@@ -22,6 +22,11 @@ enum class OpKind : uint8_t {
   kMatmul,     // [..., M, K] x [K, N]
 };
 
+// Ops whose per-element throughput a device measures together.
+enum class CostClass : uint8_t { kSimple, kDivSqrt, kExpLog, kErf, kPow, kPhilox, kMatmul };
+inline constexpr int kNumCostClasses = 7;
+std::string_view cost_class_name(CostClass c);
+
 enum class Op : uint8_t {
   kInput,
 #define FUSEJIT_UNARY(Enum, ...) k##Enum,
@@ -50,7 +55,8 @@ struct OpInfo {
   int min_operands;
   int max_operands;
   std::span<const AttrSpec> attrs;
-  double flops;  // per output element; composites: see composite_flops()
+  double flops;  // per output element (per input element for reductions); composites: their expansion's
+  CostClass cost_class = CostClass::kSimple;
   UnaryReference unary = nullptr;
   BinaryReference binary = nullptr;
   double reduce_identity = 0;

@@ -1,0 +1,71 @@
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "fusejit.h"
+
+namespace fusejit::cli {
+namespace {
+
+struct PlanOptions {
+  std::string file;
+  std::string device = "h100";
+  bool json = false;
+};
+
+int plan(const PlanOptions& opt) {
+  absl::StatusOr<Graph> graph = parse_graph_file(opt.file);
+  if (!graph.ok()) {
+    fmt::print(stderr, "{}\n", status_text(graph.status()));
+    return 1;
+  }
+  absl::StatusOr<DeviceSpec> device = find_device(opt.device);
+  if (!device.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(device.status()));
+    return 1;
+  }
+  const FusionOptions options = fusion_options_for(*device);
+  const FusionPlan unfused = make_unfused_plan(*graph, options);
+  const FusionPlan fused = make_fused_plan(*graph, options);
+  const PlanComparison comparison = compare_plans(unfused, fused, *device);
+  if (opt.json) {
+    fmt::print("{}\n", comparison_json(*device, unfused, fused, comparison).dump(2));
+    return 0;
+  }
+  fmt::print("graph {}:\n{}\n", opt.file, print_graph(*graph));
+  fmt::print("device {}\n", format_device(*device));
+  fmt::print("{}\n", format_plan_table(unfused, comparison.unfused));
+  fmt::print("{}\n", format_plan_table(fused, comparison.fused));
+  fmt::print("{}", format_saving(comparison));
+  bool reread = false;
+  for (const Kernel& k : fused.kernels) reread = reread || k.row_strategy == RowStrategy::kReread;
+  if (reread) {
+    fmt::print("row* = the row exceeds {} elements and is re-read from memory once per reduction stage\n",
+               device->persistent_row_limit);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<PlanOptions>();
+  CLI::App* cmd = app.add_subcommand("plan", "Show the unfused and fused plans and their roofline costs");
+  cmd->add_option("FILE", opt->file, "graph in the .fj text format")->required();
+  cmd->add_option("--device", opt->device, "device to model: h100, h200, a100 or cpu (measured here)")
+      ->capture_default_str();
+  cmd->add_flag("--json", opt->json, "print one JSON object instead of tables");
+  cmd->callback([opt, &exit_code] { exit_code = plan(*opt); });
+}
+
+void register_devices(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand("devices", "List the devices of the cost model with their ridge points");
+  cmd->callback([&exit_code] {
+    for (const std::string& name : device_names()) fmt::print("{}\n", format_device(*find_device(name)));
+    exit_code = 0;
+  });
+}
+
+}  // namespace fusejit::cli

@@ -1,0 +1,138 @@
+#include "cost/cost_model.h"
+
+#include <algorithm>
+
+#include "ir/builder.h"
+
+namespace fusejit {
+namespace {
+
+int64_t tensor_bytes(const Node& n) { return n.shape.numel() * dtype_size(n.dtype); }
+
+// FLOPs of one node, split by cost class.
+void add_node_flops(const Graph& graph, const Node& n, double times, std::array<double, kNumCostClasses>& out) {
+  const OpInfo& info = n.info();
+  switch (info.kind) {
+    case OpKind::kInput: return;
+    case OpKind::kReduce: {
+      const double elements = static_cast<double>(graph.node(n.operands[0].node).shape.numel());
+      out[static_cast<int>(info.cost_class)] += times * elements * info.flops;
+      return;
+    }
+    case OpKind::kMatmul: {
+      const double k = static_cast<double>(graph.node(n.operands[0].node).shape.last());
+      out[static_cast<int>(info.cost_class)] += times * static_cast<double>(n.shape.numel()) * k * info.flops;
+      return;
+    }
+    case OpKind::kComposite: {
+      // A composite costs what its expansion costs.
+      Graph scratch;
+      std::vector<Value> args;
+      for (const Operand& o : n.operands) {
+        const Node& operand = graph.node(o.node);
+        args.push_back(scratch.input(operand.name, operand.dtype, operand.shape));
+      }
+      info.expand(args, n.attrs);
+      for (const Node& m : scratch.nodes()) add_node_flops(scratch, m, times, out);
+      return;
+    }
+    default:
+      out[static_cast<int>(info.cost_class)] += times * static_cast<double>(n.shape.numel()) * info.flops;
+      return;
+  }
+}
+
+// Reduction levels inside a row kernel, to know how often a re-reading
+// kernel evaluates each node: a node after s reductions runs in passes
+// s+1 .. P, i.e. P - s times.
+std::vector<int> node_levels(const Graph& graph, const Kernel& kernel) {
+  std::vector<int> level(kernel.nodes.size(), 0);
+  for (size_t i = 0; i < kernel.nodes.size(); ++i) {
+    const Node& n = graph.node(kernel.nodes[i]);
+    int l = 0;
+    for (const Operand& o : n.operands) {
+      if (o.is_literal()) continue;
+      auto it = std::find(kernel.nodes.begin(), kernel.nodes.end(), o.node);
+      if (it == kernel.nodes.end()) continue;
+      const size_t j = static_cast<size_t>(it - kernel.nodes.begin());
+      l = std::max(l, level[j] + (graph.node(o.node).info().kind == OpKind::kReduce ? 1 : 0));
+    }
+    level[i] = l;
+  }
+  return level;
+}
+
+// A read that differs from row to row (not a broadcast [N] vector or a
+// per-row scalar) is what a re-reading row kernel fetches again.
+bool is_row_shaped(const Node& n, const Kernel& kernel) {
+  return n.shape.last() == kernel.iteration.last() && n.shape.last() > 1 && n.shape.numel() > n.shape.last();
+}
+
+}  // namespace
+
+FusionOptions fusion_options_for(const DeviceSpec& device) {
+  FusionOptions options;
+  options.persistent_row_limit = device.persistent_row_limit;
+  return options;
+}
+
+KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device) {
+  const Graph& graph = *plan.graph;
+  KernelCost cost;
+  cost.name = kernel.name;
+  const bool reread = kernel.row_strategy == RowStrategy::kReread;
+  const int passes = kernel.row_passes();
+  for (int32_t id : kernel.reads) {
+    const Node& n = graph.node(id);
+    cost.bytes_read += tensor_bytes(n) * (reread && is_row_shaped(n, kernel) ? passes : 1);
+  }
+  for (int32_t id : kernel.writes) cost.bytes_written += tensor_bytes(graph.node(id));
+
+  const std::vector<int> levels = reread ? node_levels(graph, kernel) : std::vector<int>(kernel.nodes.size(), 0);
+  for (size_t i = 0; i < kernel.nodes.size(); ++i) {
+    const Node& n = graph.node(kernel.nodes[i]);
+    // An unfused composite kernel that re-reads recomputes its prologue too;
+    // counting it once keeps the unfused figure conservative.
+    const double times = reread ? static_cast<double>(passes - levels[i]) : 1.0;
+    add_node_flops(graph, n, times, cost.class_flops);
+  }
+  double compute_seconds = 0;
+  for (int c = 0; c < kNumCostClasses; ++c) {
+    cost.flops += cost.class_flops[c];
+    if (cost.class_flops[c] > 0) compute_seconds += cost.class_flops[c] / (device.class_tflops[c] * 1e12);
+  }
+  const bool tensor_matmul = kernel.kind == KernelKind::kMatmul && graph.node(kernel.nodes[0]).dtype != DType::kF32;
+  cost.unit = tensor_matmul ? "tensor" : "fp32";
+  if (kernel.kind == KernelKind::kMatmul && !tensor_matmul) {
+    compute_seconds = cost.flops / (device.peak_f32_tflops * 1e12);
+  }
+  cost.intensity = cost.bytes() > 0 ? cost.flops / static_cast<double>(cost.bytes()) : 0;
+  cost.memory_us = static_cast<double>(cost.bytes()) / (device.bandwidth_gbps * 1e9) * 1e6;
+  cost.compute_us = compute_seconds * 1e6;
+  cost.compute_bound = cost.compute_us > cost.memory_us;
+  cost.predicted_us = std::max(cost.memory_us, cost.compute_us) + device.launch_overhead_us;
+  return cost;
+}
+
+PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device) {
+  PlanCost cost;
+  for (const Kernel& k : plan.kernels) {
+    cost.kernels.push_back(estimate_kernel(plan, k, device));
+    cost.bytes += cost.kernels.back().bytes();
+    cost.flops += cost.kernels.back().flops;
+    cost.predicted_us += cost.kernels.back().predicted_us;
+  }
+  return cost;
+}
+
+PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device) {
+  PlanComparison c;
+  c.unfused = estimate_plan(unfused, device);
+  c.fused = estimate_plan(fused, device);
+  c.bytes_saved = c.unfused.bytes - c.fused.bytes;
+  c.kernels_saved = static_cast<int>(unfused.kernels.size()) - static_cast<int>(fused.kernels.size());
+  c.predicted_speedup = c.fused.predicted_us > 0 ? c.unfused.predicted_us / c.fused.predicted_us : 0;
+  return c;
+}
+
+}  // namespace fusejit

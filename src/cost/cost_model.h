@@ -1,0 +1,62 @@
+// The roofline cost model: bytes, FLOPs, intensity and predicted time of
+// each kernel of a plan on a device, and what fusion saves.
+//
+// bytes = every global tensor a kernel reads, once, at its own size (a
+// broadcast bias [N] costs N elements, not M x N), plus every tensor it
+// writes. A row kernel that cannot keep its row on chip re-reads the
+// row-shaped inputs once per reduction stage plus once for the output.
+// FLOPs = sum over the kernel's nodes of elements x the op table's weight
+// (a reduction counts its input elements; a matmul 2 x M x N x K; work a
+// re-reading row kernel recomputes counts again).
+// time = max(bytes / bandwidth, compute time) + launch overhead.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cost/device.h"
+#include "fusion/plan.h"
+
+namespace fusejit {
+
+struct KernelCost {
+  std::string name;
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+  double flops = 0;
+  std::array<double, kNumCostClasses> class_flops{};  // flops split by cost class
+  double intensity = 0;    // flops / bytes
+  std::string unit;        // "fp32" (CUDA cores / SIMD) or "tensor" (bf16/f16 matmul)
+  bool compute_bound = false;
+  double memory_us = 0;
+  double compute_us = 0;
+  double predicted_us = 0;
+
+  int64_t bytes() const { return bytes_read + bytes_written; }
+};
+
+struct PlanCost {
+  std::vector<KernelCost> kernels;
+  int64_t bytes = 0;
+  double flops = 0;
+  double predicted_us = 0;
+};
+
+struct PlanComparison {
+  PlanCost unfused;
+  PlanCost fused;
+  int64_t bytes_saved = 0;
+  int kernels_saved = 0;
+  double predicted_speedup = 0;  // unfused time / fused time
+};
+
+KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device);
+PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device);
+PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device);
+
+// FusionOptions that match the device (its persistent row limit).
+FusionOptions fusion_options_for(const DeviceSpec& device);
+
+}  // namespace fusejit

@@ -1,0 +1,268 @@
+// Measuring the `cpu` device on this machine, and caching the result.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cost/device.h"
+#include "fusejit_version.h"
+#include "ir/philox.h"
+
+namespace fusejit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int thread_count() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// Runs body(thread index) on every hardware thread and returns the seconds
+// the slowest one took.
+double run_parallel(const std::function<void(int)>& body) {
+  const int n = thread_count();
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  for (int t = 0; t < n; ++t) threads.emplace_back(body, t);
+  for (auto& th : threads) th.join();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Size of the cache at `level` of cpu0, from sysfs ("32K", "1024K", "32M").
+int64_t cache_size(int level) {
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    if (read_first_line(dir + "level") != std::to_string(level)) continue;
+    if (read_first_line(dir + "type") == "Instruction") continue;
+    const std::string size = read_first_line(dir + "size");
+    if (size.empty()) continue;
+    int64_t value = std::atoll(size.c_str());
+    if (size.back() == 'K') value *= 1024;
+    if (size.back() == 'M') value *= 1024 * 1024;
+    return value;
+  }
+  return 0;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+// Copy bandwidth counted as STREAM does: bytes read + bytes written.
+double measure_copy_gbps(int64_t bytes) {
+  const int n = thread_count();
+  const int64_t per_thread = bytes / n;
+  std::vector<std::vector<char>> src(n), dst(n);
+  run_parallel([&](int t) {  // first touch by the thread that will use the pages
+    src[t].assign(per_thread, static_cast<char>(t + 1));
+    dst[t].assign(per_thread, 0);
+  });
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    best = std::min(best, run_parallel([&](int t) { std::memcpy(dst[t].data(), src[t].data(), per_thread); }));
+  }
+  return 2.0 * static_cast<double>(per_thread * n) / best / 1e9;
+}
+
+// FMA throughput with 8 independent vector accumulators, using AVX2+FMA
+// where the CPU has them (the CPU backend compiles with -march=native).
+typedef float v8f __attribute__((vector_size(32)));
+
+__attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iterations) {
+  v8f acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = v8f{} + static_cast<float>(i);
+  const v8f a = v8f{} + 0.999999f, b = v8f{} + 1e-7f;
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * a + b;
+  }
+  float s = 0;
+  for (int i = 0; i < 8; ++i) s += acc[i][0];
+  return s;
+}
+
+float fma_loop_generic(int64_t iterations) {
+  v8f acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = v8f{} + static_cast<float>(i);
+  const v8f a = v8f{} + 0.999999f, b = v8f{} + 1e-7f;
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * a + b;
+  }
+  float s = 0;
+  for (int i = 0; i < 8; ++i) s += acc[i][0];
+  return s;
+}
+
+double measure_fma_tflops() {
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  constexpr int64_t kIterations = 20'000'000;
+  std::vector<float> sink(thread_count());
+  const double seconds = run_parallel([&](int t) {
+    sink[t] = avx2 ? fma_loop_avx2(kIterations) : fma_loop_generic(kIterations);
+  });
+  // 8 accumulators x 8 lanes x 2 FLOPs (multiply + add) per iteration.
+  return static_cast<double>(thread_count()) * kIterations * 8 * 8 * 2 / seconds / 1e12;
+}
+
+// Elements per second of `op` over an L1-resident array, on every thread,
+// times the op's FLOP weight: the class's throughput in the model's units.
+template <typename Op>
+double measure_class_tflops(double flops_per_element, Op op) {
+  constexpr int kElements = 4096;
+  constexpr int kRepeats = 600;
+  std::vector<float> sink(thread_count());
+  const double seconds = run_parallel([&](int t) {
+    std::vector<float> data(kElements);
+    for (int i = 0; i < kElements; ++i) data[i] = 0.25f + static_cast<float>(i % 97) * 0.01f;
+    float acc = 0;
+    for (int r = 0; r < kRepeats; ++r) {
+      for (int i = 0; i < kElements; ++i) acc += op(data[i], static_cast<uint64_t>(r) * kElements + i);
+    }
+    sink[t] = acc;
+  });
+  const double elements = static_cast<double>(thread_count()) * kElements * kRepeats;
+  return flops_per_element * elements / seconds / 1e12;
+}
+
+double measure_launch_us() {
+  std::vector<double> samples;
+  for (int i = 0; i < 21; ++i) samples.push_back(run_parallel([](int) {}) * 1e6);
+  std::nth_element(samples.begin(), samples.begin() + 10, samples.end());
+  return samples[10];
+}
+
+double weight(Op op) { return op_info(op).flops; }
+
+// What is known about this CPU without measuring: name, threads, caches.
+DeviceSpec cpu_identity() {
+  DeviceSpec d;
+  d.name = "cpu";
+  d.measured = true;
+  d.compute_units = thread_count();
+  d.description = fmt::format("{}, {} threads (measured on this machine)", cpu_model(), thread_count());
+  d.cache_bytes = std::max(cache_size(3), cache_size(2));
+  // A row stays in the per-core L2 (a quarter of it, leaving room for the
+  // other operands); 1 MiB of L2 is assumed when sysfs does not say.
+  const int64_t l2 = cache_size(2) > 0 ? cache_size(2) : 1024 * 1024;
+  d.persistent_row_limit = l2 / 4 / static_cast<int64_t>(sizeof(float));
+  return d;
+}
+
+nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
+  nlohmann::json classes;
+  for (int c = 0; c < kNumCostClasses; ++c) {
+    classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
+  }
+  return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()},
+          {"bandwidth_gbps", d.bandwidth_gbps}, {"peak_f32_tflops", d.peak_f32_tflops},
+          {"launch_overhead_us", d.launch_overhead_us}, {"class_tflops", classes}};
+}
+
+// The cached spec, if the file exists, parses, and describes this machine.
+std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& model) {
+  if (j.value("fusejit", "") != FUSEJIT_VERSION || j.value("cpu", "") != model ||
+      j.value("threads", 0) != thread_count()) {
+    return std::nullopt;
+  }
+  DeviceSpec d = cpu_identity();
+  d.bandwidth_gbps = j.at("bandwidth_gbps").get<double>();
+  d.peak_f32_tflops = j.at("peak_f32_tflops").get<double>();
+  d.peak_tensor_tflops = d.peak_f32_tflops;
+  d.launch_overhead_us = j.at("launch_overhead_us").get<double>();
+  for (int c = 0; c < kNumCostClasses; ++c) {
+    d.class_tflops[c] = j.at("class_tflops").at(std::string(cost_class_name(static_cast<CostClass>(c)))).get<double>();
+  }
+  const bool sane = d.bandwidth_gbps > 0 && d.peak_f32_tflops > 0 &&
+                    std::all_of(d.class_tflops.begin(), d.class_tflops.end(), [](double v) { return v > 0; });
+  if (!sane) return std::nullopt;
+  return d;
+}
+
+}  // namespace
+
+std::string cache_directory() {
+  if (const char* dir = std::getenv("FUSEJIT_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return (std::filesystem::path(xdg) / "fusejit").string();
+  }
+  const char* home = std::getenv("HOME");
+  return (std::filesystem::path(home != nullptr ? home : "/tmp") / ".cache" / "fusejit").string();
+}
+
+DeviceSpec measure_cpu_device() {
+  DeviceSpec d = cpu_identity();
+  d.bandwidth_gbps = measure_copy_gbps(std::max<int64_t>(256ll << 20, 8 * d.cache_bytes));
+  d.peak_f32_tflops = measure_fma_tflops();
+  d.peak_tensor_tflops = d.peak_f32_tflops;  // no tensor cores: matmul runs on the FMA units
+  d.launch_overhead_us = measure_launch_us();
+  auto set = [&](CostClass c, double tflops) { d.class_tflops[static_cast<int>(c)] = tflops; };
+  set(CostClass::kSimple, measure_class_tflops(weight(Op::kMul) + weight(Op::kAdd),
+                                               [](float x, uint64_t) { return x * 0.999f + 0.001f; }));
+  set(CostClass::kDivSqrt, measure_class_tflops(weight(Op::kRsqrt), [](float x, uint64_t) {
+        return 1.0f / std::sqrt(x);
+      }));
+  set(CostClass::kExpLog, measure_class_tflops(weight(Op::kExp), [](float x, uint64_t) { return std::exp(x); }));
+  set(CostClass::kErf, measure_class_tflops(weight(Op::kErf), [](float x, uint64_t) { return std::erf(x); }));
+  set(CostClass::kPow, measure_class_tflops(weight(Op::kPow), [](float x, uint64_t) { return std::pow(x, 1.7f); }));
+  set(CostClass::kPhilox, measure_class_tflops(weight(Op::kDropout), [](float x, uint64_t i) {
+        return dropout_keeps(42, i, 0.1) ? x * dropout_scale(0.1) : 0.0f;
+      }));
+  set(CostClass::kMatmul, d.peak_f32_tflops);
+  return d;
+}
+
+DeviceSpec cpu_device() {
+  const std::string model = cpu_model();
+  const std::filesystem::path path = std::filesystem::path(cache_directory()) / "cpu-device.json";
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    std::ifstream in(path);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded()) {
+      try {
+        if (auto d = from_json(j, model)) return *d;
+      } catch (const nlohmann::json::exception&) {
+        // A file of another shape: measure again and replace it.
+      }
+    }
+  }
+  DeviceSpec d = measure_cpu_device();
+  // Temp file then rename, so a concurrent reader never sees half a file.
+  std::filesystem::create_directories(path.parent_path(), ec);
+  const std::string tmp = fmt::format("{}.tmp.{}", path.string(), ::getpid());
+  {
+    std::ofstream out(tmp);
+    out << to_json(d, model).dump(2) << "\n";
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return d;  // caching is an optimisation; an unwritable directory only costs time
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+  return d;
+}
+
+}  // namespace fusejit

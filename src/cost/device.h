@@ -1,0 +1,62 @@
+// Device descriptions for the roofline model.
+//
+// A kernel's predicted time is max(bytes / bandwidth, compute time) plus a
+// launch overhead. Elementwise and row work runs on the FP32 units; its
+// compute time sums, over op cost classes, FLOPs / the class's throughput.
+// On a GPU every class runs at the FP32 peak. On a CPU the classes differ by
+// an order of magnitude (Philox and erf cost far more than an FMA), so the
+// `cpu` device measures each class on this machine; an FMA peak alone would
+// call a chain memory-bound that this CPU in fact computes too slowly.
+// bf16/f16 matmul uses the tensor-core peak.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+#include "ir/op_table.h"
+
+namespace fusejit {
+
+struct DeviceSpec {
+  std::string name;         // "h100"
+  std::string description;  // "NVIDIA H100 SXM5 80 GB (datasheet)"
+  double bandwidth_gbps = 0;       // memory bandwidth, 1e9 bytes/s
+  double peak_f32_tflops = 0;      // FP32 (CUDA cores / SIMD FMA)
+  double peak_tensor_tflops = 0;   // dense bf16/f16 matmul
+  // Throughput of each cost class in TFLOP/s of the op table's FLOP weights.
+  std::array<double, kNumCostClasses> class_tflops{};
+  double launch_overhead_us = 0;
+  int64_t persistent_row_limit = 0;  // longest row (elements) a row kernel keeps on chip
+  int64_t cache_bytes = 0;           // last-level cache (L2 on a GPU)
+  int compute_units = 0;             // SMs or cores
+  bool measured = false;             // figures measured on this machine rather than a datasheet
+
+  // Intensity (FLOP/byte) above which a kernel is compute-bound.
+  double ridge_f32() const { return peak_f32_tflops * 1e3 / bandwidth_gbps; }
+  double ridge_tensor() const { return peak_tensor_tflops * 1e3 / bandwidth_gbps; }
+};
+
+// Names accepted by find_device(): h100, h200, a100, cpu.
+std::vector<std::string> device_names();
+// A datasheet GPU, or the measured CPU of this machine (see cpu_device()).
+absl::StatusOr<DeviceSpec> find_device(std::string_view name);
+DeviceSpec gpu_device(std::string_view name);  // h100, h200 or a100; the name must be one of them
+
+// The CPU of this machine: copy bandwidth, FMA peak and each cost class's
+// throughput, measured once and cached in the fusejit cache directory
+// (FUSEJIT_CACHE_DIR, else $XDG_CACHE_HOME/fusejit, else ~/.cache/fusejit).
+// A corrupt cache file is measured again; an unwritable directory only
+// costs the caching.
+DeviceSpec cpu_device();
+// Measures without the cache (a few seconds).
+DeviceSpec measure_cpu_device();
+
+// The directory fusejit caches in (not created).
+std::string cache_directory();
+
+}  // namespace fusejit

@@ -1,0 +1,132 @@
+#include "cost/report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace fusejit {
+
+std::string group_digits(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+std::string format_device(const DeviceSpec& d) {
+  std::string text = fmt::format("{}: {}\n", d.name, d.description);
+  text += fmt::format("  bandwidth {:.0f} GB/s; fp32 {:.3g} TFLOP/s (ridge {:.1f} FLOP/B); tensor {:.4g} TFLOP/s "
+                      "(ridge {:.1f} FLOP/B); launch {:.1f} us; persistent rows up to {} elements\n",
+                      d.bandwidth_gbps, d.peak_f32_tflops, d.ridge_f32(), d.peak_tensor_tflops, d.ridge_tensor(),
+                      d.launch_overhead_us, d.persistent_row_limit);
+  if (d.measured) {
+    std::vector<std::string> classes;
+    for (int c = 0; c < kNumCostClasses; ++c) {
+      const double ridge = d.class_tflops[c] * 1e3 / d.bandwidth_gbps;
+      classes.push_back(fmt::format("{} {:.3g} TFLOP/s (ridge {:.2f})", cost_class_name(static_cast<CostClass>(c)),
+                                    d.class_tflops[c], ridge));
+    }
+    text += fmt::format("  measured op classes: {}\n", fmt::join(classes, "; "));
+  }
+  return text;
+}
+
+std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
+  std::string text = fmt::format("{} plan: {} kernel{}\n", plan.label, plan.kernels.size(),
+                                 plan.kernels.size() == 1 ? "" : "s");
+  text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15} {:>9} {:<8} {:>12}\n", "kernel", "kind", "ops", "bytes",
+                      "FLOPs", "FLOP/B", "bound", "predicted us");
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const Kernel& k = plan.kernels[i];
+    const KernelCost& c = cost.kernels[i];
+    std::string kind(kernel_kind_name(k.kind));
+    if (k.row_strategy == RowStrategy::kReread) kind += "*";
+    text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9.3g} {:<8} {:>12.2f}\n", k.name, kind,
+                        fmt::format("{}", fmt::join(k.user_ops, ",")), group_digits(c.bytes()), c.flops, c.intensity,
+                        c.compute_bound ? "compute" : "memory", c.predicted_us);
+  }
+  text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9} {:<8} {:>12.2f}\n", "total", "", "",
+                      group_digits(cost.bytes), cost.flops, "", "", cost.predicted_us);
+  return text;
+}
+
+std::string format_saving(const PlanComparison& c) {
+  const double percent = c.unfused.bytes > 0 ? 100.0 * static_cast<double>(c.bytes_saved) /
+                                                   static_cast<double>(c.unfused.bytes)
+                                             : 0.0;
+  return fmt::format("fusion saves {} bytes ({:.1f}% of the unfused traffic) and {} kernel launch{}; "
+                     "predicted speedup {:.2f}x ({:.2f} us -> {:.2f} us)\n",
+                     group_digits(c.bytes_saved), percent, c.kernels_saved, c.kernels_saved == 1 ? "" : "es",
+                     c.predicted_speedup, c.unfused.predicted_us, c.fused.predicted_us);
+}
+
+nlohmann::json device_json(const DeviceSpec& d) {
+  nlohmann::json classes;
+  for (int c = 0; c < kNumCostClasses; ++c) {
+    classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
+  }
+  return {{"name", d.name},
+          {"description", d.description},
+          {"bandwidth_gbps", d.bandwidth_gbps},
+          {"peak_tflops", {{"f32", d.peak_f32_tflops}, {"bf16_tensor", d.peak_tensor_tflops}}},
+          {"class_tflops", classes},
+          {"ridge_f32", d.ridge_f32()},
+          {"ridge_tensor", d.ridge_tensor()},
+          {"launch_overhead_us", d.launch_overhead_us},
+          {"persistent_row_limit", d.persistent_row_limit},
+          {"measured", d.measured}};
+}
+
+nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const KernelCost& c) {
+  auto names = [&](const std::vector<int32_t>& ids) {
+    std::vector<std::string> out;
+    for (int32_t id : ids) out.push_back(plan.graph->node(id).name);
+    return out;
+  };
+  nlohmann::json j = {{"name", k.name},
+                      {"kind", kernel_kind_name(k.kind)},
+                      {"ops", k.user_ops},
+                      {"reads", names(k.reads)},
+                      {"writes", names(k.writes)},
+                      {"iteration", std::vector<int64_t>(k.iteration.begin(), k.iteration.end())},
+                      {"bytes", c.bytes()},
+                      {"bytes_read", c.bytes_read},
+                      {"bytes_written", c.bytes_written},
+                      {"flops", c.flops},
+                      {"intensity", c.intensity},
+                      {"unit", c.unit},
+                      {"bound", c.compute_bound ? "compute" : "memory"},
+                      {"memory_us", c.memory_us},
+                      {"compute_us", c.compute_us},
+                      {"predicted_us", c.predicted_us}};
+  if (k.kind == KernelKind::kRow) {
+    j["row_strategy"] = row_strategy_name(k.row_strategy);
+    j["reduction_stages"] = k.reduction_stages;
+    j["row_passes"] = k.row_passes();
+  }
+  return j;
+}
+
+nlohmann::json plan_json(const FusionPlan& plan, const PlanCost& cost) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (size_t i = 0; i < plan.kernels.size(); ++i) kernels.push_back(kernel_json(plan, plan.kernels[i], cost.kernels[i]));
+  return {{"num_kernels", plan.kernels.size()},
+          {"bytes", cost.bytes},
+          {"flops", cost.flops},
+          {"predicted_us", cost.predicted_us},
+          {"kernels", kernels}};
+}
+
+nlohmann::json comparison_json(const DeviceSpec& device, const FusionPlan& unfused, const FusionPlan& fused,
+                               const PlanComparison& c) {
+  return {{"device", device_json(device)},
+          {"unfused", plan_json(unfused, c.unfused)},
+          {"fused", plan_json(fused, c.fused)},
+          {"bytes_saved", c.bytes_saved},
+          {"kernels_saved", c.kernels_saved},
+          {"predicted_speedup", c.predicted_speedup}};
+}
+
+}  // namespace fusejit

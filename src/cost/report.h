@@ -1,0 +1,28 @@
+// How plans and their costs read: tables for people, JSON for programs.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cost/cost_model.h"
+
+namespace fusejit {
+
+// "h100: NVIDIA H100 SXM5 80 GB (datasheet)\n  bandwidth 3350 GB/s, ..., ridge points ..."
+std::string format_device(const DeviceSpec& device);
+// One row per kernel (kernel, kind, ops, bytes, FLOPs, intensity, bound, predicted µs) and a total.
+std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost);
+// "fusion saves 603,979,776 bytes (75.0%) and 3 kernels; predicted speedup 3.96x (...)"
+std::string format_saving(const PlanComparison& comparison);
+// 1234567 -> "1,234,567"
+std::string group_digits(int64_t value);
+
+nlohmann::json device_json(const DeviceSpec& device);
+nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& kernel, const KernelCost& cost);
+nlohmann::json plan_json(const FusionPlan& plan, const PlanCost& cost);
+// The object `fusejit plan --json` prints.
+nlohmann::json comparison_json(const DeviceSpec& device, const FusionPlan& unfused, const FusionPlan& fused,
+                               const PlanComparison& comparison);
+
+}  // namespace fusejit

@@ -1,0 +1,74 @@
+// A FusionPlan: the kernels that execute a graph, in launch order.
+//
+// Each kernel owns a set of nodes of the plan's graph, reads some global
+// tensors (graph inputs, or values an earlier kernel wrote) and writes the
+// values that leave it (graph outputs, and values a later kernel reads).
+// Everything else stays in registers. The unfused plan works on the user's
+// graph, one kernel per user op; the fused plan works on the graph with
+// composites expanded, so a reduction and the elementwise ops around it can
+// share a row kernel.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ir/graph.h"
+
+namespace fusejit {
+
+enum class KernelKind : uint8_t {
+  kPointwise,  // every node has the kernel's iteration shape
+  kRow,        // reductions over the last dimension with their prologue and epilogue
+  kMatmul,     // one matmul, executed by a library (cuBLAS, BLAS)
+};
+std::string_view kernel_kind_name(KernelKind kind);
+
+// How a row kernel holds its row.
+enum class RowStrategy : uint8_t {
+  kNone,        // not a row kernel
+  kPersistent,  // the row is read once and kept on chip (registers/shared memory, or cache on a CPU)
+  kReread,      // the row is too long to keep: each reduction stage re-reads it from memory
+};
+std::string_view row_strategy_name(RowStrategy s);
+
+struct Kernel {
+  std::string name;  // deterministic: "k{index}_{user ops}"
+  KernelKind kind = KernelKind::kPointwise;
+  std::vector<int32_t> nodes;   // in topological order
+  std::vector<int32_t> reads;   // global tensors read (ids of the plan's graph), in first-use order
+  std::vector<int32_t> writes;  // values stored to memory, in node order
+  Shape iteration;              // pointwise: the shape iterated; row: the row space [..., N]; matmul: result
+  std::vector<std::string> user_ops;  // the user's ops this kernel implements, in order ("layer_norm")
+
+  // Row kernels only.
+  RowStrategy row_strategy = RowStrategy::kNone;
+  int reduction_stages = 0;  // reductions that depend on each other (layer_norm: mean, then variance = 2)
+  // Times the row-shaped inputs are read: 1 when persistent, else stages + 1.
+  int row_passes() const { return row_strategy == RowStrategy::kReread ? reduction_stages + 1 : 1; }
+};
+
+struct FusionPlan {
+  std::string label;  // "unfused" or "fused"
+  std::shared_ptr<const Graph> graph;
+  std::vector<Kernel> kernels;
+};
+
+struct FusionOptions {
+  // Longest row (elements) a row kernel keeps on chip; longer rows use the
+  // re-read variant. Comes from the target device (cost/device.h).
+  int64_t persistent_row_limit = 16384;
+};
+
+// One kernel per user op, as an eager framework runs the graph.
+FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options = {});
+// The fused plan (see fuse.cpp for the rules).
+FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options = {});
+
+// A readable multi-line description of the plan.
+std::string describe(const FusionPlan& plan);
+
+}  // namespace fusejit

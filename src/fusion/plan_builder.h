@@ -1,0 +1,30 @@
+// Turning a grouping of nodes into a FusionPlan: what each kernel reads and
+// writes, its name, its user ops and, for row kernels, how it holds the row.
+// Shared by the unfused and the fused planner so both count the same way.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "fusion/plan.h"
+
+namespace fusejit {
+
+struct KernelGroup {
+  KernelKind kind = KernelKind::kPointwise;
+  Shape iteration;
+  std::vector<int32_t> nodes;  // topological order
+};
+
+// `groups` must be in a valid launch order. `origin[id]` names the user node
+// that node `id` implements (identity for the unfused plan); `user_graph` is
+// the graph the user wrote, whose op names label the kernels.
+FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, const Graph& user_graph,
+                      const std::vector<int32_t>& origin, std::vector<KernelGroup> groups,
+                      const FusionOptions& options);
+
+// Reductions that depend on each other inside one kernel's nodes (a
+// composite counts through its expansion): layer_norm 2, rms_norm 1.
+int reduction_stages(const Graph& graph, const std::vector<int32_t>& nodes);
+
+}  // namespace fusejit

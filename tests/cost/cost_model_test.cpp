@@ -1,0 +1,119 @@
+// The seed figures of DESIGN.md §5, worked by hand, reproduced by the model.
+#include <gtest/gtest.h>
+
+#include "fusejit.h"
+
+namespace fusejit {
+namespace {
+
+KernelCost only_kernel(const Graph& g, const DeviceSpec& device) {
+  const FusionPlan plan = make_fused_plan(g, fusion_options_for(device));
+  EXPECT_EQ(plan.kernels.size(), 1u) << describe(plan);
+  return estimate_kernel(plan, plan.kernels[0], device);
+}
+
+TEST(CostModel, SquareBf16MatmulIsComputeBoundOnTensorCores) {
+  Graph g;
+  auto a = g.input("a", DType::kBF16, {4096, 4096});
+  auto b = g.input("b", DType::kBF16, {4096, 4096});
+  g.output("c", matmul(a, b));
+  const KernelCost c = only_kernel(g, gpu_device("h100"));
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 4096 * 4096 * 4096);        // 1.37e11
+  EXPECT_EQ(c.bytes(), 3ll * 4096 * 4096 * 2);                // 1.0e8
+  EXPECT_NEAR(c.intensity, 1365.33, 0.01);
+  EXPECT_EQ(c.unit, "tensor");
+  EXPECT_TRUE(c.compute_bound);
+  EXPECT_NEAR(c.predicted_us, 140.0, 2.0);  // 1.37e11 / 989e12 = 139 us, plus launch
+}
+
+TEST(CostModel, Bf16AddIsOneSixthOfAFlopPerByte) {
+  Graph g;
+  auto a = g.input("a", DType::kBF16, {4096, 4096});
+  auto b = g.input("b", DType::kBF16, {4096, 4096});
+  g.output("c", a + b);
+  const KernelCost c = only_kernel(g, gpu_device("h100"));
+  EXPECT_NEAR(c.intensity, 1.0 / 6.0, 1e-9);
+  EXPECT_FALSE(c.compute_bound);
+  EXPECT_EQ(c.unit, "fp32");
+}
+
+TEST(CostModel, SkinnyMatmulIntensityIsAbout16) {
+  Graph g;
+  auto a = g.input("a", DType::kBF16, {4096, 4096});
+  auto b = g.input("b", DType::kBF16, {4096, 16});
+  g.output("c", matmul(a, b));
+  const KernelCost c = only_kernel(g, gpu_device("h100"));
+  EXPECT_NEAR(c.intensity, 15.9, 0.1);
+  EXPECT_FALSE(c.compute_bound);  // far below the tensor ridge of ~295
+}
+
+TEST(CostModel, BatchOneDecodeOfAn8BModelTakesAbout4point8ms) {
+  // One token through 8e9 bf16 weights: a [1, 4096] x [4096, 1953125] GEMV.
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {1, 4096});
+  auto w = g.input("w", DType::kBF16, {4096, 1953125});
+  g.output("y", matmul(x, w));
+  const KernelCost c = only_kernel(g, gpu_device("h100"));
+  EXPECT_NEAR(c.intensity, 1.0, 0.01);
+  EXPECT_NEAR(c.predicted_us / 1000.0, 4.78, 0.05);  // 16 GB / 3.35 TB/s
+}
+
+TEST(CostModel, LayerNormIntensityIsAbout2) {
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {8192, 4096});
+  auto gamma = g.input("gamma", DType::kBF16, {4096});
+  auto beta = g.input("beta", DType::kBF16, {4096});
+  g.output("y", layer_norm(x, gamma, beta));
+  const KernelCost c = only_kernel(g, gpu_device("h100"));
+  EXPECT_GT(c.intensity, 1.5);
+  EXPECT_LT(c.intensity, 2.5);
+  EXPECT_FALSE(c.compute_bound);
+}
+
+TEST(CostModel, RidgePointsOfTheDatasheetGpus) {
+  EXPECT_NEAR(gpu_device("h100").ridge_tensor(), 295.2, 0.1);  // 989 TFLOP/s / 3.35 TB/s
+  EXPECT_NEAR(gpu_device("h100").ridge_f32(), 20.0, 0.1);
+  EXPECT_NEAR(gpu_device("h200").ridge_tensor(), 206.0, 0.1);
+  EXPECT_NEAR(gpu_device("a100").ridge_tensor(), 153.0, 0.1);
+  EXPECT_FALSE(find_device("tpu").ok());
+}
+
+TEST(CostModel, FusionSavingOfTheDemoChain) {
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {8192, 4096});
+  auto b = g.input("b", DType::kBF16, {4096});
+  auto gamma = g.input("gamma", DType::kBF16, {4096});
+  auto beta = g.input("beta", DType::kBF16, {4096});
+  g.output("y", layer_norm(dropout(gelu(x + b), 0.1, 42), gamma, beta));
+  for (const char* name : {"h100", "h200", "a100"}) {
+    const DeviceSpec device = gpu_device(name);
+    const PlanComparison c = compare_plans(make_unfused_plan(g), make_fused_plan(g), device);
+    const int64_t tensor = 8192ll * 4096 * 2;
+    EXPECT_EQ(c.fused.bytes, 2 * tensor + 3 * 4096 * 2) << name;
+    EXPECT_EQ(c.bytes_saved, c.unfused.bytes - c.fused.bytes);
+    EXPECT_EQ(c.kernels_saved, 3);
+    // Memory-bound on a GPU: the saving in time follows the saving in bytes.
+    EXPECT_GT(c.predicted_speedup, 3.0) << name;
+    EXPECT_LT(c.predicted_speedup, 4.5) << name;
+  }
+}
+
+TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
+  const std::string dir = ::testing::TempDir() + "/fusejit-cost-cache";
+  setenv("FUSEJIT_CACHE_DIR", dir.c_str(), 1);
+  const DeviceSpec first = cpu_device();
+  EXPECT_TRUE(first.measured);
+  EXPECT_GT(first.bandwidth_gbps, 0.1);
+  EXPECT_GT(first.peak_f32_tflops, 1e-3);
+  // Philox and erf run far below the FMA peak on a CPU: this is what makes
+  // the demo chain compute-bound there.
+  EXPECT_LT(first.class_tflops[static_cast<int>(CostClass::kPhilox)], first.peak_f32_tflops);
+  EXPECT_LT(first.class_tflops[static_cast<int>(CostClass::kErf)], first.peak_f32_tflops);
+  const DeviceSpec second = cpu_device();  // from the cache: the same figures
+  EXPECT_EQ(second.bandwidth_gbps, first.bandwidth_gbps);
+  EXPECT_EQ(second.class_tflops, first.class_tflops);
+  unsetenv("FUSEJIT_CACHE_DIR");
+}
+
+}  // namespace
+}  // namespace fusejit

@@ -1,0 +1,274 @@
+// Kernel counts, kinds and exact byte counts of the unfused and fused plans
+// for graphs of many shapes. Expected bytes are written out by hand from the
+// shapes: each global tensor read once at its own size, each write once.
+#include <gtest/gtest.h>
+
+#include "fusejit.h"
+
+namespace fusejit {
+namespace {
+
+constexpr int64_t M = 512, N = 1024;
+
+// Costs on h100; the device only matters for the row limit and time.
+PlanCost cost_of(const FusionPlan& plan) { return estimate_plan(plan, gpu_device("h100")); }
+
+std::vector<std::string> kinds(const FusionPlan& plan) {
+  std::vector<std::string> out;
+  for (const Kernel& k : plan.kernels) out.emplace_back(kernel_kind_name(k.kind));
+  return out;
+}
+
+std::vector<std::string> written(const FusionPlan& plan, int kernel) {
+  std::vector<std::string> out;
+  for (int32_t id : plan.kernels[kernel].writes) out.push_back(plan.graph->node(id).name);
+  return out;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(Fusion, BiasGeluDropoutLayerNormIsOneRowKernel) {
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {M, N});
+  auto b = g.input("b", DType::kBF16, {N});
+  auto gamma = g.input("gamma", DType::kBF16, {N});
+  auto beta = g.input("beta", DType::kBF16, {N});
+  g.output("y", layer_norm(dropout(gelu(x + b), 0.1, 42), gamma, beta));
+
+  const FusionPlan unfused = make_unfused_plan(g);
+  EXPECT_EQ(kinds(unfused), (Strings{"pointwise", "pointwise", "pointwise", "row"})) << describe(unfused);
+  // add reads x and b, writes h; gelu and dropout read and write M x N; layer_norm reads d, gamma, beta, writes y.
+  const int64_t mn = M * N * 2, n = N * 2;
+  EXPECT_EQ(cost_of(unfused).bytes, (mn + n + mn) + 2 * (mn + mn) + (mn + 2 * n + mn));
+
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"row"})) << describe(fused);
+  EXPECT_EQ(fused.kernels[0].user_ops, (Strings{"add", "gelu", "dropout", "layer_norm"}));
+  EXPECT_EQ(fused.kernels[0].name, "k0_add_gelu_dropout_layer_norm");
+  EXPECT_EQ(fused.kernels[0].reduction_stages, 2);
+  EXPECT_EQ(fused.kernels[0].row_strategy, RowStrategy::kPersistent);
+  EXPECT_EQ(written(fused, 0), (Strings{"y"}));
+  EXPECT_EQ(cost_of(fused).bytes, mn + 3 * n + mn);  // read x, b, gamma, beta once; write y once
+}
+
+TEST(Fusion, SoftmaxIsOneRowKernelWithTwoStages) {
+  Graph g;
+  auto x = g.input("x", DType::kF16, {M, N});
+  g.output("y", softmax(x * 0.125));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"row"})) << describe(fused);
+  EXPECT_EQ(fused.kernels[0].reduction_stages, 2);  // max, then sum of exp
+  EXPECT_EQ(cost_of(fused).bytes, 2 * M * N * 2);
+  EXPECT_EQ(kinds(make_unfused_plan(g)), (Strings{"pointwise", "row"}));
+}
+
+TEST(Fusion, DiamondIsOneKernel) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {M, N});
+  auto b = g.input("b", DType::kF32, {N});
+  auto h = x + b;
+  g.output("y", exp(h) * tanh(h));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"pointwise"})) << describe(fused);
+  EXPECT_EQ(cost_of(fused).bytes, 4 * (M * N + N + M * N));
+  EXPECT_EQ(make_unfused_plan(g).kernels.size(), 4u);
+}
+
+TEST(Fusion, ValueUsedByTwoReductionsSharesTheRowKernel) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {M, N});
+  auto h = exp(x);
+  g.output("y", sum(h) + max(h));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"row"})) << describe(fused);
+  EXPECT_EQ(fused.kernels[0].reduction_stages, 1);  // the two reductions are independent
+  EXPECT_EQ(cost_of(fused).bytes, 4 * (M * N + M));
+}
+
+TEST(Fusion, IntermediateOutputsAreWrittenOnce) {
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {M, N});
+  auto b = g.input("b", DType::kBF16, {N});
+  auto h = x + b;
+  g.output("h", h);
+  g.output("y", gelu(h));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"pointwise"})) << describe(fused);
+  EXPECT_EQ(written(fused, 0), (Strings{"h", "y"}));
+  EXPECT_EQ(cost_of(fused).bytes, 2 * (M * N + N + 2 * M * N));
+}
+
+TEST(Fusion, BroadcastsInBothDirectionsAreReadAtTheirOwnSize) {
+  Graph g;
+  auto col = g.input("col", DType::kF32, {M, 1});
+  auto row = g.input("row", DType::kF32, {1, N});
+  auto x = g.input("x", DType::kF32, {M, N});
+  g.output("y", relu(col + row) * x);
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"pointwise"})) << describe(fused);
+  EXPECT_EQ(cost_of(fused).bytes, 4 * (M + N + M * N + M * N));
+}
+
+TEST(Fusion, RowScalarInputBroadcastOverRows) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {M, N});
+  auto s = g.input("s", DType::kF32, {M, 1});
+  g.output("y", x * s - s);
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"pointwise"}));
+  EXPECT_EQ(cost_of(fused).bytes, 4 * (M * N + M + M * N));
+}
+
+TEST(Fusion, RowsOverThePersistentLimitAreReread) {
+  Graph g;
+  const int64_t long_row = 65536;
+  auto x = g.input("x", DType::kF32, {64, long_row});
+  g.output("y", softmax(x));
+  FusionOptions options;
+  options.persistent_row_limit = 16384;
+  const FusionPlan fused = make_fused_plan(g, options);
+  ASSERT_EQ(kinds(fused), (Strings{"row"}));
+  EXPECT_EQ(fused.kernels[0].row_strategy, RowStrategy::kReread);
+  EXPECT_EQ(fused.kernels[0].row_passes(), 3);  // max pass, sum pass, output pass
+  const int64_t tensor = 64 * long_row * 4;
+  EXPECT_EQ(estimate_plan(fused, gpu_device("h100")).bytes, 3 * tensor + tensor);
+  // The same row under the limit is read once.
+  options.persistent_row_limit = long_row;
+  EXPECT_EQ(estimate_plan(make_fused_plan(g, options), gpu_device("h100")).bytes, 2 * tensor);
+}
+
+TEST(Fusion, LoneMatmulIsOneLibraryKernel) {
+  Graph g;
+  auto a = g.input("a", DType::kBF16, {M, N});
+  auto w = g.input("w", DType::kBF16, {N, 256});
+  g.output("y", matmul(a, w));
+  for (const FusionPlan& plan : {make_unfused_plan(g), make_fused_plan(g)}) {
+    ASSERT_EQ(kinds(plan), (Strings{"matmul"}));
+    EXPECT_EQ(cost_of(plan).bytes, 2 * (M * N + N * 256 + M * 256));
+  }
+}
+
+TEST(Fusion, MatmulEpilogueFormsTheNextKernel) {
+  Graph g;
+  auto a = g.input("a", DType::kBF16, {M, N});
+  auto w = g.input("w", DType::kBF16, {N, 256});
+  auto bias = g.input("bias", DType::kBF16, {256});
+  g.output("y", gelu(matmul(a, w) + bias));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"matmul", "pointwise"})) << describe(fused);
+  EXPECT_EQ(fused.kernels[1].user_ops, (Strings{"add", "gelu"}));
+  const int64_t mm = 2 * (M * N + N * 256 + M * 256);
+  EXPECT_EQ(cost_of(fused).bytes, mm + 2 * (M * 256 + 256 + M * 256));
+  EXPECT_EQ(kinds(make_unfused_plan(g)), (Strings{"matmul", "pointwise", "pointwise"}));
+}
+
+TEST(Fusion, MlpBlockKeepsBothMatmulsApart) {
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {M, N});
+  auto w1 = g.input("w1", DType::kBF16, {N, 4 * N});
+  auto b1 = g.input("b1", DType::kBF16, {4 * N});
+  auto w2 = g.input("w2", DType::kBF16, {4 * N, N});
+  g.output("y", matmul(gelu(matmul(x, w1) + b1, "tanh"), w2));
+  EXPECT_EQ(kinds(make_fused_plan(g)), (Strings{"matmul", "pointwise", "matmul"}));
+  EXPECT_EQ(make_unfused_plan(g).kernels.size(), 4u);
+}
+
+TEST(Fusion, MixedDtypesCountEachTensorAtItsOwnSize) {
+  Graph g;
+  auto x = g.input("x", DType::kF16, {M, N});
+  auto b = g.input("b", DType::kBF16, {N});
+  auto y = x + b;  // f16 with bf16 gives f32
+  g.output("y", cast(y * 2.0, DType::kBF16));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"pointwise"}));
+  EXPECT_EQ(cost_of(fused).bytes, 2 * M * N + 2 * N + 2 * M * N);
+  // Unfused: add writes f32, mul reads and writes f32, cast reads f32 and writes bf16.
+  EXPECT_EQ(cost_of(make_unfused_plan(g)).bytes,
+            (2 * M * N + 2 * N + 4 * M * N) + (4 * M * N + 4 * M * N) + (4 * M * N + 2 * M * N));
+}
+
+TEST(Fusion, SiblingsReadingTheSameInputShareAKernel) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {M, N});
+  g.output("e", exp(x));
+  g.output("l", log(abs(x)));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"pointwise"})) << describe(fused);
+  EXPECT_EQ(cost_of(fused).bytes, 4 * 3 * M * N);
+}
+
+TEST(Fusion, RmsNormWithSiluGateIsOneRowKernel) {
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {M, N});
+  auto w = g.input("w", DType::kBF16, {N});
+  auto gate = g.input("gate", DType::kBF16, {M, N});
+  g.output("y", rms_norm(x, w) * silu(gate));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"row"})) << describe(fused);
+  EXPECT_EQ(cost_of(fused).bytes, 2 * (M * N + N + M * N + M * N));
+  EXPECT_EQ(kinds(make_unfused_plan(g)), (Strings{"row", "pointwise", "pointwise"}));
+}
+
+TEST(Fusion, ResidualLayerNormWritesBothOutputs) {
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {M, N});
+  auto r = g.input("residual", DType::kBF16, {M, N});
+  auto h = x + r;
+  g.output("h", h);
+  g.output("y", layer_norm(h));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"row"})) << describe(fused);
+  EXPECT_EQ(written(fused, 0), (Strings{"h", "y"}));
+  EXPECT_EQ(cost_of(fused).bytes, 2 * 4 * M * N);
+}
+
+TEST(Fusion, SingleOpGraph) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {7});
+  g.output("y", neg(x));
+  for (const FusionPlan& plan : {make_unfused_plan(g), make_fused_plan(g)}) {
+    ASSERT_EQ(kinds(plan), (Strings{"pointwise"}));
+    EXPECT_EQ(cost_of(plan).bytes, 2 * 7 * 4);
+  }
+}
+
+TEST(Fusion, VectorPrologueOfAnotherShapeIsItsOwnKernel) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {M, N});
+  auto gamma = g.input("gamma", DType::kF32, {N});
+  g.output("y", layer_norm(x, gamma * 2.0));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"pointwise", "row"})) << describe(fused);
+  EXPECT_EQ(fused.kernels[0].iteration, Shape{N});
+  EXPECT_EQ(cost_of(fused).bytes, 4 * (N + N) + 4 * (M * N + N + M * N));
+}
+
+TEST(Fusion, NeverMergesAcrossAKernelInBetween) {
+  // a feeds a matmul and also, with the matmul's result, a later add: putting
+  // the add with a would make a's kernel wait for the matmul that waits for it.
+  Graph g;
+  auto x = g.input("x", DType::kF32, {M, N});
+  auto w = g.input("w", DType::kF32, {N, N});
+  auto a = exp(x);
+  g.output("y", a + matmul(a, w));
+  const FusionPlan fused = make_fused_plan(g);
+  EXPECT_EQ(kinds(fused), (Strings{"pointwise", "matmul", "pointwise"})) << describe(fused);
+  EXPECT_EQ(written(fused, 0).size(), 1u);
+}
+
+TEST(Fusion, PlansAreDeterministic) {
+  auto build = [] {
+    Graph g;
+    auto x = g.input("x", DType::kBF16, {M, N});
+    auto r = g.input("r", DType::kBF16, {M, N});
+    auto h = x + r;
+    g.output("h", h);
+    g.output("y", softmax(h) + layer_norm(h));
+    return g;
+  };
+  EXPECT_EQ(describe(make_fused_plan(build())), describe(make_fused_plan(build())));
+  EXPECT_EQ(describe(make_unfused_plan(build())), describe(make_unfused_plan(build())));
+}
+
+}  // namespace
+}  // namespace fusejit
