@@ -1,5 +1,7 @@
 #include "ir/infer.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -66,6 +68,10 @@ bool infer_type(const Graph& graph, const OpInfo& info, std::span<const Operand>
   for (int i = 0; i < static_cast<int>(operands.size()); ++i) {
     if (operands[i].is_literal() && info.kind != OpKind::kBinary) {
       return fail(i, fmt::format("operand {} must be a tensor, not the literal {}", i + 1, operands[i].literal));
+    }
+    // The text format writes literals as decimal numbers; a non-finite one could not round-trip.
+    if (operands[i].is_literal() && !std::isfinite(operands[i].literal)) {
+      return fail(i, fmt::format("literal operands must be finite, got {}", operands[i].literal));
     }
   }
 

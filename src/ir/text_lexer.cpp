@@ -1,0 +1,134 @@
+#include "ir/text_lexer.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace fusejit::text {
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool is_non_ascii(char c) { return static_cast<unsigned char>(c) >= 0x80; }
+// Non-ASCII bytes join words so that a name like "größe" is one token the
+// parser can reject as a whole instead of a run of stray bytes.
+bool is_word_byte(char c) { return is_alpha(c) || is_digit(c) || is_non_ascii(c); }
+
+// Length of the well-formed UTF-8 sequence at the start of `s`, or 0.
+size_t utf8_length(std::string_view s) {
+  const auto lead = static_cast<unsigned char>(s[0]);
+  size_t n = 0;
+  if (lead >= 0xC2 && lead <= 0xDF) n = 2;
+  if (lead >= 0xE0 && lead <= 0xEF) n = 3;
+  if (lead >= 0xF0 && lead <= 0xF4) n = 4;
+  if (n == 0 || s.size() < n) return 0;
+  for (size_t i = 1; i < n; ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+LineLexer::LineLexer(std::string_view line) : line_(line) { current_ = lex(); }
+
+Token LineLexer::next() {
+  Token t = current_;
+  current_ = lex();
+  return t;
+}
+
+Token LineLexer::lex() {
+  while (pos_ < line_.size() && (line_[pos_] == ' ' || line_[pos_] == '\t')) ++pos_;
+  Token t;
+  t.col = static_cast<int>(pos_) + 1;
+  if (pos_ == line_.size() || line_[pos_] == '#') {
+    t.kind = TokenKind::kEnd;
+    return t;
+  }
+  const size_t start = pos_;
+  const char c = line_[pos_];
+  auto at = [&](size_t i) { return i < line_.size() ? line_[i] : '\0'; };
+  const bool signed_start =
+      (c == '-' || c == '+') && (is_digit(at(pos_ + 1)) || at(pos_ + 1) == '.' || is_alpha(at(pos_ + 1)));
+  if (is_digit(c) || (c == '.' && is_digit(at(pos_ + 1))) || signed_start) {
+    t.kind = TokenKind::kNumber;
+    ++pos_;
+    while (pos_ < line_.size()) {
+      const char d = line_[pos_];
+      const char prev = line_[pos_ - 1];
+      const bool exponent_sign = (d == '+' || d == '-') && (prev == 'e' || prev == 'E');
+      if (!(is_word_byte(d) || d == '.' || exponent_sign)) break;
+      ++pos_;
+    }
+  } else if (is_alpha(c) || is_non_ascii(c)) {
+    t.kind = TokenKind::kWord;
+    while (pos_ < line_.size() && is_word_byte(line_[pos_])) ++pos_;
+  } else {
+    t.kind = std::string_view("()[],=:").find(c) != std::string_view::npos ? TokenKind::kPunct : TokenKind::kInvalid;
+    ++pos_;
+  }
+  t.text = line_.substr(start, pos_ - start);
+  return t;
+}
+
+bool is_decimal(std::string_view s) {
+  size_t i = 0;
+  auto digits = [&] {
+    const size_t start = i;
+    while (i < s.size() && is_digit(s[i])) ++i;
+    return i - start;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  size_t mantissa = digits();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
+bool is_non_finite_word(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  for (std::string_view word : {"inf", "infinity", "nan"}) {
+    if (s.size() == word.size() && std::equal(s.begin(), s.end(), word.begin(), [](char a, char b) {
+          return (a >= 'A' && a <= 'Z' ? a - 'A' + 'a' : a) == b;
+        })) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string quoted(std::string_view text) {
+  constexpr size_t kMaxShown = 40;
+  std::string out = "'";
+  size_t i = 0;
+  while (i < text.size() && i < kMaxShown) {
+    const char c = text[i];
+    if (c >= 0x20 && c < 0x7F) {
+      out += c;
+      ++i;
+    } else if (size_t n = is_non_ascii(c) ? utf8_length(text.substr(i)) : 0; n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+      ++i;
+    }
+  }
+  if (i < text.size()) out += "...";
+  return out + "'";
+}
+
+std::string describe(const Token& token) {
+  return token.kind == TokenKind::kEnd ? std::string("end of line") : quoted(token.text);
+}
+
+}  // namespace fusejit::text

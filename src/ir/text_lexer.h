@@ -1,0 +1,61 @@
+// Tokens of one line of the .fj text format (private to the text parser).
+//
+// The lexer works on demand over one line, so a line of any length costs
+// time linear in its length and no memory per token. It never fails: a byte
+// it does not know becomes a kInvalid token and the parser reports it at the
+// point where it meets it, so errors come out in column order.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace fusejit::text {
+
+enum class TokenKind {
+  kWord,     // a name, keyword, op, dtype or enum value: [A-Za-z_] then [A-Za-z0-9_]; non-ASCII bytes kept for messages
+  kNumber,   // starts like a number ("4096", "-0.1", ".5", "1e-05"); validated by the parser
+  kPunct,    // one of ( ) [ ] , = :
+  kInvalid,  // any other byte
+  kEnd,      // end of the line or a '#' comment
+};
+
+struct Token {
+  TokenKind kind = TokenKind::kEnd;
+  std::string_view text;
+  int col = 1;  // 1-based byte column
+
+  bool is(char punct) const { return kind == TokenKind::kPunct && text.size() == 1 && text[0] == punct; }
+  bool is_word(std::string_view word) const { return kind == TokenKind::kWord && text == word; }
+};
+
+class LineLexer {
+ public:
+  // `line` excludes the line break; columns count from its first byte.
+  explicit LineLexer(std::string_view line);
+
+  const Token& peek() const { return current_; }
+  Token next();
+
+ private:
+  Token lex();
+
+  std::string_view line_;
+  size_t pos_ = 0;
+  Token current_;
+};
+
+// The text of a kNumber token that is a decimal literal as print_graph()
+// writes it and from_chars() reads it: -?(D+(.D*)?|.D+)([eE][+-]?D+)?.
+// Rejects "1e5x", "0x10", "1.2.3", "+1" and friends.
+bool is_decimal(std::string_view text);
+// "inf", "-Infinity", "nan", ...: what a user may try for a non-finite literal.
+bool is_non_finite_word(std::string_view text);
+
+// `text` fit for a one-line message: quoted, at most a few dozen bytes,
+// control bytes and invalid UTF-8 escaped as \xNN (valid UTF-8 is kept).
+std::string quoted(std::string_view text);
+// "'foo'" or "end of line", for "expected X, found Y".
+std::string describe(const Token& token);
+
+}  // namespace fusejit::text

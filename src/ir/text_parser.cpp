@@ -1,0 +1,511 @@
+// The .fj parser: one statement per line, each checked as it is read.
+//
+// Error recovery is per statement: the first problem in a statement is
+// reported and the statement defines nothing. The name it would have defined
+// is "poisoned", so later uses of it fail quietly instead of repeating the
+// error as "undefined name". Every op goes through make_node(), so the parser
+// reports the same type, shape, arity and attribute errors as the C++ builder;
+// the parser only adds where in the line the problem is.
+//
+// Problems of the whole graph (no `output` statement, anything verify_graph()
+// finds without a location) are reported at the end of the text, where the
+// missing statement would go. After 100 errors the parser stops.
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+#include <absl/strings/str_join.h>
+#include <fmt/format.h>
+
+#include "ir/infer.h"
+#include "ir/text_format.h"
+#include "ir/text_lexer.h"
+#include "ir/verifier.h"
+
+namespace fusejit {
+namespace {
+
+using text::describe;
+using text::is_decimal;
+using text::is_non_finite_word;
+using text::LineLexer;
+using text::quoted;
+using text::Token;
+using text::TokenKind;
+
+// Past this many errors the rest is noise; without a limit a file of binary
+// garbage would produce one error per line.
+constexpr size_t kMaxErrors = 100;
+// Lines and columns are ints in SourceLoc.
+constexpr size_t kMaxTextBytes = size_t{1} << 30;
+// No op takes more than three operands and two attributes; the limit keeps a
+// pathological line from building a huge call and a huge error message.
+constexpr size_t kMaxCallArgs = 64;
+
+bool is_keyword(std::string_view word) { return word == "input" || word == "output"; }
+
+// This absl build's string_view is its own type; hash-map lookups and
+// absl::Status messages need the conversion spelled out.
+absl::string_view absl_view(std::string_view s) { return {s.data(), s.size()}; }
+std::string_view std_view(absl::string_view s) { return {s.data(), s.size()}; }
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string unknown_op_message(std::string_view name) {
+  std::string message = fmt::format("unknown op {}", quoted(name));
+  if (name.size() > 32) return message;  // no op name is that long; skip the search
+  const OpInfo* best = nullptr;
+  size_t best_distance = 3;  // suggest only close misspellings
+  for (const OpInfo& info : callable_ops()) {
+    if (size_t d = edit_distance(name, info.name); d < best_distance) {
+      best = &info;
+      best_distance = d;
+    }
+  }
+  if (best != nullptr) message += fmt::format(" (did you mean '{}'?)", best->name);
+  return message;
+}
+
+// A call as written, before any name or op is looked up.
+struct CallSyntax {
+  Token op;
+  Token open;
+  std::vector<Token> operands;
+  std::vector<std::pair<Token, Token>> attrs;  // key, value
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string_view file_name) { graph_.set_source_file(std::string(file_name)); }
+
+  absl::StatusOr<Graph> parse(std::string_view text);
+
+ private:
+  void statement(LineLexer& lex);
+  void input_statement(LineLexer& lex);
+  bool declare_input(const Token& name, LineLexer& lex);
+  std::optional<int64_t> extent(const Token& token);
+  void assignment(const Token& name, LineLexer& lex);
+  bool define(const Token& name, LineLexer& lex);
+  bool parse_call(LineLexer& lex, CallSyntax& call);
+  int error_column(const NodeCheck& check, const CallSyntax& call, const OpInfo& info) const;
+  void output_statement(LineLexer& lex);
+  void output_name(const Token& token);
+
+  bool check_new_name(const Token& name);
+  void poison(const Token& name);
+  std::optional<int32_t> resolve(const Token& token);
+  std::optional<double> literal(const Token& token);
+
+  bool error_at(SourceLoc loc, std::string_view message);
+  bool error(int col, std::string_view message) { return error_at({line_, col}, message); }
+
+  Graph graph_;
+  int line_ = 0;
+  std::vector<std::string> errors_;
+  bool stopped_ = false;  // the error limit was reached
+  bool saw_output_ = false;
+  // Names whose defining statement failed, and its line.
+  absl::flat_hash_map<std::string, int> poisoned_;
+  absl::flat_hash_set<int32_t> output_ids_;
+};
+
+absl::StatusOr<Graph> Parser::parse(std::string_view text) {
+  if (text.size() > kMaxTextBytes) {
+    error_at({1, 1}, "the text is larger than 1 GiB");
+  } else {
+    std::string_view line;
+    size_t start = 0;
+    while (!stopped_) {
+      const size_t end = std::min(text.find('\n', start), text.size());
+      line = text.substr(start, end - start);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      ++line_;
+      LineLexer lex(line);
+      if (lex.peek().kind != TokenKind::kEnd) statement(lex);
+      start = end + 1;
+      if (start >= text.size()) break;  // a final line break does not start another line
+    }
+    // Whole-graph problems point at the end of the text: that is where a
+    // missing `output` statement belongs.
+    const SourceLoc end_of_text{line_, static_cast<int>(line.size()) + 1};
+    if (!saw_output_) error_at(end_of_text, "the graph has no output; add a line 'output NAME'");
+    if (errors_.empty()) {
+      // Statements were checked as they were read; this catches whatever a
+      // whole-graph rule adds later. Located lines keep their location.
+      for (std::string& message : verify_graph(graph_)) {
+        constexpr std::string_view kUnlocated = "error: ";
+        if (message.starts_with(kUnlocated)) {
+          message = diagnostic_prefix(graph_, end_of_text) + message.substr(kUnlocated.size());
+        }
+        errors_.push_back(std::move(message));
+      }
+    }
+  }
+  if (!errors_.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors_, "\n"));
+  return std::move(graph_);
+}
+
+void Parser::statement(LineLexer& lex) {
+  const Token first = lex.next();
+  if (first.kind == TokenKind::kWord && !lex.peek().is('=')) {
+    if (first.text == "input") return input_statement(lex);
+    if (first.text == "output") return output_statement(lex);
+  }
+  if (first.kind == TokenKind::kWord) return assignment(first, lex);
+  error(first.col, fmt::format("expected a statement ('input NAME: DTYPE[...]', 'NAME = OP(...)' or 'output NAME'), "
+                               "found {}",
+                               describe(first)));
+}
+
+void Parser::input_statement(LineLexer& lex) {
+  const Token name = lex.next();
+  if (!check_new_name(name)) return poison(name);
+  if (!declare_input(name, lex)) poison(name);
+}
+
+bool Parser::declare_input(const Token& name, LineLexer& lex) {
+  const Token colon = lex.next();
+  if (!colon.is(':')) {
+    return error(colon.col, fmt::format("expected ':' after {}, found {}", quoted(name.text), describe(colon)));
+  }
+  const Token dtype_token = lex.next();
+  const std::optional<DType> dtype = parse_dtype(dtype_token.text);
+  if (dtype_token.kind != TokenKind::kWord || !dtype) {
+    return error(dtype_token.col, fmt::format("expected a dtype (f32, f16 or bf16), found {}", describe(dtype_token)));
+  }
+  const Token open = lex.next();
+  if (!open.is('[')) return error(open.col, fmt::format("expected '[' after the dtype, found {}", describe(open)));
+  if (lex.peek().is(']')) return error(open.col, "rank must be 1 to 4, got 0 (write a scalar as [1])");
+  Shape shape;
+  int64_t numel = 1;
+  while (true) {
+    const Token token = lex.next();
+    if (shape.rank() == kMaxRank) return error(token.col, "rank must be 1 to 4; this is a 5th extent");
+    const std::optional<int64_t> d = extent(token);
+    if (!d) return false;
+    if (__builtin_mul_overflow(numel, *d, &numel)) {
+      return error(token.col, "the number of elements (the product of the extents) overflows a 64-bit integer");
+    }
+    shape.push_back(*d);
+    const Token separator = lex.next();
+    if (separator.is(']')) break;
+    if (!separator.is(',')) {
+      return error(separator.col, fmt::format("expected ',' or ']' in the shape, found {}", describe(separator)));
+    }
+  }
+  if (const Token rest = lex.next(); rest.kind != TokenKind::kEnd) {
+    return error(rest.col, fmt::format("unexpected {} after the input declaration", describe(rest)));
+  }
+  Node node;
+  node.op = Op::kInput;
+  node.name = std::string(name.text);
+  node.dtype = *dtype;
+  node.shape = shape;
+  node.loc = {line_, name.col};
+  graph_.append(std::move(node));
+  return true;
+}
+
+std::optional<int64_t> Parser::extent(const Token& token) {
+  if (token.kind != TokenKind::kNumber) {
+    error(token.col, fmt::format("expected an extent (a positive integer), found {}", describe(token)));
+    return std::nullopt;
+  }
+  const std::string_view text = token.text;
+  const std::string_view digits = text.starts_with('-') ? text.substr(1) : text;
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    error(token.col, fmt::format("an extent must be a positive integer, got {}", quoted(text)));
+    return std::nullopt;
+  }
+  int64_t value = 0;
+  if (std::from_chars(digits.data(), digits.data() + digits.size(), value).ec != std::errc()) {
+    error(token.col, fmt::format("extent {} does not fit in a 64-bit integer", quoted(text)));
+    return std::nullopt;
+  }
+  if (text.starts_with('-') || value == 0) {
+    error(token.col, fmt::format("extents must be positive, got {}", quoted(text)));
+    return std::nullopt;
+  }
+  return value;
+}
+
+void Parser::assignment(const Token& name, LineLexer& lex) {
+  if (!check_new_name(name)) return poison(name);
+  if (!define(name, lex)) poison(name);
+}
+
+bool Parser::define(const Token& name, LineLexer& lex) {
+  if (const Token eq = lex.next(); !eq.is('=')) {
+    return error(eq.col, fmt::format("expected '=' after {}, found {}", quoted(name.text), describe(eq)));
+  }
+  CallSyntax call;
+  if (!parse_call(lex, call)) return false;
+  const OpInfo* info = find_op(call.op.text);
+  if (info == nullptr) return error(call.op.col, unknown_op_message(call.op.text));
+
+  std::vector<Operand> operands;
+  for (const Token& token : call.operands) {
+    if (token.kind == TokenKind::kNumber) {
+      const std::optional<double> v = literal(token);
+      if (!v) return false;
+      operands.push_back(Operand::scalar(*v));
+    } else {
+      const std::optional<int32_t> id = resolve(token);
+      if (!id) return false;
+      operands.push_back(Operand::value(*id));
+    }
+  }
+  Attrs given;
+  for (size_t i = 0; i < call.attrs.size(); ++i) {
+    const auto& [key, value] = call.attrs[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (call.attrs[j].first.text == key.text) {
+        return error(key.col, fmt::format("attribute {} is given more than once", quoted(key.text)));
+      }
+    }
+    const AttrSpec* spec = info->find_attr(key.text);
+    if (spec == nullptr) {
+      given.set(key.text, std::string(value.text));  // make_node reports the unknown attribute
+      continue;
+    }
+    absl::StatusOr<AttrValue> parsed = parse_attr_value(*spec, value.text);
+    if (!parsed.ok()) return error(value.col, fmt::format("{}: {}", info->name, std_view(parsed.status().message())));
+    given.set(key.text, *std::move(parsed));
+  }
+
+  NodeCheck check = make_node(graph_, *info, operands, given);
+  if (!check.ok()) return error(error_column(check, call, *info), check.error);
+  check.node.name = std::string(name.text);
+  check.node.loc = {line_, name.col};
+  graph_.append(std::move(check.node));
+  return true;
+}
+
+bool Parser::parse_call(LineLexer& lex, CallSyntax& call) {
+  call.op = lex.next();
+  if (call.op.kind != TokenKind::kWord) {
+    return error(call.op.col, fmt::format("expected an op name after '=', found {}", describe(call.op)));
+  }
+  call.open = lex.next();
+  if (!call.open.is('(')) {
+    return error(call.open.col,
+                 fmt::format("expected '(' after {}, found {}", quoted(call.op.text), describe(call.open)));
+  }
+  auto missing_paren = [&](const Token& at) {
+    return error(at.col, fmt::format("missing ')' to close the '(' at column {}", call.open.col));
+  };
+  if (lex.peek().is(')')) {
+    lex.next();
+  } else {
+    while (true) {
+      const Token arg = lex.next();
+      if (call.operands.size() + call.attrs.size() == kMaxCallArgs) {
+        return error(arg.col, fmt::format("too many operands and attributes (at most {})", kMaxCallArgs));
+      }
+      if (arg.kind == TokenKind::kWord && lex.peek().is('=')) {
+        lex.next();
+        const Token value = lex.next();
+        if (value.kind != TokenKind::kWord && value.kind != TokenKind::kNumber) {
+          return error(value.col,
+                       fmt::format("expected a value for attribute {}, found {}", quoted(arg.text), describe(value)));
+        }
+        call.attrs.emplace_back(arg, value);
+      } else if (arg.kind == TokenKind::kWord || arg.kind == TokenKind::kNumber) {
+        if (!call.attrs.empty()) {
+          return error(arg.col, fmt::format("operand {} follows an attribute; attributes come after all operands",
+                                            quoted(arg.text)));
+        }
+        call.operands.push_back(arg);
+      } else if (arg.kind == TokenKind::kEnd) {
+        return missing_paren(arg);
+      } else {
+        return error(arg.col, fmt::format("expected an operand or an attribute, found {}", describe(arg)));
+      }
+      const Token separator = lex.next();
+      if (separator.is(')')) break;
+      if (separator.is('(') && arg.kind == TokenKind::kWord) {
+        return error(arg.col, fmt::format("{} is called here, but operands must be names or numbers: compute it on "
+                                          "a line of its own (NAME = OP(...)) and pass NAME",
+                                          quoted(arg.text)));
+      }
+      if (separator.kind == TokenKind::kEnd) return missing_paren(separator);
+      if (!separator.is(',')) {
+        return error(separator.col, fmt::format("expected ',' or ')', found {}", describe(separator)));
+      }
+    }
+  }
+  if (const Token rest = lex.next(); rest.kind != TokenKind::kEnd) {
+    return error(rest.col, fmt::format("unexpected {} after ')'", describe(rest)));
+  }
+  return true;
+}
+
+// make_node says which operand or attribute a problem is about; point there
+// (at the value of a known attribute, at the key of an unknown one).
+int Parser::error_column(const NodeCheck& check, const CallSyntax& call, const OpInfo& info) const {
+  if (check.operand >= 0 && check.operand < static_cast<int>(call.operands.size())) {
+    return call.operands[check.operand].col;
+  }
+  for (const auto& [key, value] : call.attrs) {
+    if (key.text == check.attr) return info.find_attr(key.text) != nullptr ? value.col : key.col;
+  }
+  return call.op.col;
+}
+
+void Parser::output_statement(LineLexer& lex) {
+  saw_output_ = true;
+  if (lex.peek().kind == TokenKind::kEnd) {
+    error(lex.peek().col, "expected a name after 'output'");
+    return;
+  }
+  while (!stopped_) {
+    output_name(lex.next());
+    const Token separator = lex.next();
+    if (separator.kind == TokenKind::kEnd) return;
+    if (!separator.is(',')) {
+      error(separator.col,
+            fmt::format("expected ',' or end of line after an output name, found {}", describe(separator)));
+      return;
+    }
+  }
+}
+
+// Each name of an output list is checked on its own: one bad name does not
+// hide problems with the others.
+void Parser::output_name(const Token& token) {
+  if (token.kind != TokenKind::kWord) {
+    error(token.col, fmt::format("expected a name to output, found {}", describe(token)));
+    return;
+  }
+  const std::optional<int32_t> id = resolve(token);
+  if (!id) return;
+  const Node& node = graph_.node(*id);
+  if (node.op == Op::kInput) {
+    error(token.col,
+          fmt::format("output {}: {} is a graph input; outputs must be computed", node.name, fusejit::describe(node)));
+  } else if (!output_ids_.insert(*id).second) {
+    error(token.col, fmt::format("output {}: {} is already an output", node.name, fusejit::describe(node)));
+  } else {
+    graph_.add_output(*id);
+  }
+}
+
+bool Parser::check_new_name(const Token& name) {
+  if (name.kind != TokenKind::kWord) {
+    return error(name.col, fmt::format("expected a name, found {}", describe(name)));
+  }
+  if (is_keyword(name.text)) {
+    return error(name.col, fmt::format("{} is a keyword and cannot name a value", quoted(name.text)));
+  }
+  if (!is_identifier(name.text)) {
+    return error(name.col,
+                 fmt::format("{} is not a valid name (names use ASCII letters, digits and '_')", quoted(name.text)));
+  }
+  std::optional<int> first_line;
+  if (std::optional<int32_t> id = graph_.find(name.text)) first_line = graph_.node(*id).loc.line;
+  if (auto it = poisoned_.find(absl_view(name.text)); it != poisoned_.end()) first_line = it->second;
+  if (first_line) {
+    return error(name.col, fmt::format("{} is already defined (on line {})", quoted(name.text), *first_line));
+  }
+  return true;
+}
+
+// Remembers a name whose statement failed, so that its uses stay quiet. A
+// name that is a keyword or that is already defined keeps its meaning.
+void Parser::poison(const Token& name) {
+  if (name.kind != TokenKind::kWord || is_keyword(name.text)) return;
+  if (!graph_.find(name.text)) poisoned_.try_emplace(absl_view(name.text), line_);
+}
+
+std::optional<int32_t> Parser::resolve(const Token& token) {
+  if (std::optional<int32_t> id = graph_.find(token.text)) return id;
+  if (poisoned_.contains(absl_view(token.text))) return std::nullopt;  // its own statement has been reported
+  if (is_keyword(token.text)) {
+    error(token.col, fmt::format("{} is a keyword, not the name of a value", quoted(token.text)));
+  } else if (is_non_finite_word(token.text)) {
+    error(token.col, fmt::format("{} is not supported: literals must be finite decimal numbers", quoted(token.text)));
+  } else if (!is_identifier(token.text)) {
+    error(token.col,
+          fmt::format("{} is not a valid name (names use ASCII letters, digits and '_')", quoted(token.text)));
+  } else {
+    error(token.col, fmt::format("undefined name {}", quoted(token.text)));
+  }
+  return std::nullopt;
+}
+
+std::optional<double> Parser::literal(const Token& token) {
+  const std::string_view text = token.text;
+  if (is_non_finite_word(text)) {
+    error(token.col, fmt::format("{} is not supported: literals must be finite decimal numbers", quoted(text)));
+    return std::nullopt;
+  }
+  if (!is_decimal(text)) {
+    error(token.col, fmt::format("invalid number {}", quoted(text)));
+    return std::nullopt;
+  }
+  double value = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), value).ec != std::errc()) {
+    error(token.col, fmt::format("number {} is out of the range of a 64-bit float", quoted(text)));
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool Parser::error_at(SourceLoc loc, std::string_view message) {
+  if (stopped_) return false;
+  errors_.push_back(diagnostic_prefix(graph_, loc) + std::string(message));
+  if (errors_.size() == kMaxErrors) {
+    errors_.push_back(diagnostic_prefix(graph_, loc) + fmt::format("too many errors ({}); stopping here", kMaxErrors));
+    stopped_ = true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_name) {
+  return Parser(file_name).parse(text);
+}
+
+absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
+  auto close = [](std::FILE* f) { std::fclose(f); };
+  std::unique_ptr<std::FILE, decltype(close)> file(std::fopen(path.c_str(), "rb"), close);
+  auto failure = [&](std::string_view what) {
+    const int error_number = errno;  // before anything else can change it
+    return absl::Status(absl::ErrnoToStatusCode(error_number),
+                        fmt::format("{}: error: cannot {} the file: {}", path, what, std::strerror(error_number)));
+  };
+  if (file == nullptr) return failure("open");
+  std::string text;
+  char buffer[1 << 16];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, file.get())) {
+    text.append(buffer, n);
+    if (text.size() > kMaxTextBytes) break;  // parse_graph reports the size
+  }
+  if (std::ferror(file.get())) return failure("read");
+  return parse_graph(text, path);
+}
+
+}  // namespace fusejit

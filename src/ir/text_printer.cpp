@@ -1,0 +1,55 @@
+// The canonical .fj text: nodes in graph order, attributes in spec order and
+// only where they differ from their default, numbers in the shortest form
+// that reads back to the same double, one `output` line at the end.
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ir/text_format.h"
+
+namespace fusejit {
+namespace {
+
+bool is_default(const AttrSpec& spec, const AttrValue& value) {
+  if (spec.default_text.empty()) return false;  // required: always written
+  absl::StatusOr<AttrValue> default_value = parse_attr_value(spec, spec.default_text);
+  return default_value.ok() && *default_value == value;
+}
+
+std::string call_text(const Graph& graph, const Node& node) {
+  std::vector<std::string> args;
+  for (const Operand& o : node.operands) {
+    args.push_back(o.is_literal() ? fmt::format("{}", o.literal) : graph.node(o.node).name);
+  }
+  for (const AttrSpec& spec : node.info().attrs) {
+    const AttrValue* value = node.attrs.find(spec.name);
+    if (value != nullptr && !is_default(spec, *value)) {
+      args.push_back(fmt::format("{}={}", spec.name, format_attr_value(*value)));
+    }
+  }
+  return fmt::format("{}({})", node.info().name, fmt::join(args, ", "));
+}
+
+}  // namespace
+
+std::string print_graph(const Graph& graph) {
+  std::string out;
+  for (const Node& node : graph.nodes()) {
+    if (node.op == Op::kInput) {
+      fmt::format_to(std::back_inserter(out), "input {}: {}{}\n", node.name, node.dtype, node.shape);
+    } else {
+      fmt::format_to(std::back_inserter(out), "{} = {}\n", node.name, call_text(graph, node));
+    }
+  }
+  if (!graph.outputs().empty()) {
+    std::vector<std::string_view> names;
+    for (int32_t id : graph.outputs()) names.push_back(graph.node(id).name);
+    fmt::format_to(std::back_inserter(out), "output {}\n", fmt::join(names, ", "));
+  }
+  return out;
+}
+
+}  // namespace fusejit

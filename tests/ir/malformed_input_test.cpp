@@ -1,0 +1,298 @@
+// Malformed .fj input: every case must be rejected with exactly one error at
+// the exact line and column, and no input may crash the parser.
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "fusejit.h"
+
+namespace fusejit {
+namespace {
+
+// Lines 1-2 of most cases; the statement under test is on line 3.
+#define PRELUDE "input x: bf16[8, 16]\ninput b: bf16[16]\n"
+// Ends a case whose error is in an input declaration with a valid output, so
+// that the error under test is the only one.
+#define OUTPUT "\ninput z: f32[4]\nw = exp(z)\noutput w\n"
+
+struct Case {
+  const char* name;
+  std::string text;
+  const char* location;  // "LINE:COL"
+  const char* message;   // a distinctive part of the message
+};
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+const Case kCases[] = {
+    // Ops, operands and names.
+    {"UnknownOp", PRELUDE "y = gelo(x)\noutput y\n", "3:5", "unknown op 'gelo' (did you mean 'gelu'?)"},
+    {"InputIsNotCallable", PRELUDE "y = input(x)\noutput y\n", "3:5", "unknown op 'input'"},
+    {"OpNameMissing", PRELUDE "y = 3(x)\noutput y\n", "3:5", "expected an op name after '=', found '3'"},
+    {"TooFewOperands", PRELUDE "y = add(x)\noutput y\n", "3:5", "add takes 2 operands, got 1"},
+    {"NoOperands", PRELUDE "y = exp()\noutput y\n", "3:5", "exp takes 1 operand, got 0"},
+    {"TooManyOperands", PRELUDE "y = exp(x, b)\noutput y\n", "3:12", "exp takes 1 operand, got 2"},
+    {"TooManyNormOperands", PRELUDE "y = layer_norm(x, b, b, b)\noutput y\n", "3:25",
+     "layer_norm takes 1 to 3 operands, got 4"},
+    {"UndefinedName", PRELUDE "y = add(x, c)\noutput y\n", "3:12", "undefined name 'c'"},
+    {"NameUsedBeforeDefinition", PRELUDE "y = add(x, z)\nz = exp(x)\noutput y\n", "3:12", "undefined name 'z'"},
+    {"RedefinedValue", PRELUDE "x = exp(b)\ny = exp(b)\noutput y\n", "3:1", "'x' is already defined (on line 1)"},
+    {"RedefinedInput", "input x: f32[4]\ninput x: f32[4]\ny = exp(x)\noutput y\n", "2:7",
+     "'x' is already defined (on line 1)"},
+    {"KeywordAsValueName", PRELUDE "input = exp(x)\ny = exp(x)\noutput y\n", "3:1", "'input' is a keyword"},
+    {"KeywordAsInputName", "input output: f32[4]" OUTPUT, "1:7", "'output' is a keyword and cannot name a value"},
+    {"KeywordAsOperand", PRELUDE "y = add(x, output)\noutput y\n", "3:12", "'output' is a keyword, not the name"},
+    {"NonAsciiName", "input größe: f32[4]" OUTPUT, "1:7", "'größe' is not a valid name"},
+    {"NameStartsWithDigit", "input 2x: f32[4]" OUTPUT, "1:7", "expected a name, found '2x'"},
+    {"LiteralWhereTensorNeeded", PRELUDE "y = exp(1.0)\noutput y\n", "3:9", "must be a tensor, not the literal 1"},
+    {"BothOperandsLiteral", PRELUDE "y = add(1, 2)\noutput y\n", "3:9", "at least one operand must be a tensor"},
+    {"InvalidNumber", PRELUDE "y = mul(x, 1e5x)\noutput y\n", "3:12", "invalid number '1e5x'"},
+    {"HexNumber", PRELUDE "y = mul(x, 0x10)\noutput y\n", "3:12", "invalid number '0x10'"},
+    {"InfiniteLiteral", PRELUDE "y = mul(x, inf)\noutput y\n", "3:12",
+     "'inf' is not supported: literals must be finite"},
+    {"NegativeInfiniteLiteral", PRELUDE "y = mul(x, -inf)\noutput y\n", "3:12", "'-inf' is not supported"},
+    {"NanLiteral", PRELUDE "y = mul(x, NaN)\noutput y\n", "3:12", "'NaN' is not supported"},
+    {"LiteralOutOfRange", PRELUDE "y = mul(x, 1e999)\noutput y\n", "3:12", "out of the range of a 64-bit float"},
+
+    // Types and shapes.
+    {"ShapeMismatch", "input x: bf16[8, 16]\ninput c: bf16[8]\ny = add(x, c)\noutput y\n", "3:12",
+     "cannot broadcast [8, 16] with [8]"},
+    {"GammaOfWrongShape", "input x: bf16[8, 16]\ninput g: bf16[8]\ny = layer_norm(x, g)\noutput y\n", "3:19",
+     "g must have shape [16] (the last dimension of x), got [8]"},
+    {"MatmulInnerDimensionsDiffer", "input a: bf16[8, 16]\ninput w: bf16[32, 4]\ny = matmul(a, w)\noutput y\n", "3:15",
+     "inner dimensions differ: K = 16 in a but 32 in w"},
+    {"MatmulRank1Weight", PRELUDE "y = matmul(x, b)\noutput y\n", "3:15", "b must have rank 2 ([K, N])"},
+    {"UnknownDtype", "input x: f64[4]" OUTPUT, "1:10", "expected a dtype (f32, f16 or bf16), found 'f64'"},
+    {"MissingDtype", "input x: [4]" OUTPUT, "1:10", "expected a dtype (f32, f16 or bf16), found '['"},
+    {"NegativeExtent", "input x: f32[8, -4]" OUTPUT, "1:17", "extents must be positive, got '-4'"},
+    {"ZeroExtent", "input x: f32[0]" OUTPUT, "1:14", "extents must be positive, got '0'"},
+    {"FractionalExtent", "input x: f32[2.5]" OUTPUT, "1:14", "an extent must be a positive integer, got '2.5'"},
+    {"SymbolicExtent", "input x: f32[N]" OUTPUT, "1:14", "expected an extent (a positive integer), found 'N'"},
+    {"Rank0", "input x: f32[]" OUTPUT, "1:13", "rank must be 1 to 4, got 0"},
+    {"Rank5", "input x: f32[1, 2, 3, 4, 5]" OUTPUT, "1:26", "rank must be 1 to 4"},
+    {"ExtentOverflowsInt64", "input x: f32[99999999999999999999]" OUTPUT, "1:14",
+     "extent '99999999999999999999' does not fit in a 64-bit integer"},
+    {"ElementCountOverflows", "input x: f32[4294967296, 4294967296]" OUTPUT, "1:26", "overflows a 64-bit integer"},
+
+    // Attributes.
+    {"UnknownAttribute", PRELUDE "y = gelu(x, approx=tanh)\noutput y\n", "3:13", "gelu has no attribute 'approx'"},
+    {"AttributeOnOpWithoutAttributes", PRELUDE "y = exp(x, p=1)\noutput y\n", "3:12",
+     "exp takes no attributes, got 'p'"},
+    {"ApproximateFast", PRELUDE "y = gelu(x, approximate=fast)\noutput y\n", "3:25",
+     "invalid value 'fast' for attribute 'approximate': expected one of none, tanh"},
+    {"CastToF64", PRELUDE "y = cast(x, dtype=f64)\noutput y\n", "3:19",
+     "invalid value 'f64' for attribute 'dtype': expected a dtype"},
+    {"CastWithoutDtype", PRELUDE "y = cast(x)\noutput y\n", "3:5", "cast needs the attribute 'dtype'"},
+    {"DropoutWithoutP", PRELUDE "y = dropout(x)\noutput y\n", "3:5", "dropout needs the attribute 'p'"},
+    {"DropoutPOne", PRELUDE "y = dropout(x, p=1)\noutput y\n", "3:18", "p must be in [0, 1), got 1"},
+    {"DropoutPNegative", PRELUDE "y = dropout(x, p=-0.1)\noutput y\n", "3:18", "p must be in [0, 1), got -0.1"},
+    {"DropoutPNotANumber", PRELUDE "y = dropout(x, p=half)\noutput y\n", "3:18",
+     "invalid value 'half' for attribute 'p': expected a number"},
+    {"SeedNegative", PRELUDE "y = dropout(x, p=0.1, seed=-1)\noutput y\n", "3:28",
+     "seed must be a non-negative integer, got -1"},
+    {"SeedFractional", PRELUDE "y = dropout(x, p=0.1, seed=1.5)\noutput y\n", "3:28",
+     "invalid value '1.5' for attribute 'seed': expected an integer"},
+    {"EpsZero", PRELUDE "y = layer_norm(x, eps=0)\noutput y\n", "3:23", "eps must be > 0, got 0"},
+    {"EpsNegative", PRELUDE "y = rms_norm(x, eps=-1)\noutput y\n", "3:21", "eps must be > 0, got -1"},
+    {"DuplicateAttribute", PRELUDE "y = dropout(x, p=0.1, p=0.2)\noutput y\n", "3:23",
+     "attribute 'p' is given more than once"},
+    {"AttributeBeforeOperand", PRELUDE "y = gelu(approximate=tanh, x)\noutput y\n", "3:28",
+     "operand 'x' follows an attribute"},
+    {"AttributeWithoutValue", PRELUDE "y = dropout(x, p=)\noutput y\n", "3:18",
+     "expected a value for attribute 'p', found ')'"},
+
+    // Outputs.
+    {"NoOutput", PRELUDE "y = exp(x)\n", "3:11", "the graph has no output"},
+    {"EmptyFile", "", "1:1", "the graph has no output"},
+    {"OnlyAComment", "# nothing here\n", "1:15", "the graph has no output"},
+    {"OutputOfUndefinedName", PRELUDE "y = exp(x)\noutput z\n", "4:8", "undefined name 'z'"},
+    {"OutputOfAnInput", PRELUDE "y = exp(x)\noutput y, x\n", "4:11",
+     "output x: x: bf16[8, 16] is a graph input; outputs must be computed"},
+    {"DuplicateOutput", PRELUDE "y = exp(x)\noutput y\noutput y\n", "5:8",
+     "output y: y: bf16[8, 16] is already an output"},
+    {"OutputWithoutName", PRELUDE "y = exp(x)\noutput\n", "4:7", "expected a name after 'output'"},
+    {"OutputListTrailingComma", PRELUDE "y = exp(x)\noutput y,\n", "4:10",
+     "expected a name to output, found end of line"},
+
+    // Syntax.
+    {"MissingEquals", PRELUDE "y exp(x)\noutput y\n", "3:3", "expected '=' after 'y', found 'exp'"},
+    {"MissingOpenParen", PRELUDE "y = exp x\noutput y\n", "3:9", "expected '(' after 'exp', found 'x'"},
+    {"MissingCloseParen", PRELUDE "y = exp(x\noutput y\n", "3:10", "missing ')' to close the '(' at column 8"},
+    {"MissingCloseParenAfterComma", PRELUDE "y = add(x,   # comment\noutput y\n", "3:14", "missing ')'"},
+    {"NestedCall", PRELUDE "y = layer_norm(gelu(x))\noutput y\n", "3:16",
+     "'gelu' is called here, but operands must be names or numbers"},
+    {"TrailingGarbage", PRELUDE "y = exp(x) z\noutput y\n", "3:12", "unexpected 'z' after ')'"},
+    {"TrailingComma", PRELUDE "y = add(x, )\noutput y\n", "3:12", "expected an operand or an attribute, found ')'"},
+    {"StrayCharacter", PRELUDE "y = exp(x$)\noutput y\n", "3:10", "expected ',' or ')', found '$'"},
+    {"NulByte", std::string(PRELUDE "y = exp(x\0)\noutput y\n", sizeof(PRELUDE "y = exp(x\0)\noutput y\n") - 1), "3:10",
+     "found '\\x00'"},
+    {"NotAStatement", "(x)" OUTPUT, "1:1", "expected a statement"},
+    {"InputMissingColon", "input x f32[4]" OUTPUT, "1:9", "expected ':' after 'x', found 'f32'"},
+    {"InputMissingBracket", "input x: f32(4)" OUTPUT, "1:13", "expected '[' after the dtype, found '('"},
+    {"InputMissingCloseBracket", "input x: f32[4" OUTPUT, "1:15",
+     "expected ',' or ']' in the shape, found end of line"},
+    {"InputTrailingGarbage", "input x: f32[4] extra" OUTPUT, "1:17", "unexpected 'extra' after the input declaration"},
+    {"OutputSeparator", PRELUDE "y = exp(x)\noutput y; x\n", "4:9", "expected ',' or end of line"},
+    {"StrayCarriageReturn", PRELUDE "y = exp(x)\noutput y\r\r\n", "4:9", "found '\\x0d'"},
+};
+
+class MalformedInputTable : public testing::TestWithParam<Case> {};
+
+TEST_P(MalformedInputTable, ReportsExactlyOneErrorAtTheRightPlace) {
+  const Case& c = GetParam();
+  absl::StatusOr<Graph> g = parse_graph(c.text);
+  ASSERT_FALSE(g.ok()) << "accepted:\n" << c.text;
+  const std::string message(g.status().message());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "more than one error:\n" << message;
+  const std::string prefix = std::string("<input>:") + c.location + ": error: ";
+  EXPECT_TRUE(message.starts_with(prefix)) << message << "\nexpected prefix: " << prefix;
+  EXPECT_NE(message.find(c.message), std::string::npos) << message << "\nexpected to contain: " << c.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Malformed, MalformedInputTable, testing::ValuesIn(kCases),
+                         [](const testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+std::vector<std::string> lines_of(const absl::Status& status) {
+  std::vector<std::string> lines;
+  std::string message(status.message());
+  size_t start = 0;
+  while (start <= message.size()) {
+    const size_t end = std::min(message.find('\n', start), message.size());
+    lines.push_back(message.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+TEST(MalformedInputTest, ReportsEveryErrorButNotTheirConsequences) {
+  // y and z fail; later uses of them are not reported again.
+  absl::StatusOr<Graph> g = parse_graph(
+      "input x: bf16[8, 16]\n"
+      "input x: f32[4]\n"
+      "y = gelo(x)\n"
+      "z = exp(y)\n"
+      "w = add(x, q)\n"
+      "v = neg(x)\n"
+      "output z, w, x, v\n",
+      "bad.fj");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(lines_of(g.status()), (std::vector<std::string>{
+                                      "bad.fj:2:7: error: 'x' is already defined (on line 1)",
+                                      "bad.fj:3:5: error: unknown op 'gelo' (did you mean 'gelu'?)",
+                                      "bad.fj:5:12: error: undefined name 'q'",
+                                      "bad.fj:7:14: error: output x: x: bf16[8, 16] is a graph input; outputs must be "
+                                      "computed",
+                                  }));
+}
+
+TEST(MalformedInputTest, StopsAfterAHundredErrors) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += "?\n";
+  absl::StatusOr<Graph> g = parse_graph(text);
+  ASSERT_FALSE(g.ok());
+  const std::vector<std::string> lines = lines_of(g.status());
+  ASSERT_EQ(lines.size(), 101u);
+  EXPECT_EQ(lines[0],
+            "<input>:1:1: error: expected a statement ('input NAME: DTYPE[...]', 'NAME = OP(...)' or "
+            "'output NAME'), found '?'");
+  EXPECT_EQ(lines[100], "<input>:100:1: error: too many errors (100); stopping here");
+}
+
+TEST(MalformedInputTest, HugeLinesAreRejectedWithShortMessages) {
+  const std::string long_name(1 << 20, 'a');
+  absl::StatusOr<Graph> g = parse_graph("input x: f32[4]\ny = exp(" + long_name + ")\noutput y\n");
+  ASSERT_FALSE(g.ok());
+  EXPECT_LT(g.status().message().size(), 200u) << g.status();
+  EXPECT_NE(std::string(g.status().message()).find("undefined name 'aaaa"), std::string::npos) << g.status();
+
+  std::string many_operands = "input x: f32[4]\ny = add(x";
+  for (int i = 0; i < 100000; ++i) many_operands += ", x";
+  g = parse_graph(many_operands + ")\noutput y\n");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(std::string(g.status().message()), "<input>:2:201: error: too many operands and attributes (at most 64)");
+}
+
+// Every line of a rejection is a located diagnostic; an accepted text round-trips.
+void expect_well_behaved(const std::string& text) {
+  absl::StatusOr<Graph> g = parse_graph(text);
+  if (g.ok()) {
+    absl::StatusOr<Graph> again = parse_graph(print_graph(*g));
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(*again == *g);
+    return;
+  }
+  static const std::regex kDiagnostic(R"(<input>:[0-9]+:[0-9]+: error: [^\n]+)");
+  for (const std::string& line : lines_of(g.status())) {
+    EXPECT_TRUE(std::regex_match(line, kDiagnostic)) << line;
+  }
+}
+
+TEST(MalformedInputTest, RandomBytesNeverCrash) {
+  std::mt19937 rng(20240611);
+  for (int i = 0; i < 200; ++i) {
+    std::string text(std::uniform_int_distribution<size_t>(0, 4096)(rng), '\0');
+    for (char& c : text) c = static_cast<char>(std::uniform_int_distribution<int>(0, 255)(rng));
+    expect_well_behaved(text);
+  }
+}
+
+TEST(MalformedInputTest, RandomTokenSoupNeverCrashes) {
+  // Random sequences of the format's own tokens reach deeper than random bytes.
+  const std::vector<std::string> vocabulary = {"input",
+                                               "output",
+                                               "x",
+                                               "y",
+                                               "b",
+                                               "=",
+                                               "(",
+                                               ")",
+                                               "[",
+                                               "]",
+                                               ",",
+                                               ":",
+                                               " ",
+                                               "\n",
+                                               "#",
+                                               "bf16",
+                                               "f32",
+                                               "f16",
+                                               "add",
+                                               "gelu",
+                                               "layer_norm",
+                                               "matmul",
+                                               "dropout",
+                                               "cast",
+                                               "p=",
+                                               "seed=",
+                                               "eps=",
+                                               "dtype=",
+                                               "approximate=",
+                                               "tanh",
+                                               "0",
+                                               "1",
+                                               "-1",
+                                               "0.5",
+                                               "1e-5",
+                                               "4096",
+                                               "99999999999999999999",
+                                               "\r",
+                                               "\t",
+                                               "\xc3\xa9",
+                                               "\xff",
+                                               "$"};
+  const std::string prelude = "input x: f32[4, 8]\ninput b: f32[8]\n";
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    std::string text = prelude;
+    const size_t n = std::uniform_int_distribution<size_t>(0, 400)(rng);
+    for (size_t k = 0; k < n; ++k) text += vocabulary[rng() % vocabulary.size()];
+    expect_well_behaved(text);
+  }
+}
+
+}  // namespace
+}  // namespace fusejit
