@@ -1,7 +1,11 @@
 // The reference interpreter: runs a graph op by op on the CPU in float64.
 // It is the oracle every backend is checked against, so it is written to be
-// obviously right rather than fast: each op is evaluated from the op table's
-// reference formula, composites through their expansion.
+// obviously right first: each op is evaluated from the op table's reference
+// formula, composites through their expansion. It is fast enough for the
+// examples' sizes ([8192, 4096]) because each op is one loop over memory,
+// split across threads in chunks, and intermediates are freed (and their
+// memory reused) after their last use. Results never depend on the number of
+// threads: every element is computed by the same operations in the same order.
 #pragma once
 
 #include <map>
@@ -20,6 +24,9 @@ enum class Rounding {
   kEveryOp,      // every user op's result (what an unfused run stores)
   kOutputsOnly,  // only graph outputs (what a fully fused run stores)
   kStoredNodes,  // graph outputs plus the nodes listed in InterpretOptions::stored
+  kNone,         // nowhere (casts aside): the float64 values themselves, for checking
+                 // the reference's formulas to double precision (such outputs are not
+                 // representable in their dtype, unlike every other HostTensor)
 };
 
 struct InterpretOptions {
@@ -32,8 +39,10 @@ using TensorMap = std::map<std::string, HostTensor>;
 // Runs `graph` (which must verify) on `inputs` (one per graph input, by name,
 // with matching dtype and shape; otherwise an error naming the input).
 // Returns the graph outputs by name. cast always rounds to its dtype.
-absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
-                                    const InterpretOptions& options = {});
+// Composites are evaluated through their expansion in float64 and rounded
+// once, like any user op. Errors: InvalidArgument for a graph that does not
+// verify or bad inputs; ResourceExhausted when memory runs out.
+absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs, const InterpretOptions& options = {});
 
 // Inputs for `graph` from HostTensor::random_normal, each input seeded
 // differently from `seed` (so x and b never hold the same values).

@@ -1,7 +1,18 @@
-// NumPy .npy files (format version 1.0 and 2.0, little-endian, C order).
+// NumPy .npy files, little-endian, C order.
 // f32 tensors are stored as '<f4', f16 as '<f2', and bf16 (which NumPy lacks)
-// as '<f4' holding the exact bf16 values. Reading checks the header fully:
-// a corrupt or truncated file is an error naming the file and the problem.
+// as '<f4' holding the exact bf16 values. Writing produces format 1.0 (2.0
+// only if the header could not fit); it writes a temporary file beside `path`
+// and renames it over `path`, so a failed write never leaves a truncated file
+// where a good one was.
+//
+// Reading accepts format versions 1.0, 2.0 and 3.0 and the descrs '<f2',
+// '<f4' and '<f8' (float64, as NumPy writes by default), for any target dtype,
+// provided every value is exactly representable in the target dtype (NaN and
+// infinities are). The header is checked fully (magic, version, header
+// length, the dict's keys and values, rank 1 to 4 with positive extents, and
+// a data size equal to what the shape needs); every problem is an
+// InvalidArgument (NotFound for a missing file) naming the file and the
+// problem. Checking the shape against what the caller expects is the caller's.
 #pragma once
 
 #include <string>
@@ -14,8 +25,7 @@ namespace fusejit {
 
 absl::Status write_npy(const std::string& path, const HostTensor& tensor);
 
-// Reads `path` as a tensor of `dtype`. A '<f4' file read as f16 or bf16 must
-// hold values exactly representable in that dtype; otherwise it is an error.
+// Reads `path` as a tensor of `dtype` with the file's shape.
 absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype);
 
 }  // namespace fusejit

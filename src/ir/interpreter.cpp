@@ -1,0 +1,311 @@
+#include "ir/interpreter.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <new>
+#include <span>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/interpreter_kernels.h"
+#include "ir/interpreter_parallel.h"
+#include "ir/verifier.h"
+
+namespace fusejit {
+namespace {
+
+using detail::RoundTo;
+
+// A node's values: its own, or borrowed (graph inputs, rows of an outer tensor).
+struct Buffer {
+  const double* data = nullptr;
+  std::vector<double> owned;
+};
+
+// Freed intermediates, kept for reuse: a chain of same-shaped ops then
+// recycles two or three buffers instead of paying the page faults and
+// zeroing of a fresh allocation per op.
+class BufferPool {
+ public:
+  std::vector<double> take(int64_t n) {
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      const auto size = static_cast<int64_t>(it->size());
+      if (size == n) {
+        best = it;
+        break;
+      }
+      // A larger buffer will do if it is not wastefully larger.
+      if (size > n && size <= 2 * n && (best == free_.end() || size < static_cast<int64_t>(best->size()))) best = it;
+    }
+    if (best == free_.end()) return std::vector<double>(n);
+    std::vector<double> buffer = std::move(*best);
+    free_.erase(best);
+    buffer.resize(n);
+    return buffer;
+  }
+  void give(std::vector<double>&& buffer) {
+    if (!buffer.empty()) free_.push_back(std::move(buffer));
+    buffer = {};
+  }
+
+ private:
+  std::vector<std::vector<double>> free_;
+};
+
+// One evaluation of a graph. round[i] says whether node i's result is rounded
+// to its dtype; keep[i] whether its values must survive the run (the others
+// are freed after their last consumer). Input buffers are set by the caller.
+struct Evaluation {
+  const Graph& graph;
+  std::span<const char> round;
+  std::span<const char> keep;
+  std::vector<Buffer>& buffers;
+  int threads;
+  BufferPool& pool;
+  int32_t current = -1;  // the node being evaluated, for error messages
+};
+
+void run(Evaluation& ev);
+
+const double* operand_data(const Evaluation& ev, const Operand& o) { return ev.buffers[o.node].data; }
+
+// Composites are evaluated through their expansion, in float64, and rounded
+// once at the end as the outer graph's mode says. Every composite works row
+// by row (its parameters are vectors over the last dimension), so the
+// expansion runs on blocks of rows: its temporaries stay small and in cache,
+// and blocks run in parallel. Each block sees exactly the values the whole
+// tensor would, so blocking changes no result.
+void eval_composite(Evaluation& ev, const Node& node, double* out, RoundTo round) {
+  const Node& x = ev.graph.node(node.operands[0].node);
+  const int64_t len = x.shape.last();
+  const int64_t rows = x.shape.numel() / len;
+  const int64_t block = std::clamp<int64_t>((int64_t{1} << 15) / len, 1, rows);
+
+  auto build = [&](int64_t block_rows) {
+    Graph sub;
+    std::vector<Value> args;
+    args.push_back(sub.input("x", x.dtype, {block_rows, len}));
+    for (size_t i = 1; i < node.operands.size(); ++i) {
+      const Node& p = ev.graph.node(node.operands[i].node);
+      args.push_back(sub.input(fmt::format("param{}", i), p.dtype, p.shape));
+    }
+    const Value result = node.info().expand(args, node.attrs);
+    return std::pair<Graph, int32_t>(std::move(sub), result.id());
+  };
+  const auto full = build(block);
+  const auto tail = rows % block != 0 ? build(rows % block) : full;
+
+  const double* xdata = operand_data(ev, node.operands[0]);
+  const int64_t blocks = (rows + block - 1) / block;
+  detail::parallel_for(blocks, 1, ev.threads, [&](int64_t begin, int64_t end) {
+    BufferPool pool;  // one per thread, shared by its blocks
+    for (int64_t blk = begin; blk < end; ++blk) {
+      const int64_t first_row = blk * block;
+      const auto& [sub, result] = std::min(rows - first_row, block) == block ? full : tail;
+      std::vector<char> sub_round(sub.num_nodes(), 0), sub_keep(sub.num_nodes(), 0);
+      for (int32_t i = 0; i < sub.num_nodes(); ++i) sub_round[i] = sub.node(i).op == Op::kCast;
+      sub_keep[result] = 1;
+      std::vector<Buffer> sub_buffers(sub.num_nodes());
+      sub_buffers[0].data = xdata + first_row * len;
+      for (size_t i = 1; i < node.operands.size(); ++i) sub_buffers[i].data = operand_data(ev, node.operands[i]);
+      Evaluation inner{sub, sub_round, sub_keep, sub_buffers, /*threads=*/1, pool};
+      run(inner);
+      detail::copy_rounded(sub_buffers[result].data, sub.node(result).shape.numel(), out + first_row * len, round, 1);
+      for (Buffer& b : sub_buffers) pool.give(std::move(b.owned));
+    }
+  });
+}
+
+void eval_node(Evaluation& ev, int32_t id, double* out) {
+  const Node& node = ev.graph.node(id);
+  const OpInfo& info = node.info();
+  const RoundTo round = ev.round[id] ? RoundTo(node.dtype) : std::nullopt;
+  const int64_t n = node.shape.numel();
+  auto tensor = [&](int i) { return operand_data(ev, node.operands[i]); };
+  switch (info.kind) {
+    case OpKind::kInput: return;  // set by the caller
+    case OpKind::kUnary: return detail::eval_unary(info.unary, node.attrs, tensor(0), n, out, round, ev.threads);
+    case OpKind::kBinary: {
+      detail::ElementwiseOperand operands[2];
+      for (int i = 0; i < 2; ++i) {
+        const Operand& o = node.operands[i];
+        // A literal reads as a rank-0 tensor: stride 0 in every dimension.
+        operands[i] = o.is_literal() ? detail::ElementwiseOperand{&o.literal, Shape{}}
+                                     : detail::ElementwiseOperand{tensor(i), ev.graph.node(o.node).shape};
+      }
+      return detail::eval_binary(info.binary, operands[0], operands[1], node.shape, out, round, ev.threads);
+    }
+    case OpKind::kCast: return detail::eval_cast(tensor(0), n, node.dtype, out, ev.threads);
+    case OpKind::kDropout: {
+      const auto seed = static_cast<uint64_t>(node.attrs.get_int("seed"));
+      return detail::eval_dropout(tensor(0), n, node.attrs.get_float("p"), seed, out, round, ev.threads);
+    }
+    case OpKind::kReduce: {
+      const Shape& in = ev.graph.node(node.operands[0].node).shape;
+      return detail::eval_reduce(info, tensor(0), in.numel() / in.last(), in.last(), out, round, ev.threads);
+    }
+    case OpKind::kComposite: return eval_composite(ev, node, out, round);
+    case OpKind::kMatmul: {
+      const Shape& a = ev.graph.node(node.operands[0].node).shape;
+      const Shape& b = ev.graph.node(node.operands[1].node).shape;
+      return detail::eval_matmul(tensor(0), tensor(1), a.numel() / a.last(), a.last(), b[1], out, round, ev.threads);
+    }
+  }
+}
+
+void run(Evaluation& ev) {
+  const Graph& g = ev.graph;
+  // Only nodes that a kept node depends on are evaluated; dead code is skipped.
+  std::vector<char> live(ev.keep.begin(), ev.keep.end());
+  for (int32_t id = g.num_nodes() - 1; id >= 0; --id) {
+    if (!live[id]) continue;
+    for (const Operand& o : g.node(id).operands) {
+      if (!o.is_literal()) live[o.node] = 1;
+    }
+  }
+  std::vector<int32_t> last_use(g.num_nodes(), -1);
+  for (int32_t id = 0; id < g.num_nodes(); ++id) {
+    if (!live[id]) continue;
+    for (const Operand& o : g.node(id).operands) {
+      if (!o.is_literal()) last_use[o.node] = id;
+    }
+  }
+  for (int32_t id = 0; id < g.num_nodes(); ++id) {
+    const Node& node = g.node(id);
+    if (node.op == Op::kInput || !live[id]) continue;
+    ev.current = id;
+    Buffer& buffer = ev.buffers[id];
+    buffer.owned = ev.pool.take(node.shape.numel());
+    buffer.data = buffer.owned.data();
+    eval_node(ev, id, buffer.owned.data());
+    for (const Operand& o : node.operands) {
+      if (o.is_literal() || last_use[o.node] != id || ev.keep[o.node]) continue;
+      ev.pool.give(std::move(ev.buffers[o.node].owned));
+      ev.buffers[o.node].data = nullptr;
+    }
+  }
+}
+
+std::string expected_text(const Node& n) { return fmt::format("{}{}", n.dtype, n.shape); }
+
+// Every graph input present with its dtype, shape and element count, holding
+// values its dtype can represent; no other tensors.
+absl::Status check_inputs(const Graph& graph, const TensorMap& inputs) {
+  std::vector<std::string> names;
+  for (int32_t id : graph.inputs()) {
+    const Node& n = graph.node(id);
+    names.push_back(n.name);
+    auto it = inputs.find(n.name);
+    if (it == inputs.end()) {
+      return absl::InvalidArgumentError(fmt::format("missing input '{}' (expected {})", n.name, expected_text(n)));
+    }
+    const HostTensor& t = it->second;
+    if (t.dtype != n.dtype || t.shape != n.shape) {
+      return absl::InvalidArgumentError(
+          fmt::format("input '{}': expected {}, got {}{}", n.name, expected_text(n), t.dtype, t.shape));
+    }
+    if (t.numel() != n.shape.numel()) {
+      return absl::InvalidArgumentError(fmt::format("input '{}': shape {} needs {} values, the tensor holds {}", n.name,
+                                                    t.shape, n.shape.numel(), t.numel()));
+    }
+    std::atomic<int64_t> bad{t.numel()};
+    detail::parallel_for(t.numel(), 1 << 16, detail::reference_threads(), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const double v = t.values[i];
+        if (!std::isnan(v) && round_to_dtype(v, t.dtype) != v) {
+          int64_t seen = bad.load();
+          while (i < seen && !bad.compare_exchange_weak(seen, i)) {
+          }
+          return;
+        }
+      }
+    });
+    if (const int64_t i = bad.load(); i < t.numel()) {
+      return absl::InvalidArgumentError(
+          fmt::format("input '{}': element {} is {:.17g}, which {} cannot represent", n.name, i, t.values[i], t.dtype));
+    }
+  }
+  for (const auto& [name, tensor] : inputs) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return absl::InvalidArgumentError(
+          fmt::format("unexpected input '{}': the graph's inputs are {}", name, fmt::join(names, ", ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs, const InterpretOptions& options) {
+  if (absl::Status status = verify(graph); !status.ok()) return status;
+  if (absl::Status status = check_inputs(graph, inputs); !status.ok()) return status;
+
+  const int32_t n = graph.num_nodes();
+  std::vector<char> round(n, 0), keep(n, 0);
+  for (int32_t o : graph.outputs()) keep[o] = 1;
+  if (options.rounding == Rounding::kStoredNodes) {
+    for (int32_t id : options.stored) {
+      if (id < 0 || id >= n) {
+        return absl::InvalidArgumentError(fmt::format("stored node id {} is not a node of the graph", id));
+      }
+      round[id] = 1;
+    }
+  }
+  for (int32_t id = 0; id < n; ++id) {
+    const Node& node = graph.node(id);
+    if (node.op == Op::kInput) {
+      round[id] = 0;  // already exact
+    } else if (node.op == Op::kCast || options.rounding == Rounding::kEveryOp ||
+               (keep[id] && options.rounding != Rounding::kNone)) {
+      round[id] = 1;
+    }
+  }
+
+  std::vector<Buffer> buffers(n);
+  for (int32_t id : graph.inputs()) buffers[id].data = inputs.at(graph.node(id).name).values.data();
+  BufferPool pool;
+  Evaluation ev{graph, round, keep, buffers, detail::reference_threads(), pool};
+  try {
+    run(ev);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        fmt::format("out of memory evaluating {}", ev.current >= 0 ? describe(graph.node(ev.current)) : "the graph"));
+  } catch (const Error& e) {  // a composite expansion the builder rejected: a bug, reported, not a crash
+    return absl::InternalError(fmt::format("expanding {}: {}", describe(graph.node(ev.current)), e.what()));
+  }
+
+  TensorMap outputs;
+  for (int32_t id : graph.outputs()) {
+    const Node& node = graph.node(id);
+    if (outputs.contains(node.name)) continue;
+    HostTensor t;
+    t.dtype = node.dtype;
+    t.shape = node.shape;
+    if (!buffers[id].owned.empty()) {
+      t.values = std::move(buffers[id].owned);
+    } else {
+      t.values.assign(buffers[id].data, buffers[id].data + node.shape.numel());
+    }
+    outputs.emplace(node.name, std::move(t));
+  }
+  return outputs;
+}
+
+TensorMap random_inputs(const Graph& graph, uint64_t seed) {
+  TensorMap inputs;
+  const std::vector<int32_t> ids = graph.inputs();
+  for (size_t index = 0; index < ids.size(); ++index) {
+    const Node& n = graph.node(ids[index]);
+    // Two rounds of mixing: nearby seeds and nearby indices give unrelated streams.
+    const uint64_t input_seed = splitmix64_mix(splitmix64_mix(seed) ^ splitmix64_mix(index + 1));
+    inputs[n.name] = HostTensor::random_normal(n.dtype, n.shape, input_seed);
+  }
+  return inputs;
+}
+
+}  // namespace fusejit
