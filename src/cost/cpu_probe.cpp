@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include <immintrin.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -87,60 +88,65 @@ double measure_copy_gbps(int64_t bytes) {
   return 2.0 * static_cast<double>(per_thread * n) / best / 1e9;
 }
 
-// FMA throughput with 8 independent vector accumulators, using AVX2+FMA
-// where the CPU has them (the CPU backend compiles with -march=native).
-typedef float v8f __attribute__((vector_size(32)));
+// FMA throughput: 12 independent 8-lane accumulators hide the FMA latency
+// on two FMA pipes. AVX2+FMA where the CPU has them (the CPU backend
+// compiles with -march=native); plain SSE multiply-add otherwise.
+constexpr int kAccumulators = 12;
 
 __attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iterations) {
-  v8f acc[8];
-  for (int i = 0; i < 8; ++i) acc[i] = v8f{} + static_cast<float>(i);
-  const v8f a = v8f{} + 0.999999f, b = v8f{} + 1e-7f;
+  __m256 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
   for (int64_t it = 0; it < iterations; ++it) {
-    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * a + b;
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
   }
   float s = 0;
-  for (int i = 0; i < 8; ++i) s += acc[i][0];
+  for (int i = 0; i < kAccumulators; ++i) s += _mm256_cvtss_f32(acc[i]);
   return s;
 }
 
-float fma_loop_generic(int64_t iterations) {
-  v8f acc[8];
-  for (int i = 0; i < 8; ++i) acc[i] = v8f{} + static_cast<float>(i);
-  const v8f a = v8f{} + 0.999999f, b = v8f{} + 1e-7f;
+float fma_loop_sse(int64_t iterations) {
+  __m128 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm_set1_ps(static_cast<float>(i));
+  const __m128 a = _mm_set1_ps(0.999999f), b = _mm_set1_ps(1e-7f);
   for (int64_t it = 0; it < iterations; ++it) {
-    for (int i = 0; i < 8; ++i) acc[i] = acc[i] * a + b;
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm_add_ps(_mm_mul_ps(acc[i], a), b);
   }
   float s = 0;
-  for (int i = 0; i < 8; ++i) s += acc[i][0];
+  for (int i = 0; i < kAccumulators; ++i) s += _mm_cvtss_f32(acc[i]);
   return s;
 }
 
 double measure_fma_tflops() {
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  constexpr int64_t kIterations = 20'000'000;
+  constexpr int64_t kIterations = 10'000'000;
   std::vector<float> sink(thread_count());
   const double seconds = run_parallel([&](int t) {
-    sink[t] = avx2 ? fma_loop_avx2(kIterations) : fma_loop_generic(kIterations);
+    sink[t] = avx2 ? fma_loop_avx2(kIterations) : fma_loop_sse(kIterations);
   });
-  // 8 accumulators x 8 lanes x 2 FLOPs (multiply + add) per iteration.
-  return static_cast<double>(thread_count()) * kIterations * 8 * 8 * 2 / seconds / 1e12;
+  const double lanes = avx2 ? 8 : 4;
+  // Two FLOPs (multiply + add) per lane per accumulator per iteration.
+  return static_cast<double>(thread_count()) * kIterations * kAccumulators * lanes * 2 / seconds / 1e12;
 }
 
-// Elements per second of `op` over an L1-resident array, on every thread,
-// times the op's FLOP weight: the class's throughput in the model's units.
+// Elements per second of `op` from one L1-resident array into another, on
+// every thread, times the op's FLOP weight: the class's throughput in the
+// model's units. Independent elements, so the loop is limited by the op's
+// throughput, not by a chain of dependent additions.
 template <typename Op>
 double measure_class_tflops(double flops_per_element, Op op) {
   constexpr int kElements = 4096;
   constexpr int kRepeats = 600;
   std::vector<float> sink(thread_count());
   const double seconds = run_parallel([&](int t) {
-    std::vector<float> data(kElements);
-    for (int i = 0; i < kElements; ++i) data[i] = 0.25f + static_cast<float>(i % 97) * 0.01f;
-    float acc = 0;
+    std::vector<float> in(kElements), out(kElements);
+    for (int i = 0; i < kElements; ++i) in[i] = 0.25f + static_cast<float>(i % 97) * 0.01f;
     for (int r = 0; r < kRepeats; ++r) {
-      for (int i = 0; i < kElements; ++i) acc += op(data[i], static_cast<uint64_t>(r) * kElements + i);
+      const uint64_t base = static_cast<uint64_t>(r) * kElements;
+      for (int i = 0; i < kElements; ++i) out[i] = op(in[i], base + i);
+      in[r % kElements] = out[(r * 7) % kElements] * 1e-3f + 0.25f;  // keeps the work observable
     }
-    sink[t] = acc;
+    sink[t] = out[t % kElements];
   });
   const double elements = static_cast<double>(thread_count()) * kElements * kRepeats;
   return flops_per_element * elements / seconds / 1e12;

@@ -22,7 +22,8 @@ std::string small_graph_file(const std::string& dir) {
              "input x: bf16[16, 64]\n"
              "input b: bf16[64]\n"
              "h = add(x, b)\n"
-             "y = layer_norm(gelu(h))\n"
+             "g = gelu(h)\n"
+             "y = layer_norm(g)\n"
              "output y\n");
   return path;
 }
@@ -133,6 +134,7 @@ TEST(Cli, RunRejectsInputsOfTheWrongShapeOrDtype) {
   EXPECT_EQ(inexact.exit_code, 1);
   EXPECT_NE(inexact.err.find("x.npy"), std::string::npos) << inexact.err;
 
+  ASSERT_TRUE(write_npy(dir + "/in/x.npy", HostTensor::random_normal(DType::kBF16, {16, 64}, 4)).ok());
   std::filesystem::remove(dir + "/in/b.npy");
   auto missing = run_fusejit("run " + graph + " --inputs " + dir + "/in");
   EXPECT_EQ(missing.exit_code, 1);

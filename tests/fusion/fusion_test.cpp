@@ -202,7 +202,8 @@ TEST(Fusion, RmsNormWithSiluGateIsOneRowKernel) {
   auto x = g.input("x", DType::kBF16, {M, N});
   auto w = g.input("w", DType::kBF16, {N});
   auto gate = g.input("gate", DType::kBF16, {M, N});
-  g.output("y", rms_norm(x, w) * silu(gate));
+  auto normalized = rms_norm(x, w);  // named first: C++ leaves operand order unspecified
+  g.output("y", normalized * silu(gate));
   const FusionPlan fused = make_fused_plan(g);
   ASSERT_EQ(kinds(fused), (Strings{"row"})) << describe(fused);
   EXPECT_EQ(cost_of(fused).bytes, 2 * (M * N + N + M * N + M * N));
