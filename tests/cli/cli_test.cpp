@@ -3,6 +3,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "fusejit.h"
 #include "support/run_command.h"
@@ -146,6 +147,57 @@ TEST(Cli, RunRejectsAnUnknownBackend) {
   auto r = run_fusejit("run " + kExamples + "/softmax.fj --backend tpu");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("tpu"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace fusejit
+
+namespace fusejit {
+namespace {
+
+TEST(CliPlan, JsonHasTheDocumentedSchema) {
+  auto r = testing::run_fusejit("plan " + kExamples + "/bias_gelu_dropout_layernorm.fj --json --device h200");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // exactly one JSON object
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["device"]["name"], "h200");
+  EXPECT_TRUE(j["device"]["bandwidth_gbps"].is_number());
+  EXPECT_TRUE(j["device"]["peak_tflops"]["f32"].is_number());
+  EXPECT_TRUE(j["device"]["peak_tflops"]["bf16_tensor"].is_number());
+  EXPECT_TRUE(j["bytes_saved"].is_number_integer());
+  EXPECT_TRUE(j["predicted_speedup"].is_number());
+  for (const char* plan : {"unfused", "fused"}) {
+    const nlohmann::json& p = j[plan];
+    EXPECT_TRUE(p["num_kernels"].is_number_integer());
+    EXPECT_TRUE(p["bytes"].is_number_integer());
+    EXPECT_TRUE(p["flops"].is_number());
+    EXPECT_TRUE(p["predicted_us"].is_number());
+    ASSERT_EQ(p["kernels"].size(), p["num_kernels"].get<size_t>());
+    int64_t bytes = 0;
+    for (const nlohmann::json& k : p["kernels"]) {
+      for (const char* key : {"name", "kind", "bound"}) EXPECT_TRUE(k[key].is_string()) << key;
+      for (const char* key : {"ops", "reads", "writes"}) EXPECT_TRUE(k[key].is_array()) << key;
+      for (const char* key : {"flops", "intensity", "predicted_us"}) EXPECT_TRUE(k[key].is_number()) << key;
+      EXPECT_TRUE(k["bytes"].is_number_integer());
+      bytes += k["bytes"].get<int64_t>();
+    }
+    EXPECT_EQ(bytes, p["bytes"].get<int64_t>());
+  }
+  EXPECT_EQ(j["fused"]["num_kernels"], 1);
+  EXPECT_EQ(j["unfused"]["num_kernels"], 4);
+  EXPECT_EQ(j["fused"]["kernels"][0]["reads"], nlohmann::json({"x", "b", "gamma", "beta"}));
+  EXPECT_EQ(j["fused"]["kernels"][0]["writes"], nlohmann::json({"y"}));
+}
+
+TEST(CliPlan, TablesAndErrors) {
+  auto r = testing::run_fusejit("plan " + kExamples + "/softmax.fj --device a100");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* text : {"unfused plan: 2 kernels", "fused plan: 1 kernel", "fusion saves", "ridge"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << " missing from\n" << r.out;
+  }
+  auto bad_device = testing::run_fusejit("plan " + kExamples + "/softmax.fj --device tpu");
+  EXPECT_EQ(bad_device.exit_code, 1);
+  EXPECT_NE(bad_device.err.find("unknown device 'tpu'"), std::string::npos) << bad_device.err;
 }
 
 }  // namespace
