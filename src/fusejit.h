@@ -1,6 +1,8 @@
 // The public umbrella header of the fusejit library.
 #pragma once
 
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/kernel_source.h"
 #include "cost/cost_model.h"
 #include "cost/device.h"
 #include "cost/report.h"

@@ -11,5 +11,6 @@ void register_check(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);
 void register_plan(CLI::App& app, int& exit_code);
 void register_devices(CLI::App& app, int& exit_code);
+void register_emit(CLI::App& app, int& exit_code);
 
 }  // namespace fusejit::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   fusejit::cli::register_run(app, exit_code);
   fusejit::cli::register_plan(app, exit_code);
   fusejit::cli::register_devices(app, exit_code);
+  fusejit::cli::register_emit(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "ir/builder.h"
 
 namespace fusejit {
 namespace {
@@ -22,18 +21,6 @@ void add_node_flops(const Graph& graph, const Node& n, double times, std::array<
     case OpKind::kMatmul: {
       const double k = static_cast<double>(graph.node(n.operands[0].node).shape.last());
       out[static_cast<int>(info.cost_class)] += times * static_cast<double>(n.shape.numel()) * k * info.flops;
-      return;
-    }
-    case OpKind::kComposite: {
-      // A composite costs what its expansion costs.
-      Graph scratch;
-      std::vector<Value> args;
-      for (const Operand& o : n.operands) {
-        const Node& operand = graph.node(o.node);
-        args.push_back(scratch.input(operand.name, operand.dtype, operand.shape));
-      }
-      info.expand(args, n.attrs);
-      for (const Node& m : scratch.nodes()) add_node_flops(scratch, m, times, out);
       return;
     }
     default:
@@ -81,7 +68,7 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   KernelCost cost;
   cost.name = kernel.name;
   const bool reread = kernel.row_strategy == RowStrategy::kReread;
-  const int passes = kernel.row_passes();
+  const int passes = kernel.row_passes;
   for (int32_t id : kernel.reads) {
     const Node& n = graph.node(id);
     cost.bytes_read += tensor_bytes(n) * (reread && is_row_shaped(n, kernel) ? passes : 1);
@@ -91,8 +78,6 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   const std::vector<int> levels = reread ? node_levels(graph, kernel) : std::vector<int>(kernel.nodes.size(), 0);
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
     const Node& n = graph.node(kernel.nodes[i]);
-    // An unfused composite kernel that re-reads recomputes its prologue too;
-    // counting it once keeps the unfused figure conservative.
     const double times = reread ? static_cast<double>(passes - levels[i]) : 1.0;
     add_node_flops(graph, n, times, cost.class_flops);
   }

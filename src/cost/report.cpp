@@ -104,7 +104,7 @@ nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const Kernel
   if (k.kind == KernelKind::kRow) {
     j["row_strategy"] = row_strategy_name(k.row_strategy);
     j["reduction_stages"] = k.reduction_stages;
-    j["row_passes"] = k.row_passes();
+    j["row_passes"] = k.row_passes;
   }
   return j;
 }

@@ -47,8 +47,9 @@ struct Kernel {
   // Row kernels only.
   RowStrategy row_strategy = RowStrategy::kNone;
   int reduction_stages = 0;  // reductions that depend on each other (layer_norm: mean, then variance = 2)
-  // Times the row-shaped inputs are read: 1 when persistent, else stages + 1.
-  int row_passes() const { return row_strategy == RowStrategy::kReread ? reduction_stages + 1 : 1; }
+  // Times the row-shaped inputs are read: 1 when persistent; when re-reading,
+  // once per reduction stage plus once more to write row-shaped outputs.
+  int row_passes = 1;
 };
 
 struct FusionPlan {

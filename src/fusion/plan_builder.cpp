@@ -6,7 +6,6 @@
 #include <absl/container/flat_hash_set.h>
 #include <fmt/ranges.h>
 
-#include "ir/builder.h"
 #include "ir/composites.h"
 
 namespace fusejit {
@@ -31,20 +30,6 @@ std::string_view row_strategy_name(RowStrategy s) {
 
 namespace {
 
-// Stages of one composite node, from its expansion on placeholder inputs.
-int composite_stages(const Graph& graph, const Node& node) {
-  Graph scratch;
-  std::vector<Value> args;
-  for (const Operand& o : node.operands) {
-    const Node& operand = graph.node(o.node);
-    args.push_back(scratch.input(operand.name, operand.dtype, operand.shape));
-  }
-  node.info().expand(args, node.attrs);
-  std::vector<int32_t> ids;
-  for (int32_t id = 0; id < scratch.num_nodes(); ++id) ids.push_back(id);
-  return reduction_stages(scratch, ids);
-}
-
 std::string kernel_name(int index, const std::vector<std::string>& user_ops) {
   constexpr size_t kMaxOpsInName = 4;
   std::vector<std::string> shown(user_ops.begin(), user_ops.begin() + std::min(user_ops.size(), kMaxOpsInName));
@@ -65,7 +50,6 @@ int reduction_stages(const Graph& graph, const std::vector<int32_t>& nodes) {
       if (auto it = level.find(o.node); !o.is_literal() && it != level.end()) l = std::max(l, it->second);
     }
     if (n.info().kind == OpKind::kReduce) l += 1;
-    if (n.info().kind == OpKind::kComposite) l += composite_stages(graph, n);
     level[id] = l;
     stages = std::max(stages, l);
   }
@@ -115,31 +99,45 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
     for (int32_t r : kernel.reads) needed_outside[r] = true;
   }
   for (Kernel& kernel : plan.kernels) {
+    bool writes_rows = false;
     for (int32_t id : kernel.nodes) {
-      if (needed_outside[id]) kernel.writes.push_back(id);
+      if (!needed_outside[id]) continue;
+      kernel.writes.push_back(id);
+      writes_rows = writes_rows || graph->node(id).shape == kernel.iteration;
+    }
+    if (kernel.row_strategy == RowStrategy::kReread) {
+      kernel.row_passes = std::max(1, kernel.reduction_stages + (writes_rows ? 1 : 0));
     }
   }
   return plan;
 }
 
 FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options) {
-  auto shared = std::make_shared<const Graph>(graph);
+  // Like the fused plan, the unfused plan runs on the expanded graph, so that
+  // every kernel is made of primitives; a composite's kernel holds its whole
+  // expansion, and only user ops' results cross kernels.
+  std::vector<int32_t> origin;
+  auto expanded = std::make_shared<const Graph>(expand_composites(graph, &origin));
   std::vector<KernelGroup> groups;
-  std::vector<int32_t> origin(graph.num_nodes());
-  for (int32_t id = 0; id < graph.num_nodes(); ++id) {
-    origin[id] = id;
-    const Node& n = graph.node(id);
-    switch (n.info().kind) {
-      case OpKind::kInput: continue;
-      case OpKind::kMatmul: groups.push_back({KernelKind::kMatmul, n.shape, {id}}); break;
-      case OpKind::kReduce:
-      case OpKind::kComposite:
-        groups.push_back({KernelKind::kRow, graph.node(n.operands[0].node).shape, {id}});
-        break;
-      default: groups.push_back({KernelKind::kPointwise, n.shape, {id}}); break;
+  std::vector<int> group_of_user_node(graph.num_nodes(), -1);
+  for (int32_t id = 0; id < expanded->num_nodes(); ++id) {
+    const Node& user = graph.node(origin[id]);
+    const OpKind kind = user.info().kind;
+    if (kind == OpKind::kInput) continue;
+    int& group = group_of_user_node[origin[id]];
+    if (group < 0) {
+      group = static_cast<int>(groups.size());
+      if (kind == OpKind::kMatmul) {
+        groups.push_back({KernelKind::kMatmul, user.shape, {}});
+      } else if (kind == OpKind::kReduce || kind == OpKind::kComposite) {
+        groups.push_back({KernelKind::kRow, graph.node(user.operands[0].node).shape, {}});
+      } else {
+        groups.push_back({KernelKind::kPointwise, user.shape, {}});
+      }
     }
+    groups[group].nodes.push_back(id);
   }
-  return build_plan("unfused", shared, graph, origin, std::move(groups), options);
+  return build_plan("unfused", expanded, graph, origin, std::move(groups), options);
 }
 
 std::string describe(const FusionPlan& plan) {

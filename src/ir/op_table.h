@@ -63,6 +63,8 @@ struct OpInfo {
   ReduceCombine reduce_combine = nullptr;
   bool reduce_divides_by_count = false;
   CompositeExpansion expand = nullptr;
+  std::string_view code;                // f32 expression in generated kernels (see ops.def)
+  std::string_view reduce_identity_code;  // reductions: the accumulator's initial value
 
   bool is_elementwise() const {
     return kind == OpKind::kUnary || kind == OpKind::kBinary || kind == OpKind::kCast || kind == OpKind::kDropout;

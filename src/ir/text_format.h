@@ -33,5 +33,7 @@ absl::StatusOr<Graph> parse_graph_file(const std::string& path);
 
 // The canonical text of a graph.
 std::string print_graph(const Graph& graph);
+// The canonical text of one node's statement, without the newline.
+std::string print_statement(const Graph& graph, const Node& node);
 
 }  // namespace fusejit

@@ -35,14 +35,16 @@ std::string call_text(const Graph& graph, const Node& node) {
 
 }  // namespace
 
+std::string print_statement(const Graph& graph, const Node& node) {
+  if (node.op == Op::kInput) return fmt::format("input {}: {}{}", node.name, node.dtype, node.shape);
+  return fmt::format("{} = {}", node.name, call_text(graph, node));
+}
+
 std::string print_graph(const Graph& graph) {
   std::string out;
   for (const Node& node : graph.nodes()) {
-    if (node.op == Op::kInput) {
-      fmt::format_to(std::back_inserter(out), "input {}: {}{}\n", node.name, node.dtype, node.shape);
-    } else {
-      fmt::format_to(std::back_inserter(out), "{} = {}\n", node.name, call_text(graph, node));
-    }
+    out += print_statement(graph, node);
+    out += '\n';
   }
   if (!graph.outputs().empty()) {
     std::vector<std::string_view> names;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fusejit.h"
+#include "runtime/nvrtc_compiler.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -198,6 +199,41 @@ TEST(CliPlan, TablesAndErrors) {
   auto bad_device = testing::run_fusejit("plan " + kExamples + "/softmax.fj --device tpu");
   EXPECT_EQ(bad_device.exit_code, 1);
   EXPECT_NE(bad_device.err.find("unknown device 'tpu'"), std::string::npos) << bad_device.err;
+}
+
+}  // namespace
+}  // namespace fusejit
+
+namespace fusejit {
+namespace {
+
+TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  const std::string dir = testing::make_temp_dir("fusejit-emit");
+  const std::string env = "FUSEJIT_CACHE_DIR=" + dir + "/cache ";
+  const std::string args = "emit " + kExamples + "/bias_gelu_dropout_layernorm.fj --arch sm_90 --json --out " + dir;
+  auto first = testing::run_command(env + FUSEJIT_CLI_PATH + " " + args);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json j = nlohmann::json::parse(first.out);
+  ASSERT_EQ(j["kernels"].size(), 1u);
+  const nlohmann::json& k = j["kernels"][0];
+  EXPECT_EQ(k["name"], "k0_add_gelu_dropout_layer_norm");
+  EXPECT_EQ(k["cache_hit"], false);
+  EXPECT_EQ(k["spill_bytes"], 0);
+  EXPECT_GT(k["registers"].get<int>(), 0);
+  for (const char* key : {"source", "ptx"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + k[key].get<std::string>())) << key;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir + "/plan.txt"));
+  auto second = testing::run_command(env + FUSEJIT_CLI_PATH + " " + args);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(nlohmann::json::parse(second.out)["kernels"][0]["cache_hit"], true);
+  // The text form: one line per kernel, and matmuls named as library calls.
+  auto text = testing::run_command(env + FUSEJIT_CLI_PATH + " emit " + kExamples + "/mlp_block.fj --out " + dir);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("library matmul"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("k1_add_gelu"), std::string::npos) << text.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

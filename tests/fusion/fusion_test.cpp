@@ -129,7 +129,7 @@ TEST(Fusion, RowsOverThePersistentLimitAreReread) {
   const FusionPlan fused = make_fused_plan(g, options);
   ASSERT_EQ(kinds(fused), (Strings{"row"}));
   EXPECT_EQ(fused.kernels[0].row_strategy, RowStrategy::kReread);
-  EXPECT_EQ(fused.kernels[0].row_passes(), 3);  // max pass, sum pass, output pass
+  EXPECT_EQ(fused.kernels[0].row_passes, 3);  // max pass, sum pass, output pass
   const int64_t tensor = 64 * long_row * 4;
   EXPECT_EQ(estimate_plan(fused, gpu_device("h100")).bytes, 3 * tensor + tensor);
   // The same row under the limit is read once.

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
-#include "support/graph_resize.h"
+#include "support/graph_variants.h"
 
 namespace fusejit {
 namespace {
@@ -70,30 +70,11 @@ TEST(PlanEquivalence, EveryExampleGraphShrunk) {
 }
 
 TEST(PlanEquivalence, GraphsOfManyShapes) {
-  const char* graphs[] = {
-      // diamond
-      "input x: f32[33, 70]\ninput b: f32[70]\nh = add(x, b)\np = exp(h)\nq = tanh(h)\ny = mul(p, q)\noutput y\n",
-      // one value used by two reductions, and an intermediate output
-      "input x: bf16[9, 130]\nh = exp(x)\ns = sum(h)\nm = max(h)\ny = add(s, m)\noutput h, y\n",
-      // broadcasts both ways
-      "input c: f16[40, 1]\ninput r: f16[1, 50]\ninput x: f16[40, 50]\nt = add(c, r)\ny = mul(t, x)\noutput y\n",
-      // matmul with an epilogue, mixed dtypes
-      "input a: bf16[12, 40]\ninput w: f16[40, 24]\ninput b: bf16[24]\nm = matmul(a, w)\n"
-      "h = add(m, b)\ny = gelu(h, approximate=tanh)\noutput y\n",
-      // a kernel in between forbids the merge
-      "input x: f32[16, 16]\ninput w: f32[16, 16]\na = exp(x)\nm = matmul(a, w)\ny = add(a, m)\noutput y\n",
-      // siblings, several outputs, a cast
-      "input x: f32[20, 31]\ne = exp(x)\nl = log(e)\nc = cast(l, dtype=bf16)\noutput e, c\n",
-      // composites of every kind, rank 3
-      "input x: bf16[3, 5, 64]\ninput g: bf16[64]\nr = rms_norm(x, g)\ns = softmax(r)\nl = log_softmax(x)\n"
-      "y = add(s, l)\nn = layer_norm(y, g)\noutput n\n",
-      // dropout before a reduction
-      "input x: f32[8, 300]\nd = dropout(x, p=0.3, seed=7)\ny = softmax(d)\noutput y\n",
-  };
-  for (const char* text : graphs) {
+  for (const std::string& text : testing::varied_graph_texts()) {
     absl::StatusOr<Graph> g = parse_graph(text);
-    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE(g.ok()) << g.status() << "\n" << text;
     expect_same_values(*g);
+    for (DType dtype : kAllDTypes) expect_same_values(testing::with_input_dtype(*g, dtype));
   }
 }
 

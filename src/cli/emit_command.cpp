@@ -1,0 +1,113 @@
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "fusejit.h"
+#include "runtime/nvrtc_compiler.h"
+
+namespace fusejit::cli {
+namespace {
+
+struct EmitOptions {
+  std::string file;
+  std::string target = "cuda";
+  std::string arch = "sm_90";
+  std::string out = "fusejit-kernels";
+  bool unfused = false;
+  bool json = false;
+};
+
+absl::Status write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(fmt::format("cannot write {}", path.string()));
+  return absl::OkStatus();
+}
+
+int emit(const EmitOptions& opt) {
+  absl::StatusOr<Graph> graph = parse_graph_file(opt.file);
+  if (!graph.ok()) {
+    fmt::print(stderr, "{}\n", status_text(graph.status()));
+    return 1;
+  }
+  if (absl::Status s = nvrtc_status(); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+    return 1;
+  }
+  // Row-kernel variants follow the persistent limit of the datasheet GPUs.
+  const FusionOptions options = fusion_options_for(gpu_device("h100"));
+  const FusionPlan plan = opt.unfused ? make_unfused_plan(*graph, options) : make_fused_plan(*graph, options);
+  const std::filesystem::path dir(opt.out);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    fmt::print(stderr, "fusejit: error: --out {}: cannot create the directory: {}\n", opt.out, ec.message());
+    return 1;
+  }
+  if (absl::Status s = write_text(dir / "plan.txt", describe(plan)); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+    return 1;
+  }
+  CudaCompileOptions compile_options;
+  compile_options.arch = opt.arch;
+  nlohmann::json kernels = nlohmann::json::array();
+  if (!opt.json) fmt::print("{} plan of {}: {} kernels -> {}/\n", plan.label, opt.file, plan.kernels.size(), opt.out);
+  for (int i = 0; i < static_cast<int>(plan.kernels.size()); ++i) {
+    const Kernel& kernel = plan.kernels[i];
+    if (kernel.kind == KernelKind::kMatmul) {
+      if (!opt.json) fmt::print("  {:<36} library matmul (cuBLAS), no generated source\n", kernel.name);
+      continue;
+    }
+    const CudaKernelSource source = emit_cuda_kernel(plan, i);
+    absl::StatusOr<CompiledKernel> compiled =
+        compile_cuda(source.name, source.source, compile_options, &KernelCache::global());
+    if (!compiled.ok()) {
+      fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
+      return 1;
+    }
+    const std::string cu = kernel.name + ".cu", ptx = kernel.name + ".ptx", report = kernel.name + ".ptxas.txt";
+    for (const auto& [name, text] : {std::pair{cu, source.source}, std::pair{ptx, compiled->ptx},
+                                     std::pair{report, compiled->ptxas.log}}) {
+      if (absl::Status s = write_text(dir / name, text); !s.ok()) {
+        fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+        return 1;
+      }
+    }
+    const int64_t spills = compiled->ptxas.spill_store_bytes + compiled->ptxas.spill_load_bytes;
+    if (opt.json) {
+      kernels.push_back({{"name", kernel.name}, {"source", cu}, {"ptx", ptx}, {"ptxas_report", report},
+                         {"variant", cuda_variant_name(source.variant)}, {"arch", compiled->arch},
+                         {"compile_ms", compiled->compile_ms}, {"cache_hit", compiled->cache_hit},
+                         {"registers", compiled->ptxas.registers}, {"spill_bytes", spills},
+                         {"shared_bytes", compiled->ptxas.shared_bytes}});
+    } else {
+      fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  ({})\n", kernel.name,
+                 compiled->compile_ms, compiled->cache_hit ? "hit" : "miss", compiled->ptxas.registers, spills,
+                 cuda_variant_name(source.variant));
+    }
+  }
+  if (opt.json) fmt::print("{}\n", nlohmann::json{{"kernels", kernels}}.dump(2));
+  return 0;
+}
+
+}  // namespace
+
+void register_emit(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<EmitOptions>();
+  CLI::App* cmd = app.add_subcommand("emit", "Generate and compile the kernels of a plan; write .cu, .ptx, ptxas reports");
+  cmd->add_option("FILE", opt->file, "graph in the .fj text format")->required();
+  cmd->add_option("--target", opt->target, "code generation target")->check(CLI::IsMember({"cuda"}))->capture_default_str();
+  cmd->add_option("--arch", opt->arch, "GPU architecture: sm_XX (CUBIN) or compute_XX (PTX only)")
+      ->capture_default_str();
+  cmd->add_option("--out", opt->out, "directory for the kernels and plan.txt")->capture_default_str();
+  cmd->add_flag("--unfused", opt->unfused, "emit the unfused plan (one kernel per op) instead of the fused one");
+  cmd->add_flag("--json", opt->json, "print one JSON object instead of lines");
+  cmd->callback([opt, &exit_code] { exit_code = emit(*opt); });
+}
+
+}  // namespace fusejit::cli

@@ -1,0 +1,11 @@
+// The two kernel templates (internal to the CUDA emitter).
+#pragma once
+
+#include "codegen/kernel_source.h"
+
+namespace fusejit::cuda_emit {
+
+CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel);
+CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel);
+
+}  // namespace fusejit::cuda_emit

@@ -1,0 +1,99 @@
+// fusejit CUDA helpers: storage types and their conversions to f32.
+// Self-contained (no cuda_fp16.h / cuda_bf16.h), so NVRTC needs no include
+// path; the conversions are the PTX instructions those headers use
+// (cvt.rn.* rounds to nearest even, as the reference interpreter does).
+// Requires sm_80 or newer (cvt.rn.bf16.f32).
+typedef unsigned short fj_u16;
+struct __align__(2) fj_f16 { fj_u16 bits; };
+struct __align__(2) fj_bf16 { fj_u16 bits; };
+
+__device__ __forceinline__ float fj_to_float(float x) { return x; }
+__device__ __forceinline__ float fj_to_float(fj_f16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+__device__ __forceinline__ float fj_to_float(fj_bf16 b) { return __uint_as_float(((unsigned)b.bits) << 16); }
+
+template <typename T>
+__device__ __forceinline__ T fj_from_float(float x);
+template <>
+__device__ __forceinline__ float fj_from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ fj_f16 fj_from_float<fj_f16>(float x) {
+  fj_f16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(x));
+  return h;
+}
+template <>
+__device__ __forceinline__ fj_bf16 fj_from_float<fj_bf16>(float x) {
+  fj_bf16 b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.bits) : "f"(x));
+  return b;
+}
+
+// Rounding an f32 value to a storage type and back: what `cast` means.
+__device__ __forceinline__ float fj_round_f32(float x) { return x; }
+__device__ __forceinline__ float fj_round_f16(float x) { return fj_to_float(fj_from_float<fj_f16>(x)); }
+__device__ __forceinline__ float fj_round_bf16(float x) { return fj_to_float(fj_from_float<fj_bf16>(x)); }
+
+// N consecutive elements from / to 16-byte aligned memory, as 16-byte
+// accesses (ld.global.nc.v4 / st.global.v4). N * sizeof(T) is a multiple of 16.
+template <typename T, int N>
+__device__ __forceinline__ void fj_load_vec(const T* __restrict__ p, float* v) {
+  constexpr int kPerChunk = 16 / sizeof(T);
+#pragma unroll
+  for (int c = 0; c < N / kPerChunk; ++c) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p) + c);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kPerChunk; ++j) v[c * kPerChunk + j] = fj_to_float(e[j]);
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void fj_store_vec(T* __restrict__ p, const float* v) {
+  constexpr int kPerChunk = 16 / sizeof(T);
+#pragma unroll
+  for (int c = 0; c < N / kPerChunk; ++c) {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kPerChunk; ++j) e[j] = fj_from_float<T>(v[c * kPerChunk + j]);
+    reinterpret_cast<uint4*>(p)[c] = raw;
+  }
+}
+
+// The same accesses one element at a time, for pointers that are not
+// 16-byte aligned.
+template <typename T, int N>
+__device__ __forceinline__ void fj_load_scalar(const T* __restrict__ p, float* v) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) v[j] = fj_to_float(p[j]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void fj_store_scalar(T* __restrict__ p, const float* v) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) p[j] = fj_from_float<T>(v[j]);
+}
+
+// A uniform branch on alignment, so that the arithmetic around the accesses
+// is generated once rather than once per access width.
+template <typename T, int N>
+__device__ __forceinline__ void fj_load(const T* __restrict__ p, float* v, bool aligned) {
+  if (aligned) {
+    fj_load_vec<T, N>(p, v);
+  } else {
+    fj_load_scalar<T, N>(p, v);
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void fj_store(T* __restrict__ p, const float* v, bool aligned) {
+  if (aligned) {
+    fj_store_vec<T, N>(p, v);
+  } else {
+    fj_store_scalar<T, N>(p, v);
+  }
+}

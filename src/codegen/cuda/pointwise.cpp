@@ -1,0 +1,121 @@
+// Pointwise kernels: a grid-stride loop over the iteration space. With every
+// pointer 16-byte aligned and the innermost extent a multiple of the vector
+// width V, each step handles V consecutive elements with 16-byte loads and
+// stores (V elements of one row, so broadcast operands are one vector load
+// or one scalar); otherwise one element per step with scalar accesses.
+// Broadcast operands are indexed at their own size, never materialized.
+#include "codegen/cuda/emit_common.h"
+#include "codegen/cuda/emit_kernels.h"
+#include "codegen/cuda/tensor_access.h"
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/expr.h"
+
+namespace fusejit::cuda_emit {
+namespace {
+
+// The body for one group of kV elements starting at flat index i.
+void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel& kernel,
+                          const std::vector<KernelParam>& params, const std::string& index_type) {
+  const Graph& g = *plan.graph;
+  w.line("template <int kV, bool kAligned>");
+  w.open("__device__ __forceinline__ void {}_items({}, {} i)", kernel.name, pointer_params(params), index_type);
+  for (int32_t id : kernel.reads) {
+    const Node& n = g.node(id);
+    const TensorAccess access = tensor_access(n.shape, kernel.iteration);
+    const std::string r = read_name(g, id);
+    const std::string offset = element_offset(access, kernel.iteration, "i");
+    w.line("float {}[kV];", r);
+    if (access.varies_along_row()) {
+      // kV consecutive elements of one row are kV consecutive elements of the tensor.
+      w.line("fj_load<{}, kV>({} + {}, {}, kAligned);", storage_type(n.dtype), param_name(g, id), offset, r);
+    } else {
+      w.open("");
+      w.line("const float s = fj_to_float({}[{}]);", param_name(g, id), offset);
+      w.line("#pragma unroll");
+      w.line("for (int e = 0; e < kV; ++e) {}[e] = s;", r);
+      w.close();
+    }
+  }
+  for (int32_t id : kernel.nodes) {
+    const Node& n = g.node(id);
+    std::vector<std::string> operands;
+    for (const Operand& o : n.operands) {
+      if (o.is_literal()) {
+        operands.emplace_back();  // node_expression prints the literal
+      } else {
+        operands.push_back((in_kernel(kernel, o.node) ? value_name(g, o.node) : read_name(g, o.node)) + "[e]");
+      }
+    }
+    w.line("float {}[kV];", value_name(g, id));
+    const std::string element = fmt::format("for (int e = 0; e < kV; ++e) {}[e] = {};", value_name(g, id),
+                                            node_expression(n, operands, "(unsigned long long)(i + e)"));
+    if (n.op == Op::kDropout) {
+      // Vector groups start at multiples of kV (4 or 8): one Philox call per 4 elements.
+      const Operand& x = n.operands[0];
+      const std::string in = in_kernel(kernel, x.node) ? value_name(g, x.node) : read_name(g, x.node);
+      w.open("if constexpr (kV % 4 == 0)");
+      w.line("#pragma unroll");
+      w.line("for (int e = 0; e < kV; e += 4) {};",
+             dropout4_call(n, in + " + e", value_name(g, id) + " + e", "(unsigned long long)(i + e)"));
+      w.close();
+      w.open("else");
+      w.line("#pragma unroll");
+      w.line("{}", element);
+      w.close();
+    } else {
+      w.line("#pragma unroll");
+      w.line("{}", element);
+    }
+  }
+  for (int32_t id : kernel.writes) {
+    w.line("fj_store<{}, kV>({} + i, {}, kAligned);", storage_type(g.node(id).dtype), param_name(g, id),
+           value_name(g, id));
+  }
+  w.close();
+}
+
+}  // namespace
+
+CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel) {
+  CudaKernelSource out;
+  out.name = kernel.name;
+  out.variant = CudaVariant::kPointwise;
+  out.params = kernel_params(plan, kernel);
+  out.count = kernel.iteration.numel();
+  out.vector_width = vector_width(*plan.graph, kernel);
+  out.has_vector_path = kernel.iteration.last() % out.vector_width == 0;
+  out.block_threads = 256;
+  // 64-bit indices once a 32-bit index could pass 2^31 - 1, the grid stride included.
+  out.index_64bit = out.count >= (int64_t{1} << 31) - (int64_t{1} << 26);
+  const std::string index_type = out.index_64bit ? "long long" : "int";
+
+  SourceWriter w;
+  write_header(w, plan, kernel,
+               fmt::format("pointwise over {} ({} elements), {}", kernel.iteration, out.count,
+                           out.has_vector_path ? fmt::format("{}-wide 16-byte accesses when aligned", out.vector_width)
+                                               : std::string("scalar accesses")));
+  write_helpers(w);
+  w.blank();
+  write_items_function(w, plan, kernel, out.params, index_type);
+  w.blank();
+  w.line("extern \"C\" __global__ void __launch_bounds__({})", out.block_threads);
+  w.open("{}({}, long long count, int aligned)", kernel.name, pointer_params(out.params));
+  w.line("const {0} n = ({0})count;", index_type);
+  w.line("const {0} stride = ({0})gridDim.x * blockDim.x;", index_type);
+  w.line("const {0} first = ({0})blockIdx.x * blockDim.x + threadIdx.x;", index_type);
+  if (out.has_vector_path) {
+    w.line("constexpr int kVec = {};", out.vector_width);
+    w.open("if (aligned)");
+    w.line("for ({} g = first; g < n / kVec; g += stride) {}_items<kVec, true>({}, g * kVec);", index_type,
+           kernel.name, pointer_args(out.params));
+    w.line("return;");
+    w.close();
+  }
+  w.line("for ({} i = first; i < n; i += stride) {}_items<1, false>({}, i);", index_type, kernel.name,
+         pointer_args(out.params));
+  w.close();
+  out.source = w.text();
+  return out;
+}
+
+}  // namespace fusejit::cuda_emit

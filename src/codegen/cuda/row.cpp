@@ -1,0 +1,354 @@
+// Row kernels: reductions over the last dimension with the elementwise ops
+// that produce their row (prologue) and use their result (epilogue).
+//
+// Persistent variants read each row from memory once and keep it in
+// registers: thread t holds chunks of V consecutive elements at columns
+// (c * T + t) * V for c < C, loaded with 16-byte accesses when aligned.
+// Row-shaped values are register arrays of C * V floats; per-row values
+// (a mean, a variance) are scalars every thread holds. Reductions combine a
+// thread's elements, then the warp (shuffles), then the block (shared memory).
+//   warp per row:  rows up to 512 elements, 4 rows per block of 128 threads.
+//   block per row: longer rows up to the device's persistent limit.
+// The re-read variant (rows beyond the limit) walks the row in tiles of T * V
+// elements once per reduction stage, recomputing the prologue from memory,
+// and once more to write row-shaped outputs; the cost model counts exactly
+// these passes. [N] vectors (gamma, beta) are loaded once per thread, not
+// once per row, in the persistent variants.
+#include <algorithm>
+#include <map>
+
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/cuda/emit_common.h"
+#include "codegen/cuda/emit_kernels.h"
+#include "codegen/cuda/tensor_access.h"
+#include "codegen/expr.h"
+#include "ir/text_format.h"
+
+namespace fusejit::cuda_emit {
+namespace {
+
+// Rows up to this length get a warp each. DESIGN.md allows 1024, but a warp
+// holding 1024 elements keeps 32 per lane in each live array and needs well
+// over 128 registers for a residual + LayerNorm; a block of 64 threads does
+// the same row with 16 per thread.
+constexpr int64_t kWarpRowLimit = 512;
+
+int64_t next_pow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+class RowEmitter {
+ public:
+  RowEmitter(const FusionPlan& plan, const Kernel& kernel) : plan_(plan), g_(*plan.graph), kernel_(kernel) {
+    n_ = kernel.iteration.last();
+    out_.name = kernel.name;
+    out_.params = kernel_params(plan, kernel);
+    out_.count = kernel.iteration.numel() / n_;
+    const int width = vector_width(g_, kernel);
+    out_.has_vector_path = n_ % width == 0;
+    vec_ = out_.has_vector_path ? width : 1;
+    out_.vector_width = vec_;
+    if (kernel.row_strategy == RowStrategy::kReread) {
+      out_.variant = CudaVariant::kReread;
+      threads_ = 1024;
+    } else if (n_ <= kWarpRowLimit) {
+      out_.variant = CudaVariant::kWarpPerRow;
+      threads_ = 32;
+      out_.rows_per_block = 4;
+    } else {
+      out_.variant = CudaVariant::kBlockPerRow;
+      // About 8 elements (one 16-byte chunk of bf16) per thread: each
+      // element of the row is unrolled code, so fewer per thread means
+      // fewer registers and a faster NVRTC compile; 1024 threads hold 16.
+      threads_ = static_cast<int>(std::clamp<int64_t>(next_pow2((n_ + 7) / 8), 64, 1024));
+    }
+    out_.block_threads = threads_;
+    chunks_ = static_cast<int>((n_ + int64_t{threads_} * vec_ - 1) / (int64_t{threads_} * vec_));
+    out_.index_64bit = kernel.iteration.numel() >= (int64_t{1} << 31) - (int64_t{1} << 26);
+    compute_levels();
+  }
+
+  CudaKernelSource emit() {
+    write_header(w_, plan_, kernel_,
+                 fmt::format("row kernel over {} ({} rows of {}), {} with {} threads{}", kernel_.iteration,
+                             out_.count, n_, cuda_variant_name(out_.variant), threads_,
+                             out_.has_vector_path ? fmt::format(", {}-wide 16-byte accesses when aligned", vec_)
+                                                  : std::string(", scalar accesses")));
+    write_helpers(w_);
+    w_.blank();
+    for (int32_t id : kernel_.nodes) {
+      const Node& n = g_.node(id);
+      if (n.info().kind != OpKind::kReduce) continue;
+      w_.open("struct fj_combine_{}", n.name);
+      w_.line("__device__ __forceinline__ float operator()(float acc, float x) const {{ return {}; }}",
+              reduce_combine(n, "acc", "x"));
+      w_.close(";");
+    }
+    w_.blank();
+    w_.line("constexpr int kN = {};", n_);
+    w_.line("constexpr int kThreads = {};", threads_);
+    w_.line("constexpr int kVec = {};", vec_);
+    w_.line("constexpr int kChunks = {};", chunks_);
+    w_.line("constexpr int kItems = kChunks * kVec;");
+    w_.blank();
+    w_.open("__device__ __forceinline__ void {}_rows({}, long long rows, bool aligned)", kernel_.name,
+            pointer_params(out_.params));
+    if (out_.variant == CudaVariant::kReread) {
+      write_reread_body();
+    } else {
+      write_persistent_body();
+    }
+    w_.close();
+    w_.blank();
+    w_.line("extern \"C\" __global__ void __launch_bounds__({})", threads_ * out_.rows_per_block);
+    w_.open("{}({}, long long rows, int aligned)", kernel_.name, pointer_params(out_.params));
+    w_.line("{}_rows({}, rows, {});", kernel_.name, pointer_args(out_.params),
+            out_.has_vector_path ? "aligned != 0" : "false");
+    w_.close();
+    out_.source = w_.text();
+    return out_;
+  }
+
+ private:
+  bool row_shaped(int32_t id) const { return g_.node(id).shape == kernel_.iteration; }
+  bool is_reduce(int32_t id) const { return g_.node(id).info().kind == OpKind::kReduce; }
+
+  void compute_levels() {
+    for (int32_t id : kernel_.nodes) {
+      int l = 0;
+      for (const Operand& o : g_.node(id).operands) {
+        if (o.is_literal() || !in_kernel(kernel_, o.node)) continue;
+        l = std::max(l, level_[o.node] + (is_reduce(o.node) ? 1 : 0));
+      }
+      level_[id] = l;
+      if (is_reduce(id)) stages_ = std::max(stages_, l + 1);
+    }
+  }
+
+  // The expression of operand `o` at element slot `slot` ("k" or "e").
+  std::string operand_text(const Operand& o, const std::string& slot) const {
+    if (o.is_literal()) return "";
+    const int32_t id = o.node;
+    const bool array = in_kernel(kernel_, id) ? row_shaped(id) : tensor_access(g_.node(id).shape, kernel_.iteration)
+                                                                       .varies_along_row();
+    const std::string name = in_kernel(kernel_, id) ? value_name(g_, id) : read_name(g_, id);
+    return array ? name + "[" + slot + "]" : name;
+  }
+
+  // A pointer to slot `slot` of a row-shaped operand's array ("v_g + k").
+  std::string operand_pointer(const Operand& o, const std::string& slot) const {
+    return (in_kernel(kernel_, o.node) ? value_name(g_, o.node) : read_name(g_, o.node)) + " + " + slot;
+  }
+
+  std::string expression(int32_t id, const std::string& slot, const std::string& column) const {
+    const Node& n = g_.node(id);
+    std::vector<std::string> operands;
+    for (const Operand& o : n.operands) operands.push_back(operand_text(o, slot));
+    const std::string index = row_shaped(id) ? fmt::format("(unsigned long long)(row * kN + {})", column)
+                                             : std::string("(unsigned long long)row");
+    return node_expression(n, operands, index);
+  }
+
+  std::string reduce_call(const Node& n, const std::string& acc) const {
+    const std::string combine = fmt::format("fj_combine_{}()", n.name);
+    if (out_.variant == CudaVariant::kWarpPerRow) return fmt::format("fj_warp_reduce({}, {})", acc, combine);
+    return fmt::format("fj_block_reduce({}, {}, {}, fj_smem)", acc, combine, reduce_identity(n));
+  }
+
+  void write_reduce_result(const Node& n, int32_t id, const std::string& acc) {
+    const std::string divide = n.info().reduce_divides_by_count ? " / (float)kN" : "";
+    w_.line("const float {} = {}{};", value_name(g_, id), reduce_call(n, acc), divide);
+  }
+
+  // Loads of reads whose value differs per row but not along it ([M, 1]).
+  void write_per_row_reads() {
+    for (int32_t id : kernel_.reads) {
+      const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
+      if (access.varies_along_row()) continue;
+      w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id),
+              row_offset(access, kernel_.iteration, "row"));
+    }
+  }
+
+  void write_per_row_writes() {
+    for (int32_t id : kernel_.writes) {
+      if (row_shaped(id)) continue;
+      w_.line("if (tid == 0) {}[row] = fj_from_float<{}>({});", param_name(g_, id), storage_type(g_.node(id).dtype),
+              value_name(g_, id));
+    }
+  }
+
+  // Column of element slot k of this thread, in the persistent layout.
+  static std::string persistent_column() { return "((k / kVec) * kThreads + tid) * kVec + k % kVec"; }
+
+  void write_chunk_loads(int32_t id, const std::string& base) {
+    const Node& n = g_.node(id);
+    const std::string r = read_name(g_, id);
+    w_.line("float {}[kItems];", r);
+    w_.line("#pragma unroll");
+    w_.open("for (int c = 0; c < kChunks; ++c)");
+    w_.line("const int j = (c * kThreads + tid) * kVec;");
+    w_.line("if (j < kN) fj_load<{}, kVec>({} + {}j, {} + c * kVec, aligned);", storage_type(n.dtype),
+            param_name(g_, id), base == "0" ? "" : base + " + ", r);
+    w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
+    w_.close();
+  }
+
+  void write_persistent_body() {
+    const bool warp = out_.variant == CudaVariant::kWarpPerRow;
+    if (!warp) w_.line("__shared__ float fj_smem[32];");
+    w_.line("const int tid = threadIdx.x;");
+    // [N] vectors: the same columns in every row, so loaded once per thread.
+    for (int32_t id : kernel_.reads) {
+      const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
+      if (access.varies_along_row() && access.same_for_every_row()) write_chunk_loads(id, "0");
+    }
+    if (warp) {
+      w_.line("for (long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y; row < rows;");
+      w_.open("     row += (long long)gridDim.x * blockDim.y)");
+    } else {
+      w_.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)");
+    }
+    for (int32_t id : kernel_.reads) {
+      const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
+      if (access.varies_along_row() && !access.same_for_every_row()) {
+        write_chunk_loads(id, row_offset(access, kernel_.iteration, "row"));
+      }
+    }
+    write_per_row_reads();
+    for (int32_t id : kernel_.nodes) {
+      const Node& n = g_.node(id);
+      w_.line("// {}", print_statement(g_, n));
+      if (is_reduce(id)) {
+        w_.line("float {};", value_name(g_, id));
+        w_.open("");
+        w_.line("float acc = {};", reduce_identity(n));
+        w_.line("#pragma unroll");
+        w_.open("for (int c = 0; c < kChunks; ++c)");
+        w_.line("if ((c * kThreads + tid) * kVec >= kN) continue;");
+        w_.line("#pragma unroll");
+        w_.line("for (int e = 0; e < kVec; ++e) acc = fj_combine_{}()(acc, {});", n.name,
+                operand_text(n.operands[0], "c * kVec + e"));
+        w_.close();
+        w_.line("{} = {}{};", value_name(g_, id), reduce_call(n, "acc"),
+                n.info().reduce_divides_by_count ? " / (float)kN" : "");
+        w_.close();
+        continue;
+      }
+      if (row_shaped(id)) {
+        w_.line("float {}[kItems];", value_name(g_, id));
+        w_.line("#pragma unroll");
+        if (n.op == Op::kDropout && vec_ % 4 == 0) {
+          // Chunks of kVec columns start at multiples of kVec: one Philox call per 4 elements.
+          w_.line("for (int k = 0; k < kItems; k += 4) {};",
+                  dropout4_call(n, operand_pointer(n.operands[0], "k"), value_name(g_, id) + " + k",
+                                fmt::format("(unsigned long long)(row * kN + {})", persistent_column())));
+        } else {
+          w_.line("for (int k = 0; k < kItems; ++k) {}[k] = {};", value_name(g_, id),
+                  expression(id, "k", persistent_column()));
+        }
+      } else {
+        w_.line("const float {} = {};", value_name(g_, id), expression(id, "k", ""));
+      }
+    }
+    for (int32_t id : kernel_.writes) {
+      if (!row_shaped(id)) continue;
+      w_.line("#pragma unroll");
+      w_.open("for (int c = 0; c < kChunks; ++c)");
+      w_.line("const int j = (c * kThreads + tid) * kVec;");
+      w_.line("if (j < kN) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, aligned);",
+              storage_type(g_.node(id).dtype), param_name(g_, id), value_name(g_, id));
+      w_.close();
+    }
+    write_per_row_writes();
+    w_.close();
+  }
+
+  void write_reread_body() {
+    w_.line("__shared__ float fj_smem[32];");
+    w_.line("const int tid = threadIdx.x;");
+    w_.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)");
+    write_per_row_reads();
+    const int passes = kernel_.row_passes;
+    for (int32_t id : kernel_.nodes) {  // per-row values that need no reduction
+      if (!row_shaped(id) && !is_reduce(id) && level_[id] == 0) {
+        w_.line("const float {} = {};", value_name(g_, id), expression(id, "e", ""));
+      }
+    }
+    for (int pass = 0; pass < passes; ++pass) {
+      w_.line("// pass {} of {}: {}", pass + 1, passes,
+              pass < stages_ ? "reductions of stage " + std::to_string(pass + 1) : std::string("outputs"));
+      std::vector<int32_t> reductions;
+      for (int32_t id : kernel_.nodes) {
+        if (is_reduce(id) && level_[id] == pass) reductions.push_back(id);
+      }
+      for (int32_t id : reductions) {
+        w_.line("float acc_{} = {};", g_.node(id).name, reduce_identity(g_.node(id)));
+      }
+      w_.open("for (int j = tid * kVec; j < kN; j += kThreads * kVec)");
+      for (int32_t id : kernel_.reads) {
+        const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
+        if (!access.varies_along_row()) continue;
+        const Node& n = g_.node(id);
+        w_.line("float {}[kVec];", read_name(g_, id));
+        w_.line("fj_load<{}, kVec>({} + {} + j, {}, aligned);", storage_type(n.dtype), param_name(g_, id),
+                row_offset(access, kernel_.iteration, "row"), read_name(g_, id));
+      }
+      for (int32_t id : kernel_.nodes) {
+        if (!row_shaped(id) || level_[id] > pass) continue;
+        const Node& n = g_.node(id);
+        w_.line("float {}[kVec];", value_name(g_, id));
+        w_.line("#pragma unroll");
+        if (n.op == Op::kDropout && vec_ % 4 == 0) {
+          w_.line("for (int e = 0; e < kVec; e += 4) {};",
+                  dropout4_call(n, operand_pointer(n.operands[0], "e"), value_name(g_, id) + " + e",
+                                "(unsigned long long)(row * kN + j + e)"));
+        } else {
+          w_.line("for (int e = 0; e < kVec; ++e) {}[e] = {};", value_name(g_, id), expression(id, "e", "j + e"));
+        }
+      }
+      for (int32_t id : reductions) {
+        const Node& n = g_.node(id);
+        w_.line("#pragma unroll");
+        w_.line("for (int e = 0; e < kVec; ++e) acc_{0} = fj_combine_{0}()(acc_{0}, {1});", n.name,
+                operand_text(n.operands[0], "e"));
+      }
+      if (pass == passes - 1) {
+        for (int32_t id : kernel_.writes) {
+          if (!row_shaped(id)) continue;
+          w_.line("fj_store<{}, kVec>({} + row * kN + j, {}, aligned);", storage_type(g_.node(id).dtype),
+                  param_name(g_, id), value_name(g_, id));
+        }
+      }
+      w_.close();
+      for (int32_t id : reductions) write_reduce_result(g_.node(id), id, "acc_" + g_.node(id).name);
+      for (int32_t id : kernel_.nodes) {  // per-row values this pass's reductions make computable
+        if (!row_shaped(id) && !is_reduce(id) && level_[id] == pass + 1) {
+          w_.line("const float {} = {};", value_name(g_, id), expression(id, "e", ""));
+        }
+      }
+    }
+    write_per_row_writes();
+    w_.close();
+  }
+
+  const FusionPlan& plan_;
+  const Graph& g_;
+  const Kernel& kernel_;
+  CudaKernelSource out_;
+  SourceWriter w_;
+  int64_t n_ = 0;
+  int vec_ = 1;
+  int threads_ = 32;
+  int chunks_ = 1;
+  int stages_ = 0;
+  std::map<int32_t, int> level_;
+};
+
+}  // namespace
+
+CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel) { return RowEmitter(plan, kernel).emit(); }
+
+}  // namespace fusejit::cuda_emit

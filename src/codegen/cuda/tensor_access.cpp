@@ -1,0 +1,62 @@
+#include "codegen/cuda/tensor_access.h"
+
+#include <fmt/format.h>
+
+namespace fusejit {
+
+bool TensorAccess::same_for_every_row() const {
+  for (size_t d = 0; d + 1 < strides.size(); ++d) {
+    if (strides[d] != 0) return false;
+  }
+  return true;
+}
+
+bool TensorAccess::is_dense(const Shape& iteration) const {
+  int64_t expected = 1;
+  for (int d = iteration.rank() - 1; d >= 0; --d) {
+    if (iteration[d] != 1 && strides[d] != expected) return false;
+    expected *= iteration[d];
+  }
+  return true;
+}
+
+TensorAccess tensor_access(const Shape& tensor, const Shape& iteration) {
+  const auto strides = broadcast_strides(tensor, iteration);
+  return {std::vector<int64_t>(strides.begin(), strides.end())};
+}
+
+namespace {
+
+// Sum of coordinate * stride over dimensions [0, dims) of `iteration`, where
+// the coordinates are those of the flat index `flat` over those dimensions.
+// The outermost coordinate needs no modulo (the index is in range).
+std::string offset_over(const std::vector<int64_t>& strides, const Shape& iteration, int dims,
+                        const std::string& flat) {
+  std::vector<std::string> terms;
+  int64_t inner = 1;  // product of extents inside dimension d
+  for (int d = dims - 1; d >= 0; --d) {
+    if (strides[d] != 0 && iteration[d] != 1) {
+      std::string coord = inner == 1 ? flat : fmt::format("({} / {})", flat, inner);
+      if (d > 0) coord = fmt::format("({} % {})", coord, iteration[d]);
+      terms.push_back(strides[d] == 1 ? coord : fmt::format("{} * {}", coord, strides[d]));
+    }
+    inner *= iteration[d];
+  }
+  if (terms.empty()) return "0";
+  std::string out = terms.back();
+  for (int i = static_cast<int>(terms.size()) - 2; i >= 0; --i) out += " + " + terms[i];
+  return "(" + out + ")";
+}
+
+}  // namespace
+
+std::string element_offset(const TensorAccess& access, const Shape& iteration, const std::string& flat) {
+  if (access.is_dense(iteration)) return flat;
+  return offset_over(access.strides, iteration, iteration.rank(), flat);
+}
+
+std::string row_offset(const TensorAccess& access, const Shape& iteration, const std::string& row) {
+  return offset_over(access.strides, iteration, iteration.rank() - 1, row);
+}
+
+}  // namespace fusejit

@@ -1,0 +1,93 @@
+#include "codegen/expr.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "ir/philox.h"
+
+namespace fusejit {
+
+std::string float_literal(double value) {
+  const float f = static_cast<float>(value);
+  std::string text = fmt::format("{}", f);  // shortest text that reads back as this float
+  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
+  return text + "f";
+}
+
+std::string_view storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float";
+    case DType::kF16: return "fj_f16";
+    case DType::kBF16: return "fj_bf16";
+  }
+  return "float";
+}
+
+namespace {
+
+// The value a {name} placeholder stands for: the attribute itself, or a
+// value derived from it that a kernel wants precomputed (dropout's integer
+// threshold, float scale and 32-bit key halves).
+std::string placeholder_value(const Node& node, std::string_view name) {
+  if (node.op == Op::kDropout) {
+    const double p = node.attrs.get_float("p");
+    const auto seed = static_cast<uint64_t>(node.attrs.get_int("seed"));
+    if (name == "threshold") return fmt::format("{}", dropout_threshold(p));
+    if (name == "scale") return float_literal(dropout_scale(p));
+    if (name == "seed_lo") return fmt::format("{}", dropout_key(seed)[0]);
+    if (name == "seed_hi") return fmt::format("{}", dropout_key(seed)[1]);
+  }
+  const AttrValue* value = node.attrs.find(name);
+  return value != nullptr ? format_attr_value(*value) : fmt::format("<{}?>", name);
+}
+
+std::string substitute(std::string_view code, const Node& node, std::span<const std::string> operands,
+                       std::string_view index, std::string_view acc) {
+  std::string out;
+  for (size_t i = 0; i < code.size(); ++i) {
+    const char c = code[i];
+    if (c == '$' && i + 1 < code.size() && code[i + 1] >= '0' && code[i + 1] <= '9') {
+      out += "(" + operands[code[i + 1] - '0'] + ")";
+      ++i;
+    } else if (code.substr(i, 6) == "$index") {
+      out += index;
+      i += 5;
+    } else if (code.substr(i, 4) == "$acc") {
+      out += acc;
+      i += 3;
+    } else if (c == '{') {
+      const size_t close = code.find('}', i);
+      out += placeholder_value(node, code.substr(i + 1, close - i - 1));
+      i = close;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string node_expression(const Node& node, std::span<const std::string> operands, std::string_view index) {
+  std::vector<std::string> printed(operands.begin(), operands.end());
+  for (size_t i = 0; i < node.operands.size() && i < printed.size(); ++i) {
+    if (node.operands[i].is_literal()) printed[i] = float_literal(node.operands[i].literal);
+  }
+  return substitute(node.info().code, node, printed, index, "");
+}
+
+std::string dropout4_call(const Node& node, std::string_view in, std::string_view out, std::string_view index) {
+  return fmt::format("fj_dropout4({}, {}, {}, {}u, {}, {}u, {}u)", in, out, index, placeholder_value(node, "threshold"),
+                     placeholder_value(node, "scale"), placeholder_value(node, "seed_lo"),
+                     placeholder_value(node, "seed_hi"));
+}
+
+std::string reduce_identity(const Node& node) { return std::string(node.info().reduce_identity_code); }
+
+std::string reduce_combine(const Node& node, std::string_view acc, std::string_view x) {
+  const std::string operand(x);
+  return substitute(node.info().code, node, std::span<const std::string>(&operand, 1), "", acc);
+}
+
+}  // namespace fusejit

@@ -1,0 +1,37 @@
+// The expression emitter shared by every code-generation target. Each op's
+// f32 expression comes from the op table (ops.def, last column); this file
+// only substitutes operands and attributes into it. The fj_* functions the
+// expressions call are defined once per target.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ir/graph.h"
+
+namespace fusejit {
+
+// A float constant as C++/CUDA source: the value rounded to f32, printed so
+// that it reads back exactly ("0.1f", "2.0f", "1e-05f").
+std::string float_literal(double value);
+
+// The expression computing `node` from its operands' expressions. Literal
+// operands are printed with float_literal(); `index` is the global element
+// index (used by dropout).
+std::string node_expression(const Node& node, std::span<const std::string> operands, std::string_view index);
+
+// For dropout over 4 consecutive elements whose first index is a multiple
+// of 4: one call that draws one Philox block for all four
+// ("fj_dropout4(in, out, index, ...)"; `in` and `out` point at 4 floats).
+std::string dropout4_call(const Node& node, std::string_view in, std::string_view out, std::string_view index);
+
+// For a reduction: the accumulator's initial value, and the expression that
+// combines accumulator `acc` with element `x`.
+std::string reduce_identity(const Node& node);
+std::string reduce_combine(const Node& node, std::string_view acc, std::string_view x);
+
+// The C identifier a kernel uses for a storage dtype ("float", "fj_bf16").
+std::string_view storage_type(DType dtype);
+
+}  // namespace fusejit

@@ -1,0 +1,178 @@
+// Generated CUDA: golden files, NVRTC compiles of every kernel, and the
+// properties the design asks of the fused demo kernel. No GPU is needed.
+//
+// Golden files live in tests/golden/cuda/<example>/<kernel>.cu (the kernel
+// source without the shared device helpers). After an intended change to
+// the generator, regenerate them with
+//   FUSEJIT_UPDATE_GOLDEN=1 ./build/tests/fusejit_tests --gtest_filter='CudaGolden*'
+// and review the diff.
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "fusejit.h"
+#include "runtime/nvrtc_compiler.h"
+#include "support/graph_variants.h"
+#include "support/run_command.h"
+
+namespace fusejit {
+namespace {
+
+const std::string kSource = FUSEJIT_SOURCE_DIR;
+
+std::vector<std::filesystem::path> example_files() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(kSource + "/examples/graphs")) {
+    if (entry.path().extension() == ".fj") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+Graph parse_or_die(const std::string& path) {
+  absl::StatusOr<Graph> g = parse_graph_file(path);
+  if (!g.ok()) throw std::runtime_error(std::string(status_text(g.status())));
+  return *g;
+}
+
+TEST(CudaGolden, ExampleKernelsMatchTheirGoldenFiles) {
+  const bool update = std::getenv("FUSEJIT_UPDATE_GOLDEN") != nullptr;
+  for (const auto& file : example_files()) {
+    const FusionPlan plan = make_fused_plan(parse_or_die(file.string()), fusion_options_for(gpu_device("h100")));
+    const std::filesystem::path dir = std::filesystem::path(kSource) / "tests/golden/cuda" / file.stem();
+    for (const CudaKernelSource& k : emit_cuda(plan)) {
+      const std::filesystem::path golden = dir / (k.name + ".cu");
+      const std::string actual = without_helpers(k.source);
+      if (update) {
+        std::filesystem::create_directories(dir);
+        testing::write_file(golden.string(), actual);
+        continue;
+      }
+      ASSERT_TRUE(std::filesystem::exists(golden))
+          << golden << " is missing; run with FUSEJIT_UPDATE_GOLDEN=1 to create it";
+      EXPECT_EQ(actual, testing::read_file(golden.string()))
+          << k.name << " differs from " << golden << "; if intended, regenerate with FUSEJIT_UPDATE_GOLDEN=1";
+    }
+  }
+}
+
+TEST(CudaCodegen, GeneratedSourceIsDeterministicAndNamesItsOps) {
+  const Graph g = parse_or_die(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  const std::vector<CudaKernelSource> a = emit_cuda(make_fused_plan(g));
+  const std::vector<CudaKernelSource> b = emit_cuda(make_fused_plan(g));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].source, b[0].source);
+  for (const char* statement : {"h = add(x, b)", "g = gelu(h)", "d = dropout(g, p=0.1, seed=42)"}) {
+    EXPECT_NE(a[0].source.find(statement), std::string::npos) << statement;
+  }
+  EXPECT_NE(a[0].source.find(std::string(cuda_helpers_source()).substr(0, 200)), std::string::npos);
+  EXPECT_EQ(a[0].variant, CudaVariant::kBlockPerRow);
+  EXPECT_EQ(a[0].vector_width, 8);  // 16 bytes of bf16
+  EXPECT_TRUE(a[0].has_vector_path);
+  EXPECT_EQ(a[0].count, 8192);      // rows: a runtime argument
+  EXPECT_NE(a[0].source.find("constexpr int kN = 4096;"), std::string::npos);  // row length: compile time
+}
+
+TEST(CudaCodegen, VariantFollowsTheRowLength) {
+  auto variant_for = [](int64_t n, int64_t limit) {
+    Graph g;
+    auto x = g.input("x", DType::kF32, {4, n});
+    g.output("y", softmax(x));
+    FusionOptions options;
+    options.persistent_row_limit = limit;
+    return emit_cuda(make_fused_plan(g, options))[0];
+  };
+  EXPECT_EQ(variant_for(256, 16384).variant, CudaVariant::kWarpPerRow);
+  EXPECT_EQ(variant_for(4096, 16384).variant, CudaVariant::kBlockPerRow);
+  EXPECT_EQ(variant_for(32768, 16384).variant, CudaVariant::kReread);
+  EXPECT_FALSE(variant_for(1001, 16384).has_vector_path);  // 1001 is not a multiple of 4
+  EXPECT_TRUE(variant_for(1000, 16384).has_vector_path);
+}
+
+TEST(CudaCodegen, SixtyFourBitIndicesFromTwoToTheThirtyOneElements) {
+  auto pointwise = [](int64_t rows) {
+    Graph g;
+    auto x = g.input("x", DType::kBF16, {rows, 65536});
+    g.output("y", relu(x));
+    return emit_cuda(make_fused_plan(g))[0];
+  };
+  EXPECT_FALSE(pointwise(16384).index_64bit);
+  const CudaKernelSource big = pointwise(32768);  // 2^31 elements
+  EXPECT_TRUE(big.index_64bit);
+  EXPECT_NE(big.source.find("const long long n"), std::string::npos);
+}
+
+class CudaNvrtcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  }
+};
+
+// Every distinct kernel source of `graph`'s fused and unfused plans compiles
+// for `arch`; returns how many were compiled.
+int compile_all(const Graph& graph, const std::string& arch, std::set<std::string>& seen) {
+  CudaCompileOptions options;
+  options.arch = arch;
+  int compiled = 0;
+  for (const FusionPlan& plan : {make_unfused_plan(graph), make_fused_plan(graph)}) {
+    for (const CudaKernelSource& k : emit_cuda(plan)) {
+      if (!seen.insert(arch + k.source).second) continue;
+      absl::StatusOr<CompiledKernel> result = compile_cuda(k.name, k.source, options, nullptr);
+      EXPECT_TRUE(result.ok()) << k.name << " for " << arch << ":\n" << status_text(result.status());
+      ++compiled;
+    }
+  }
+  return compiled;
+}
+
+TEST_F(CudaNvrtcTest, EveryExampleKernelInEveryDtypeCompilesForSm80AndSm90) {
+  std::set<std::string> seen;
+  int compiled = 0;
+  for (const auto& file : example_files()) {
+    const Graph g = parse_or_die(file.string());
+    for (DType dtype : kAllDTypes) {
+      for (const char* arch : {"sm_80", "sm_90"}) compiled += compile_all(testing::with_input_dtype(g, dtype), arch, seen);
+    }
+  }
+  EXPECT_GT(compiled, 30);
+}
+
+TEST_F(CudaNvrtcTest, EveryKernelOfTheFusionTestGraphsCompiles) {
+  std::set<std::string> seen;
+  for (const std::string& text : testing::varied_graph_texts()) {
+    absl::StatusOr<Graph> g = parse_graph(text);
+    ASSERT_TRUE(g.ok()) << g.status();
+    for (DType dtype : kAllDTypes) {
+      for (const char* arch : {"sm_80", "sm_90"}) compile_all(testing::with_input_dtype(*g, dtype), arch, seen);
+    }
+  }
+  // Rows over the persistent limit: the re-reading variant.
+  absl::StatusOr<Graph> g = parse_graph("input x: bf16[4, 40000]\ninput w: bf16[40000]\ny = rms_norm(x, w)\noutput y\n");
+  ASSERT_TRUE(g.ok());
+  const std::vector<CudaKernelSource> k = emit_cuda(make_fused_plan(*g));
+  ASSERT_EQ(k[0].variant, CudaVariant::kReread);
+  CudaCompileOptions options;
+  EXPECT_TRUE(compile_cuda(k[0].name, k[0].source, options, nullptr).ok());
+}
+
+TEST_F(CudaNvrtcTest, FusedDemoKernelHasNoSpillsAndUses16ByteLoads) {
+  const Graph g = parse_or_die(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  const CudaKernelSource k = emit_cuda(make_fused_plan(g))[0];
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    CudaCompileOptions options;
+    options.arch = arch;
+    absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, options, nullptr);
+    ASSERT_TRUE(c.ok()) << status_text(c.status());
+    EXPECT_GT(c->ptxas.registers, 0) << c->log;
+    EXPECT_EQ(c->ptxas.spill_store_bytes, 0) << c->log;
+    EXPECT_EQ(c->ptxas.spill_load_bytes, 0) << c->log;
+    EXPECT_NE(c->ptx.find("ld.global.nc.v4"), std::string::npos) << "no 16-byte global loads in the PTX";
+    EXPECT_NE(c->ptx.find("st.global.v4"), std::string::npos) << "no 16-byte global stores in the PTX";
+  }
+}
+
+}  // namespace
+}  // namespace fusejit
