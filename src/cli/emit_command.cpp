@@ -56,7 +56,10 @@ int emit(const EmitOptions& opt) {
   CudaCompileOptions compile_options;
   compile_options.arch = opt.arch;
   nlohmann::json kernels = nlohmann::json::array();
-  if (!opt.json) fmt::print("{} plan of {}: {} kernels -> {}/\n", plan.label, opt.file, plan.kernels.size(), opt.out);
+  if (!opt.json) {
+    fmt::print("{} plan of {}: {} kernel{} -> {}/\n", plan.label, opt.file, plan.kernels.size(),
+               plan.kernels.size() == 1 ? "" : "s", opt.out);
+  }
   for (int i = 0; i < static_cast<int>(plan.kernels.size()); ++i) {
     const Kernel& kernel = plan.kernels[i];
     if (kernel.kind == KernelKind::kMatmul) {
