@@ -3,9 +3,18 @@
 // 0 on success, 1 when the input was bad or the work failed.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
+#include "fusejit.h"
+
 namespace fusejit::cli {
+
+// Reads and verifies FILE; on failure prints the errors to stderr and
+// returns nullopt (the command then exits with 1).
+std::optional<Graph> load_graph(const std::string& file);
 
 void register_check(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);

@@ -30,11 +30,8 @@ absl::Status write_text(const std::filesystem::path& path, const std::string& te
 }
 
 int emit(const EmitOptions& opt) {
-  absl::StatusOr<Graph> graph = parse_graph_file(opt.file);
-  if (!graph.ok()) {
-    fmt::print(stderr, "{}\n", status_text(graph.status()));
-    return 1;
-  }
+  const std::optional<Graph> graph = load_graph(opt.file);
+  if (!graph) return 1;
   if (absl::Status s = nvrtc_status(); !s.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
     return 1;

@@ -16,11 +16,8 @@ struct PlanOptions {
 };
 
 int plan(const PlanOptions& opt) {
-  absl::StatusOr<Graph> graph = parse_graph_file(opt.file);
-  if (!graph.ok()) {
-    fmt::print(stderr, "{}\n", status_text(graph.status()));
-    return 1;
-  }
+  const std::optional<Graph> graph = load_graph(opt.file);
+  if (!graph) return 1;
   absl::StatusOr<DeviceSpec> device = find_device(opt.device);
   if (!device.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(device.status()));

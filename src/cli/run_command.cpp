@@ -98,11 +98,8 @@ absl::Status save_all(const std::string& dir, const TensorMap& inputs, const Ten
 }
 
 int run(const RunOptions& opt) {
-  absl::StatusOr<Graph> graph = parse_graph_file(opt.file);
-  if (!graph.ok()) {
-    fmt::print(stderr, "{}\n", status_text(graph.status()));
-    return 1;
-  }
+  const std::optional<Graph> graph = load_graph(opt.file);
+  if (!graph) return 1;
   absl::StatusOr<TensorMap> inputs =
       opt.inputs_dir.empty() ? absl::StatusOr<TensorMap>(random_inputs(*graph, opt.seed))
                              : load_inputs(*graph, opt.inputs_dir);
