@@ -21,3 +21,7 @@
 #include "ir/shape.h"
 #include "ir/text_format.h"
 #include "ir/verifier.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/nvrtc_compiler.h"
+#include "runtime/warnings.h"

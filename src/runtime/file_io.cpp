@@ -1,0 +1,97 @@
+#include "runtime/file_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <system_error>
+
+#include <fmt/format.h>
+
+namespace fusejit {
+namespace {
+
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+absl::Status errno_status(int err, std::string_view what, const std::string& path) {
+  const std::string message = fmt::format("cannot {} {}: {}", what, path, errno_text(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
+  return absl::UnavailableError(message);
+}
+
+// Closes the descriptor on every path out of a function.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  // close() can report a delayed write error (NFS, quota); callers that write check it.
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+uint64_t random_u64() {
+  thread_local std::mt19937_64 engine(std::random_device{}());
+  return engine();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> read_whole_file(const std::string& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return errno_status(errno, "open", path);
+  std::string data;
+  char chunk[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_status(errno, "read", path);
+    if (n == 0) return data;
+    data.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+absl::Status write_whole_file(const std::string& path, std::string_view data) {
+  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return errno_status(errno, "create", path);
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd.get(), data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_status(errno, "write", path);
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  if (fd.close() != 0) return errno_status(errno, "write", path);
+  return absl::OkStatus();
+}
+
+absl::Status replace_file(const std::string& path, std::string_view data, const FileWriter& writer) {
+  const std::string temporary = fmt::format("{}.tmp-{}-{:016x}", path, ::getpid(), random_u64());
+  absl::Status status = writer(temporary, data);
+  if (status.ok() && std::rename(temporary.c_str(), path.c_str()) != 0) status = errno_status(errno, "rename", path);
+  if (!status.ok()) std::remove(temporary.c_str());
+  return status;
+}
+
+absl::Status ensure_directory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return errno_status(ec.value(), "create directory", dir);
+  return absl::OkStatus();
+}
+
+}  // namespace fusejit

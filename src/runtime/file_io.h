@@ -1,0 +1,31 @@
+// Whole-file reads and writes with errno-based messages, and replacing a file
+// so that no reader ever sees it half written.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+namespace fusejit {
+
+// NotFound when the file does not exist; other failures name the path and errno.
+absl::StatusOr<std::string> read_whole_file(const std::string& path);
+// Creates or truncates the file and writes all of data.
+absl::Status write_whole_file(const std::string& path, std::string_view data);
+
+// Writes a file; replaceable so that tests can simulate a full disk.
+using FileWriter = std::function<absl::Status(const std::string& path, std::string_view data)>;
+
+// Writes data to a uniquely named temporary file beside path (pid and a random
+// number), then renames it over path: rename() is atomic within a directory,
+// so concurrent readers and writers see the old file or the new one, never a
+// mixture. On failure the temporary file is removed.
+absl::Status replace_file(const std::string& path, std::string_view data, const FileWriter& writer = write_whole_file);
+
+// Creates dir and its parents if needed; the message names the directory.
+absl::Status ensure_directory(const std::string& dir);
+
+}  // namespace fusejit

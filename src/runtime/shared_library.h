@@ -1,0 +1,39 @@
+// A shared library opened with dlopen at run time, for the parts of CUDA
+// fusejit uses only when they are there (libcuda, NVRTC): the library and the
+// fusejit program then start, and say what is missing, on any machine.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+namespace fusejit {
+
+class SharedLibrary {
+ public:
+  // dlopen()s the first of names that loads (RTLD_NOW | RTLD_LOCAL). The
+  // error quotes dlerror() for each name tried. The library is never closed:
+  // handles obtained from it (contexts, modules) live as long as the process.
+  static absl::StatusOr<SharedLibrary> open(const std::vector<std::string>& names);
+
+  // The name that loaded, and the file it resolved to.
+  const std::string& name() const { return name_; }
+  std::string path() const;
+
+  // Looks up a function; false if the library lacks it.
+  template <typename Fn>
+  bool bind(Fn*& fn, const char* symbol) const {
+    fn = reinterpret_cast<Fn*>(lookup(symbol));
+    return fn != nullptr;
+  }
+
+ private:
+  SharedLibrary(void* handle, std::string name) : handle_(handle), name_(std::move(name)) {}
+  void* lookup(const char* symbol) const;
+
+  void* handle_;
+  std::string name_;
+};
+
+}  // namespace fusejit

@@ -1,0 +1,284 @@
+#include "runtime/kernel_cache.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "ir/error.h"
+#include "runtime/runtime_test_util.h"
+#include "runtime/sha256.h"
+#include "runtime/warnings.h"
+#include "support/run_command.h"
+
+namespace fusejit {
+namespace {
+
+using testing::list_dir;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
+std::string random_bytes(size_t n, uint64_t seed) {
+  std::mt19937_64 engine(seed);
+  std::string out(n, '\0');
+  for (char& c : out) c = static_cast<char>(engine());
+  return out;
+}
+
+CacheEntry sample_entry(size_t cubin_bytes = 1000) {
+  return CacheEntry{.blobs = {{"ptx", "// ptx\n.version 8.0\n"},
+                              {"cubin", random_bytes(cubin_bytes, cubin_bytes)},
+                              {"nvrtc_log", ""},
+                              {"with.nul", std::string("a\0b\n", 4)}}};
+}
+
+const std::string kKey = sha256_hex("kernel one");
+const std::string kOtherKey = sha256_hex("kernel two");
+
+// --- The file format ---
+
+TEST(KernelCacheFormat, RoundTripsBinaryAndEmptyBlobs) {
+  const CacheEntry entry = sample_entry();
+  absl::StatusOr<CacheEntry> decoded = decode_cache_entry(encode_cache_entry(kKey, entry), kKey);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, entry);
+}
+
+TEST(KernelCacheFormat, EveryFlippedByteIsDetected) {
+  const std::string file = encode_cache_entry(kKey, sample_entry(64));
+  for (size_t i = 0; i < file.size(); ++i) {
+    std::string damaged = file;
+    damaged[i] ^= 0x20;
+    EXPECT_FALSE(decode_cache_entry(damaged, kKey).ok()) << "flipped byte " << i << " of " << file.size();
+  }
+}
+
+TEST(KernelCacheFormat, EveryTruncationIsDetected) {
+  const std::string file = encode_cache_entry(kKey, sample_entry(64));
+  for (size_t n = 0; n < file.size(); ++n) {
+    EXPECT_FALSE(decode_cache_entry(file.substr(0, n), kKey).ok()) << "truncated to " << n << " bytes";
+  }
+}
+
+TEST(KernelCacheFormat, ReportsWhatIsWrong) {
+  const std::string file = encode_cache_entry(kKey, sample_entry());
+  auto problem = [](std::string_view file, const std::string& key) {
+    return std::string(status_text(decode_cache_entry(file, key).status()));
+  };
+  EXPECT_EQ(problem("hello world", kKey), "not a fusejit kernel cache entry (bad magic)");
+  EXPECT_EQ(problem(file.substr(0, file.size() / 2), kKey), "truncated (no digest trailer)");
+  EXPECT_EQ(problem(file, kOtherKey), "holds the entry for key " + kKey);
+  std::string future = file;
+  future[5] = '7';  // "FJKC 7"
+  EXPECT_EQ(problem(future, kKey), "format version 7, this fusejit reads version 1");
+  std::string flipped = file;
+  flipped[flipped.size() / 2] ^= 1;
+  EXPECT_EQ(problem(flipped, kKey), "digest mismatch");
+}
+
+TEST(KernelCacheFormat, RejectsInvalidKeysAndBlobNames) {
+  EXPECT_THROW(encode_cache_entry("../../etc/passwd", CacheEntry{}), Error);
+  EXPECT_THROW(encode_cache_entry(kKey, CacheEntry{.blobs = {{"two words", "x"}}}), Error);
+  KernelCache cache("");
+  EXPECT_THROW(cache.lookup("ABC"), Error);
+}
+
+// --- The cache ---
+
+TEST(KernelCache, HitAfterMiss) {
+  const TempDir tmp("fusejit-kc");
+  KernelCache cache(tmp.path());
+  EXPECT_FALSE(cache.lookup(kKey).has_value());
+  cache.store(kKey, sample_entry());
+  ASSERT_TRUE(cache.lookup(kKey).has_value());
+  EXPECT_EQ(*cache.lookup(kKey), sample_entry());
+  EXPECT_FALSE(cache.lookup(kOtherKey).has_value());
+}
+
+TEST(KernelCache, MemoryOnlyCacheWritesNothing) {
+  KernelCache cache("");
+  EXPECT_FALSE(cache.disk_writable());
+  cache.store(kKey, sample_entry());
+  ASSERT_TRUE(cache.lookup(kKey).has_value());
+  EXPECT_EQ(*cache.lookup(kKey), sample_entry());
+  EXPECT_FALSE(std::filesystem::exists(cache.entry_path(kKey)));
+}
+
+TEST(KernelCache, DiskEntrySurvivesANewInstance) {
+  const TempDir tmp("fusejit-kc");
+  const std::string dir = tmp.path() + "/not/yet/made";
+  KernelCache(dir).store(kKey, sample_entry());
+  EXPECT_EQ(list_dir(dir), std::set<std::string>{kKey + ".fjkc"});
+  KernelCache fresh(dir);
+  std::optional<CacheEntry> got = fresh.lookup(kKey);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, sample_entry());
+}
+
+TEST(KernelCache, MemoryHitDoesNotReadTheDisk) {
+  const TempDir tmp("fusejit-kc");
+  KernelCache cache(tmp.path());
+  cache.store(kKey, sample_entry());
+  std::filesystem::remove(cache.entry_path(kKey));
+  EXPECT_TRUE(cache.lookup(kKey).has_value());
+}
+
+// A damaged file is removed with a warning naming it and the problem, reads
+// as a miss, and the next store replaces it with a good entry.
+void expect_recovery(const std::string& dir, const std::string& expected_problem) {
+  ScopedWarningSink warnings;
+  KernelCache cache(dir);
+  const std::string path = cache.entry_path(kKey);
+  EXPECT_FALSE(cache.lookup(kKey).has_value());
+  ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], path)) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], expected_problem)) << warnings.text();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  cache.store(kKey, sample_entry());
+  std::optional<CacheEntry> got = KernelCache(dir).lookup(kKey);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, sample_entry());
+  EXPECT_EQ(warnings.messages().size(), 1u) << warnings.text();
+}
+
+TEST(KernelCache, CorruptEntryIsRemovedAndReplaced) {
+  const TempDir tmp("fusejit-kc");
+  const std::string& dir = tmp.path();
+  KernelCache(dir).store(kKey, sample_entry());
+  const std::string path = KernelCache(dir).entry_path(kKey);
+  std::string file = read_file(path);
+  file[file.size() / 2] ^= 0x01;
+  write_file(path, file);
+  expect_recovery(dir, "digest mismatch");
+}
+
+TEST(KernelCache, TruncatedEntryIsRemovedAndReplaced) {
+  const TempDir tmp("fusejit-kc");
+  const std::string& dir = tmp.path();
+  KernelCache(dir).store(kKey, sample_entry());
+  const std::string path = KernelCache(dir).entry_path(kKey);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 100);
+  expect_recovery(dir, "truncated");
+}
+
+TEST(KernelCache, ForeignFileIsRemovedAndReplaced) {
+  const TempDir tmp("fusejit-kc");
+  const std::string& dir = tmp.path();
+  write_file(KernelCache(dir).entry_path(kKey), "{\"not\": \"a cache entry\"}\n");
+  expect_recovery(dir, "bad magic");
+}
+
+TEST(KernelCache, EntryOfAnotherKeyIsRemovedAndReplaced) {
+  const TempDir tmp("fusejit-kc");
+  const std::string& dir = tmp.path();
+  KernelCache cache(dir);
+  cache.store(kOtherKey, sample_entry());
+  std::filesystem::copy_file(cache.entry_path(kOtherKey), cache.entry_path(kKey));
+  expect_recovery(dir, "holds the entry for key " + kOtherKey);
+}
+
+// The cache falls back to memory, with one warning per cache instance.
+void expect_memory_fallback(KernelCache& cache, const std::string& expected_reason) {
+  ScopedWarningSink warnings;
+  cache.store(kKey, sample_entry());
+  cache.store(kOtherKey, sample_entry(10));
+  ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], cache.directory())) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], expected_reason)) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], "memory only")) << warnings.text();
+  EXPECT_FALSE(cache.disk_writable());
+  ASSERT_TRUE(cache.lookup(kKey).has_value());
+  EXPECT_EQ(*cache.lookup(kKey), sample_entry());
+  EXPECT_EQ(*cache.lookup(kOtherKey), sample_entry(10));
+}
+
+// A path below a regular file cannot be created, even by root.
+TEST(KernelCache, UncreatableDirectoryFallsBackToMemory) {
+  const TempDir tmp("fusejit-kc");
+  const std::string file = tmp.path() + "/regular_file";
+  write_file(file, "x");
+  KernelCache cache(file + "/kernels");
+  expect_memory_fallback(cache, "Not a directory");
+}
+
+TEST(KernelCache, ReadOnlyDirectoryFallsBackToMemory) {
+  const TempDir tmp("fusejit-kc");
+  const std::string& dir = tmp.path();
+  ASSERT_EQ(chmod(dir.c_str(), 0555), 0);
+  if (std::ofstream(dir + "/probe")) {
+    GTEST_SKIP() << "running as root: chmod 0555 does not stop writes (UncreatableDirectory covers the fallback)";
+  }
+  KernelCache cache(dir);
+  expect_memory_fallback(cache, "Permission denied");
+}
+
+// A full disk: the write fails after writing part of the file.
+TEST(KernelCache, FullDiskFallsBackToMemoryAndLeavesNoTemporaryFile) {
+  const TempDir tmp("fusejit-kc");
+  const std::string& dir = tmp.path();
+  KernelCache cache(dir);
+  cache.set_file_writer_for_testing([](const std::string& path, std::string_view data) {
+    write_file(path, std::string(data.substr(0, data.size() / 2)));
+    return absl::ResourceExhaustedError("cannot write " + path + ": No space left on device");
+  });
+  expect_memory_fallback(cache, "No space left on device");
+  EXPECT_TRUE(list_dir(dir).empty());
+}
+
+// Processes that store and look up the same key at once (each round a fresh
+// cache, so every lookup reads the file) see a miss or the exact entry, never
+// a damaged file; no temporary file survives.
+TEST(KernelCache, ConcurrentProcessesNeverReadHalfWrittenEntries) {
+  const TempDir tmp("fusejit-kc");
+  const std::string& dir = tmp.path();
+  const CacheEntry entry = sample_entry(256 << 10);
+  constexpr int kProcesses = 4;
+  constexpr int kRounds = 50;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      {
+        ScopedWarningSink warnings;
+        for (int round = 0; round < kRounds && code == 0; ++round) {
+          KernelCache cache(dir);
+          std::optional<CacheEntry> got = cache.lookup(kKey);
+          if (got && *got != entry) code = 2;
+          cache.store(kKey, entry);
+        }
+        if (code == 0 && !warnings.messages().empty()) code = 3;
+      }
+      _exit(code);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "2: read a wrong entry, 3: saw a damaged file";
+  }
+  EXPECT_EQ(list_dir(dir), std::set<std::string>{kKey + ".fjkc"});
+  EXPECT_EQ(KernelCache(dir).lookup(kKey), entry);
+}
+
+TEST(KernelCache, DefaultDirectoryFollowsTheEnvironment) {
+  {
+    testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", "/some/where");
+    EXPECT_EQ(KernelCache::default_directory(), "/some/where/kernels");
+  }
+  testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", std::nullopt);
+  testing::ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+  EXPECT_EQ(KernelCache::default_directory(), "/xdg/fusejit/kernels");
+}
+
+}  // namespace
+}  // namespace fusejit

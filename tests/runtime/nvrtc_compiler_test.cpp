@@ -1,0 +1,288 @@
+#include "runtime/nvrtc_compiler.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+
+#include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "runtime/runtime_test_util.h"
+#include "runtime/warnings.h"
+#include "support/run_command.h"
+
+namespace fusejit {
+namespace {
+
+using testing::read_file;
+
+// 16-byte loads and stores through float4, a multiply, a bounds check.
+constexpr const char* kScaleKernel = R"(extern "C" __global__ void scale(const float4* __restrict__ x,
+                                     float4* __restrict__ y, float a, long long n) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) {
+    float4 v = x[i];
+    v.x *= a; v.y *= a; v.z *= a; v.w *= a;
+    y[i] = v;
+  }
+}
+)";
+
+// Each test compiles with its own cache directory (where compile error
+// reports go too) and without FUSEJIT_DUMP.
+class NvrtcCompile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  }
+
+  CompiledKernel compile(const std::string& source, const CudaCompileOptions& options = {},
+                         KernelCache* cache = nullptr, const std::string& name = "scale") {
+    absl::StatusOr<CompiledKernel> k = compile_cuda(name, source, options, cache);
+    EXPECT_TRUE(k.ok()) << k.status();
+    return k.ok() ? *k : CompiledKernel{};
+  }
+
+  const testing::TempDir tmp_{"fusejit-nvrtc"};
+  const std::string& root_ = tmp_.path();
+  testing::ScopedEnv cache_dir_{"FUSEJIT_CACHE_DIR", root_};
+  testing::ScopedEnv dump_{"FUSEJIT_DUMP", std::nullopt};
+};
+
+TEST(NvrtcOptions, FollowTheDesign) {
+  absl::StatusOr<std::vector<std::string>> sm = nvrtc_options({.arch = "sm_80"});
+  ASSERT_TRUE(sm.ok()) << sm.status();
+  EXPECT_EQ(absl::StrJoin(*sm, " "), "--std=c++17 -default-device --gpu-architecture=sm_80 --ptxas-options=-v");
+  absl::StatusOr<std::vector<std::string>> all =
+      nvrtc_options({.arch = "compute_90", .fast_math = true, .line_info = true});
+  ASSERT_TRUE(all.ok()) << all.status();
+  // No ptxas runs for a virtual architecture.
+  EXPECT_EQ(absl::StrJoin(*all, " "),
+            "--std=c++17 -default-device --gpu-architecture=compute_90 --use_fast_math -lineinfo");
+  for (const char* bad : {"", "sm90", "sm_", "90", "sm_90 -I/etc", "compute_x"}) {
+    absl::StatusOr<std::vector<std::string>> r = nvrtc_options({.arch = bad});
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST_F(NvrtcCompile, VersionIsMajorDotMinor) {
+  const std::string v = nvrtc_version();
+  EXPECT_TRUE(nvrtc_available());
+  ASSERT_NE(v.find('.'), std::string::npos) << v;
+  EXPECT_GE(std::stoi(v), 11) << v;
+}
+
+TEST_F(NvrtcCompile, CompilesToCubinAndPtxWithA16ByteLoadAndAPtxasReport) {
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    const CompiledKernel k = compile(kScaleKernel, {.arch = arch});
+    EXPECT_EQ(k.arch, arch);
+    EXPECT_FALSE(k.cache_hit);
+    EXPECT_TRUE(
+        k.cubin.starts_with("\x7f"
+                            "ELF"))
+        << arch;
+    EXPECT_TRUE(testing::contains(k.ptx, ".entry scale")) << k.ptx;
+    EXPECT_TRUE(testing::contains(k.ptx, "ld.global.nc.v4.f32")) << k.ptx;
+    EXPECT_TRUE(testing::contains(k.ptx, "st.global.v4.f32")) << k.ptx;
+    ASSERT_EQ(k.ptxas.functions.size(), 1u) << k.log;
+    EXPECT_EQ(k.ptxas.functions[0].name, "scale");
+    // A handful of registers: 4 values, 2 pointers, an index, a scalar.
+    EXPECT_GE(k.ptxas.registers, 8) << k.log;
+    EXPECT_LE(k.ptxas.registers, 40) << k.log;
+    EXPECT_EQ(k.ptxas.spill_bytes(), 0) << k.log;
+    EXPECT_EQ(k.ptxas.stack_bytes, 0) << k.log;
+    EXPECT_TRUE(testing::contains(k.log, std::string("for '") + arch + "'")) << k.log;
+    EXPECT_GT(k.compile_ms, 0);
+  }
+}
+
+TEST_F(NvrtcCompile, VirtualArchitectureGivesPtxOnly) {
+  const CompiledKernel k = compile(kScaleKernel, {.arch = "compute_90"});
+  EXPECT_TRUE(k.cubin.empty());
+  EXPECT_TRUE(testing::contains(k.ptx, ".target sm_90")) << k.ptx;
+  EXPECT_EQ(k.ptxas.registers, -1);
+}
+
+TEST_F(NvrtcCompile, LineInfoAndFastMathReachNvrtc) {
+  constexpr const char* kSqrt = R"(extern "C" __global__ void r(float* x) { x[threadIdx.x] = sqrtf(x[threadIdx.x]); })";
+  const CompiledKernel precise = compile(kSqrt, {}, nullptr, "r");
+  const CompiledKernel fast = compile(kSqrt, {.fast_math = true, .line_info = true}, nullptr, "r");
+  EXPECT_TRUE(testing::contains(precise.ptx, "sqrt.rn.f32")) << precise.ptx;
+  EXPECT_TRUE(testing::contains(fast.ptx, "sqrt.approx.ftz.f32")) << fast.ptx;
+  EXPECT_TRUE(testing::contains(fast.ptx, ".loc")) << fast.ptx;
+  EXPECT_FALSE(testing::contains(precise.ptx, ".loc")) << precise.ptx;
+}
+
+TEST_F(NvrtcCompile, CacheHitsOnlyWhenSourceOptionsAndArchAreTheSame) {
+  KernelCache cache("");
+  const CompiledKernel first = compile(kScaleKernel, {}, &cache);
+  const CompiledKernel again = compile(kScaleKernel, {}, &cache);
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_TRUE(again.cache_hit);
+  EXPECT_EQ(again.cache_key, first.cache_key);
+  EXPECT_EQ(again.cubin, first.cubin);
+  EXPECT_EQ(again.ptx, first.ptx);
+  EXPECT_EQ(again.ptxas.registers, first.ptxas.registers);
+  const CompiledKernel variants[] = {
+      compile(std::string(kScaleKernel) + "\n", {}, &cache), compile(kScaleKernel, {.fast_math = true}, &cache),
+      compile(kScaleKernel, {.line_info = true}, &cache),    compile(kScaleKernel, {.arch = "sm_80"}, &cache),
+      compile(kScaleKernel, {.arch = "compute_90"}, &cache),
+  };
+  std::set<std::string> keys = {first.cache_key};
+  for (const CompiledKernel& k : variants) {
+    EXPECT_FALSE(k.cache_hit) << absl::StrJoin(k.options, " ");
+    keys.insert(k.cache_key);
+  }
+  EXPECT_EQ(keys.size(), 6u);
+}
+
+TEST_F(NvrtcCompile, DiskCacheServesAnotherCacheInstance) {
+  const std::string dir = root_ + "/kernels";
+  KernelCache writer(dir);
+  const CompiledKernel cold = compile(kScaleKernel, {}, &writer);
+  KernelCache reader(dir);
+  const CompiledKernel warm = compile(kScaleKernel, {}, &reader);
+  EXPECT_TRUE(warm.cache_hit);
+  EXPECT_EQ(warm.cubin, cold.cubin);
+  EXPECT_EQ(warm.ptx, cold.ptx);
+  EXPECT_EQ(warm.log, cold.log);
+  EXPECT_EQ(warm.ptxas.registers, cold.ptxas.registers);
+}
+
+TEST_F(NvrtcCompile, CorruptCacheEntryIsRecompiledWithAWarning) {
+  const std::string dir = root_ + "/kernels";
+  KernelCache first(dir);
+  const CompiledKernel cold = compile(kScaleKernel, {}, &first);
+  const std::string path = first.entry_path(cold.cache_key);
+  std::string file = read_file(path);
+  file[file.size() / 3] ^= 0x40;
+  testing::write_file(path, file);
+
+  ScopedWarningSink warnings;
+  KernelCache second(dir);
+  const CompiledKernel recompiled = compile(kScaleKernel, {}, &second);
+  EXPECT_FALSE(recompiled.cache_hit);
+  EXPECT_EQ(recompiled.cubin, cold.cubin);
+  ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], path)) << warnings.text();
+  KernelCache third(dir);
+  EXPECT_TRUE(compile(kScaleKernel, {}, &third).cache_hit);
+}
+
+// The message and the report file hold the NVRTC log (with the line of the
+// error), the options and the numbered source.
+void expect_compile_error_report(const std::string& name, const std::string& source, int error_line,
+                                 const std::string& report_dir) {
+  absl::StatusOr<CompiledKernel> k = compile_cuda(name, source, {}, nullptr);
+  ASSERT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument) << k.status();
+  const std::string message(status_text(k.status()));
+  EXPECT_TRUE(testing::contains(message, name + ".cu(" + std::to_string(error_line) + "): error")) << message;
+  EXPECT_TRUE(testing::contains(message, "options: --std=c++17 -default-device --gpu-architecture=sm_90")) << message;
+  EXPECT_TRUE(testing::contains(message, "NVRTC_ERROR_COMPILATION")) << message;
+  // Every source line, numbered.
+  std::vector<std::string> lines = absl::StrSplit(source, '\n');
+  for (size_t i = 0; i < lines.size() && !lines[i].empty(); ++i) {
+    const std::string numbered = fmt::format("{:>4} | {}\n", i + 1, lines[i]);
+    EXPECT_TRUE(testing::contains(message, numbered)) << numbered << "\nnot in\n" << message;
+  }
+  const size_t report_at = message.rfind("\nreport: ");
+  ASSERT_NE(report_at, std::string::npos) << message;
+  const std::string path = message.substr(report_at + 9);
+  EXPECT_TRUE(path.starts_with(report_dir)) << path;
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  EXPECT_EQ(read_file(path), message.substr(0, report_at + 1));
+  std::filesystem::remove(path);
+}
+
+TEST_F(NvrtcCompile, SyntaxErrorIsReportedWithLogAndNumberedSource) {
+  expect_compile_error_report("broken_syntax",
+                              "extern \"C\" __global__ void broken_syntax(float* x) {\n"
+                              "  int i = threadIdx.x;\n"
+                              "  x[i] = 1.0f * ;\n"
+                              "}\n",
+                              3, root_ + "/errors/");
+}
+
+TEST_F(NvrtcCompile, TypeErrorIsReportedWithLogAndNumberedSource) {
+  expect_compile_error_report("broken_types",
+                              "struct Pair { float a; float b; };\n"
+                              "extern \"C\" __global__ void broken_types(float* x) {\n"
+                              "  Pair p = {1.0f, 2.0f};\n"
+                              "  float* q = p;\n"
+                              "  x[threadIdx.x] = *q;\n"
+                              "}\n",
+                              4, root_ + "/errors/");
+}
+
+TEST_F(NvrtcCompile, ErrorReportGoesToTheTempDirectoryWhenTheCacheDirectoryIsUnwritable) {
+  const std::string file = root_ + "/regular_file";
+  testing::write_file(file, "x");
+  testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", file + "/cache");
+  // The temp directory is shared: a name of this process's own.
+  const std::string name = "broken_tmp_" + std::to_string(getpid());
+  expect_compile_error_report(name, "extern \"C\" __global__ void broken_tmp() { undeclared(); }\n", 1,
+                              (std::filesystem::temp_directory_path() / "fusejit-errors").string());
+}
+
+TEST_F(NvrtcCompile, DumpWritesSourcePtxAndPtxasReportOnMissAndHit) {
+  const std::string dump = root_ + "/dump/sub";
+  testing::ScopedEnv env("FUSEJIT_DUMP", dump);
+  KernelCache cache("");
+  for (int pass = 0; pass < 2; ++pass) {
+    std::filesystem::remove_all(dump);
+    const CompiledKernel k = compile(kScaleKernel, {}, &cache);
+    EXPECT_EQ(k.cache_hit, pass == 1);
+    EXPECT_EQ(read_file(dump + "/scale.cu"), kScaleKernel);
+    EXPECT_EQ(read_file(dump + "/scale.ptx"), k.ptx);
+    EXPECT_EQ(read_file(dump + "/scale.ptxas.txt"), k.log);
+    EXPECT_TRUE(testing::contains(k.log, "Used ")) << k.log;
+  }
+}
+
+TEST_F(NvrtcCompile, DumpFailureIsAWarningNotAnError) {
+  const std::string file = root_ + "/regular_file";
+  testing::write_file(file, "x");
+  testing::ScopedEnv env("FUSEJIT_DUMP", file + "/dump");
+  ScopedWarningSink warnings;
+  const CompiledKernel k = compile(kScaleKernel);
+  EXPECT_FALSE(k.ptx.empty());
+  ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], "FUSEJIT_DUMP")) << warnings.text();
+}
+
+TEST_F(NvrtcCompile, ArchitectureForAGpu) {
+  absl::StatusOr<std::string> hopper = cuda_arch_for(9, 0);
+  ASSERT_TRUE(hopper.ok()) << hopper.status();
+  EXPECT_EQ(*hopper, "sm_90");
+  EXPECT_EQ(cuda_arch_for(8, 0).value_or(""), "sm_80");
+  // A GPU newer than NVRTC knows gets PTX of the newest architecture NVRTC
+  // knows, which NVRTC then compiles as a real architecture too.
+  absl::StatusOr<std::string> future = cuda_arch_for(99, 9);
+  ASSERT_TRUE(future.ok()) << future.status();
+  ASSERT_TRUE(future->starts_with("compute_")) << *future;
+  const int newest = std::stoi(future->substr(8));
+  EXPECT_GE(newest, 90);
+  EXPECT_EQ(cuda_arch_for(newest / 10, newest % 10).value_or(""), fmt::format("sm_{}", newest));
+  EXPECT_EQ(cuda_arch_for(3, 0).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Reported, not asserted: the cold compile of a tiny kernel, and hits from memory and from disk.
+TEST_F(NvrtcCompile, ReportsCompileAndCacheTimes) {
+  const std::string dir = root_ + "/kernels";
+  KernelCache cache(dir);
+  const CompiledKernel cold = compile(kScaleKernel, {}, &cache);
+  const CompiledKernel memory_hit = compile(kScaleKernel, {}, &cache);
+  KernelCache fresh(dir);
+  const CompiledKernel disk_hit = compile(kScaleKernel, {}, &fresh);
+  ASSERT_TRUE(memory_hit.cache_hit && disk_hit.cache_hit);
+  std::printf("[ timing   ] NVRTC %s, sm_90 tiny kernel: cold compile %.1f ms, memory hit %.3f ms, disk hit %.3f ms\n",
+              nvrtc_version().c_str(), cold.compile_ms, memory_hit.compile_ms, disk_hit.compile_ms);
+}
+
+}  // namespace
+}  // namespace fusejit
