@@ -29,26 +29,6 @@ void add_node_flops(const Graph& graph, const Node& n, double times, std::array<
   }
 }
 
-// Reduction levels inside a row kernel, to know how often a re-reading
-// kernel evaluates each node: a node after s reductions runs in passes
-// s+1 .. P, i.e. P - s times.
-std::vector<int> node_levels(const Graph& graph, const Kernel& kernel) {
-  std::vector<int> level(kernel.nodes.size(), 0);
-  for (size_t i = 0; i < kernel.nodes.size(); ++i) {
-    const Node& n = graph.node(kernel.nodes[i]);
-    int l = 0;
-    for (const Operand& o : n.operands) {
-      if (o.is_literal()) continue;
-      auto it = std::find(kernel.nodes.begin(), kernel.nodes.end(), o.node);
-      if (it == kernel.nodes.end()) continue;
-      const size_t j = static_cast<size_t>(it - kernel.nodes.begin());
-      l = std::max(l, level[j] + (graph.node(o.node).info().kind == OpKind::kReduce ? 1 : 0));
-    }
-    level[i] = l;
-  }
-  return level;
-}
-
 // A read that differs from row to row (not a broadcast [N] vector or a
 // per-row scalar) is what a re-reading row kernel fetches again.
 bool is_row_shaped(const Node& n, const Kernel& kernel) {
@@ -75,7 +55,8 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   }
   for (int32_t id : kernel.writes) cost.bytes_written += tensor_bytes(graph.node(id));
 
-  const std::vector<int> levels = reread ? node_levels(graph, kernel) : std::vector<int>(kernel.nodes.size(), 0);
+  // A re-reading kernel computes a node of level s in passes s+1 .. P, i.e. P - s times.
+  const std::vector<int> levels = reread ? reduction_levels(graph, kernel) : std::vector<int>(kernel.nodes.size(), 0);
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
     const Node& n = graph.node(kernel.nodes[i]);
     const double times = reread ? static_cast<double>(passes - levels[i]) : 1.0;

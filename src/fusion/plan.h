@@ -64,6 +64,14 @@ struct FusionOptions {
   int64_t persistent_row_limit = 16384;
 };
 
+// For each node of `kernel` (in kernel.nodes order), the number of the
+// kernel's reductions whose results it needs: 0 for the prologue, 1 after
+// the mean of a layer_norm, 2 after its variance. A reduction has the level
+// of its operand, and its result is available from the next level on. This
+// is the pass in which a re-reading row kernel first computes the node; the
+// cost model and the code generators both follow it.
+std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel);
+
 // One kernel per user op, as an eager framework runs the graph.
 FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options = {});
 // The fused plan (see fuse.cpp for the rules).

@@ -40,20 +40,19 @@ std::string kernel_name(int index, const std::vector<std::string>& user_ops) {
 
 }  // namespace
 
-int reduction_stages(const Graph& graph, const std::vector<int32_t>& nodes) {
-  absl::flat_hash_map<int32_t, int> level;  // reductions on the longest path up to and including a node
-  int stages = 0;
-  for (int32_t id : nodes) {
+std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel) {
+  absl::flat_hash_map<int32_t, int> available;  // node -> level from which its value exists
+  std::vector<int> levels;
+  for (int32_t id : kernel.nodes) {
     const Node& n = graph.node(id);
     int l = 0;
     for (const Operand& o : n.operands) {
-      if (auto it = level.find(o.node); !o.is_literal() && it != level.end()) l = std::max(l, it->second);
+      if (auto it = available.find(o.node); !o.is_literal() && it != available.end()) l = std::max(l, it->second);
     }
-    if (n.info().kind == OpKind::kReduce) l += 1;
-    level[id] = l;
-    stages = std::max(stages, l);
+    levels.push_back(l);
+    available[id] = l + (n.info().kind == OpKind::kReduce ? 1 : 0);
   }
-  return stages;
+  return levels;
 }
 
 FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, const Graph& user_graph,
@@ -86,7 +85,12 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
     }
     kernel.name = kernel_name(static_cast<int>(k), kernel.user_ops);
     if (kernel.kind == KernelKind::kRow) {
-      kernel.reduction_stages = reduction_stages(*graph, kernel.nodes);
+      const std::vector<int> levels = reduction_levels(*graph, kernel);
+      for (size_t i = 0; i < kernel.nodes.size(); ++i) {
+        if (graph->node(kernel.nodes[i]).info().kind == OpKind::kReduce) {
+          kernel.reduction_stages = std::max(kernel.reduction_stages, levels[i] + 1);
+        }
+      }
       kernel.row_strategy = kernel.iteration.last() > options.persistent_row_limit ? RowStrategy::kReread
                                                                                     : RowStrategy::kPersistent;
     }

@@ -23,8 +23,5 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
                       const std::vector<int32_t>& origin, std::vector<KernelGroup> groups,
                       const FusionOptions& options);
 
-// Reductions that depend on each other inside one kernel's nodes (a
-// composite counts through its expansion): layer_norm 2, rms_norm 1.
-int reduction_stages(const Graph& graph, const std::vector<int32_t>& nodes);
 
 }  // namespace fusejit

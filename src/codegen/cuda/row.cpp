@@ -67,7 +67,8 @@ class RowEmitter {
     out_.block_threads = threads_;
     chunks_ = static_cast<int>((n_ + int64_t{threads_} * vec_ - 1) / (int64_t{threads_} * vec_));
     out_.index_64bit = kernel.iteration.numel() >= (int64_t{1} << 31) - (int64_t{1} << 26);
-    compute_levels();
+    const std::vector<int> levels = reduction_levels(g_, kernel);
+    for (size_t i = 0; i < kernel.nodes.size(); ++i) level_[kernel.nodes[i]] = levels[i];
   }
 
   CudaKernelSource emit() {
@@ -114,18 +115,6 @@ class RowEmitter {
  private:
   bool row_shaped(int32_t id) const { return g_.node(id).shape == kernel_.iteration; }
   bool is_reduce(int32_t id) const { return g_.node(id).info().kind == OpKind::kReduce; }
-
-  void compute_levels() {
-    for (int32_t id : kernel_.nodes) {
-      int l = 0;
-      for (const Operand& o : g_.node(id).operands) {
-        if (o.is_literal() || !in_kernel(kernel_, o.node)) continue;
-        l = std::max(l, level_[o.node] + (is_reduce(o.node) ? 1 : 0));
-      }
-      level_[id] = l;
-      if (is_reduce(id)) stages_ = std::max(stages_, l + 1);
-    }
-  }
 
   // The expression of operand `o` at element slot `slot` ("k" or "e").
   std::string operand_text(const Operand& o, const std::string& slot) const {
@@ -279,7 +268,8 @@ class RowEmitter {
     }
     for (int pass = 0; pass < passes; ++pass) {
       w_.line("// pass {} of {}: {}", pass + 1, passes,
-              pass < stages_ ? "reductions of stage " + std::to_string(pass + 1) : std::string("outputs"));
+              pass < kernel_.reduction_stages ? "reductions of stage " + std::to_string(pass + 1)
+                                              : std::string("outputs"));
       std::vector<int32_t> reductions;
       for (int32_t id : kernel_.nodes) {
         if (is_reduce(id) && level_[id] == pass) reductions.push_back(id);
@@ -343,7 +333,6 @@ class RowEmitter {
   int vec_ = 1;
   int threads_ = 32;
   int chunks_ = 1;
-  int stages_ = 0;
   std::map<int32_t, int> level_;
 };
 
