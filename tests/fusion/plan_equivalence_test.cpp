@@ -13,32 +13,8 @@
 namespace fusejit {
 namespace {
 
-double tolerance(DType t) {
-  switch (t) {
-    case DType::kF32: return 1e-6;
-    case DType::kF16: return 4e-3;
-    case DType::kBF16: return 3e-2;
-  }
-  return 0;
-}
-
-// ||a - b|| / ||b||; NaN where either holds a NaN the other does not.
-double relative_error(const HostTensor& a, const HostTensor& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.values.size(); ++i) {
-    if (std::isnan(a.values[i]) != std::isnan(b.values[i])) return NAN;
-    if (std::isnan(a.values[i])) continue;
-    diff += (a.values[i] - b.values[i]) * (a.values[i] - b.values[i]);
-    norm += b.values[i] * b.values[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
-
 TensorMap run_plan(const FusionPlan& plan, const TensorMap& inputs) {
-  InterpretOptions options;
-  options.rounding = Rounding::kStoredNodes;
-  for (const Kernel& k : plan.kernels) options.stored.insert(options.stored.end(), k.writes.begin(), k.writes.end());
-  absl::StatusOr<TensorMap> out = interpret(*plan.graph, inputs, options);
+  absl::StatusOr<TensorMap> out = interpret_plan(plan, inputs);
   EXPECT_TRUE(out.ok()) << out.status();
   return out.ok() ? *out : TensorMap{};
 }

@@ -1,0 +1,53 @@
+#include "ir/compare.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace fusejit {
+
+double tolerance(DType t) {
+  switch (t) {
+    case DType::kF32: return 1e-6;
+    case DType::kF16: return 4e-3;
+    case DType::kBF16: return 3e-2;
+  }
+  return 0;
+}
+
+namespace {
+
+std::string where(const Shape& shape, int64_t i) {
+  if (shape.rank() < 2) return fmt::format("element {}", i);
+  return fmt::format("element {} (row {}, column {})", i, i / shape.last(), i % shape.last());
+}
+
+}  // namespace
+
+Comparison compare_tensors(const HostTensor& out, const HostTensor& ref) {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  if (out.shape != ref.shape || out.values.size() != ref.values.size()) {
+    return {kNaN, fmt::format("shape {} vs {}", out.shape, ref.shape)};
+  }
+  Comparison c;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < out.values.size(); ++i) {
+    const double a = out.values[i], b = ref.values[i];
+    if (!std::isfinite(a) || !std::isfinite(b)) {
+      const bool same = (std::isnan(a) && std::isnan(b)) || a == b;
+      if (!same) {
+        return {kNaN, fmt::format("{}: {} vs {}", where(out.shape, static_cast<int64_t>(i)), a, b)};
+      }
+      continue;
+    }
+    diff += (a - b) * (a - b);
+    norm += b * b;
+  }
+  c.relative_error = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return c;
+}
+
+double relative_error(const HostTensor& out, const HostTensor& ref) { return compare_tensors(out, ref).relative_error; }
+
+}  // namespace fusejit

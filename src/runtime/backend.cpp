@@ -1,0 +1,50 @@
+#include "runtime/backend.h"
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+
+namespace fusejit {
+
+absl::Status LoadedPlan::run() {
+  for (size_t k = 0; k < plan().kernels.size(); ++k) {
+    if (absl::Status s = run_kernel(k); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> backend_names() { return {"auto", "cpu", "cuda"}; }
+
+absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name) {
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "cuda") return make_cuda_backend();
+  if (name == "auto") {
+    absl::StatusOr<std::unique_ptr<Backend>> cuda = make_cuda_backend();
+    if (cuda.ok()) return cuda;
+    return make_cpu_backend();
+  }
+  return absl::InvalidArgumentError(fmt::format("unknown backend '{}' (expected auto, cpu or cuda)", name));
+}
+
+absl::Status check_plan_inputs(const Graph& graph, const TensorMap& inputs) {
+  for (int32_t id : graph.inputs()) {
+    const Node& n = graph.node(id);
+    auto it = inputs.find(n.name);
+    if (it == inputs.end()) return absl::InvalidArgumentError(fmt::format("missing input {}", describe(n)));
+    if (it->second.dtype != n.dtype || it->second.shape != n.shape) {
+      return absl::InvalidArgumentError(fmt::format("input {}: got {}{}, the graph expects {}{}", n.name,
+                                                    it->second.dtype, it->second.shape, n.dtype, n.shape));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorMap> run_plan(Backend& backend, const FusionPlan& plan, const TensorMap& inputs) {
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
+  if (!loaded.ok()) return loaded.status();
+  if (absl::Status s = (*loaded)->set_inputs(inputs); !s.ok()) return s;
+  if (absl::Status s = (*loaded)->run(); !s.ok()) return s;
+  return (*loaded)->outputs();
+}
+
+}  // namespace fusejit

@@ -1,0 +1,109 @@
+// Backends run the kernels of a FusionPlan on a device: the CPU (kernels
+// compiled by the host C++ compiler) or a CUDA GPU (kernels compiled by
+// NVRTC, launched through the driver API).
+//
+// A backend load()s a plan once: it emits and compiles every kernel (through
+// the kernel cache) and allocates a buffer in device memory for every tensor
+// a kernel reads or writes. The LoadedPlan then runs as often as asked on the
+// inputs last given to it; nothing is compiled or allocated while it runs, so
+// the benchmark harness times kernels and nothing else.
+//
+// Buffers hold each tensor in its storage dtype (f32, or the 16-bit patterns
+// of f16/bf16), row-major, 64-byte aligned unless a test asks otherwise.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include "cost/device.h"
+#include "fusion/plan.h"
+#include "ir/interpreter.h"
+
+namespace fusejit {
+
+// How one kernel of a loaded plan was prepared.
+struct LoadedKernelInfo {
+  std::string name;        // the plan's kernel name
+  std::string executed_by; // "jit" (generated and compiled) or the library that runs it ("cublas", "cpu-blas")
+  double compile_ms = 0;   // 0 for library kernels
+  bool cache_hit = false;
+  int registers = 0;       // GPU only, from the ptxas report
+  int spill_bytes = 0;     // GPU only
+};
+
+struct LoadOptions {
+  // Byte offset added to every buffer's address (0..63), so tests can run
+  // kernels on pointers that are not 16-byte aligned. 0 in normal use.
+  int misalign_bytes = 0;
+};
+
+class LoadedPlan {
+ public:
+  virtual ~LoadedPlan() = default;
+
+  virtual const FusionPlan& plan() const = 0;
+  virtual const std::vector<LoadedKernelInfo>& kernels() const = 0;
+
+  // Copies one tensor per graph input (by name, dtype and shape as the graph
+  // declares them; otherwise InvalidArgument naming the input) into its buffer.
+  virtual absl::Status set_inputs(const TensorMap& inputs) = 0;
+  // Fills every buffer a kernel writes with NaN bit patterns (0xFF bytes),
+  // so that an element a kernel forgets to write shows up as NaN.
+  virtual absl::Status poison_outputs() = 0;
+  // Runs kernel k (in plan order) and waits for it to finish.
+  virtual absl::Status run_kernel(size_t k) = 0;
+  // Runs kernel k and returns how long it took, in microseconds: CUDA
+  // events around the launch on a GPU, the steady clock on the CPU.
+  virtual absl::StatusOr<double> time_kernel(size_t k) = 0;
+  // Runs every kernel in order.
+  absl::Status run();
+  // The graph outputs by name, copied back to the host.
+  virtual absl::StatusOr<TensorMap> outputs() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;   // "cpu" or "cuda"
+  virtual std::string description() const = 0;  // "NVIDIA H200 (sm_90, 132 SMs)", "x86-64, 2 threads, g++ 12.2"
+  // The device for the cost model: a datasheet GPU matched by name, else
+  // one built from what the driver reports; the measured CPU.
+  virtual DeviceSpec device() const = 0;
+
+  virtual absl::StatusOr<std::unique_ptr<LoadedPlan>> load(const FusionPlan& plan,
+                                                           const LoadOptions& options = {}) = 0;
+
+  // The memory ceiling, measured now: bandwidth in GB/s (1e9 bytes/s, read
+  // plus write bytes) of a copy of `bytes` bytes (device to device on a GPU,
+  // a multi-threaded copy on the CPU), the best of a few repetitions.
+  virtual absl::StatusOr<double> measure_copy_gbps(int64_t bytes) = 0;
+  // Evicts the last-level cache (writes a buffer larger than it), so that
+  // the next kernel reads its inputs from memory.
+  virtual absl::Status flush_cache() = 0;
+};
+
+// "cpu", "cuda", or "auto" (cuda when a GPU is usable, else cpu). An
+// unusable backend is an Unavailable status that says why ("no CUDA driver:
+// ...", "no C++ compiler: ...").
+absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name);
+std::vector<std::string> backend_names();  // {"auto", "cpu", "cuda"}
+
+// Defined by each backend's file.
+absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend();
+absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend();
+
+// OK when `inputs` holds every input of `graph` with its dtype and shape;
+// otherwise InvalidArgument naming the input. Backends call it in set_inputs().
+absl::Status check_plan_inputs(const Graph& graph, const TensorMap& inputs);
+
+// Loads `plan`, runs it once on `inputs` and returns its outputs.
+absl::StatusOr<TensorMap> run_plan(Backend& backend, const FusionPlan& plan, const TensorMap& inputs);
+
+}  // namespace fusejit

@@ -1,0 +1,16 @@
+// HostTensor (float64 values) <-> the bytes a device buffer holds: f32, or
+// the 16-bit patterns of f16/bf16, row-major. Values of a HostTensor are
+// representable in its dtype, so encoding is exact.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/host_tensor.h"
+
+namespace fusejit {
+
+int64_t storage_bytes(DType dtype, const Shape& shape);
+void encode_storage(const HostTensor& tensor, void* dst);  // storage_bytes(tensor.dtype, tensor.shape) bytes
+HostTensor decode_storage(DType dtype, const Shape& shape, const void* src);
+
+}  // namespace fusejit
