@@ -58,10 +58,12 @@ using DevicePtr = unsigned long long;  // CUdeviceptr
 
 // The values are the driver's CU_DEVICE_ATTRIBUTE_* codes.
 enum class DeviceAttribute : int {
+  kClockRateKhz = 13,  // the SM clock, for an FP32 peak estimate
   kSmCount = 16,
   kMemoryClockKhz = 36,
   kMemoryBusWidthBits = 37,
   kL2CacheBytes = 38,
+  kMaxThreadsPerSm = 39,
   kComputeCapabilityMajor = 75,
   kComputeCapabilityMinor = 76,
   kMaxSharedBytesPerBlockOptin = 97,

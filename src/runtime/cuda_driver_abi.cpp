@@ -27,11 +27,14 @@ static_assert(kErrorStubLibrary == CUDA_ERROR_STUB_LIBRARY && kErrorNoDevice == 
 static_assert(kJitErrorLogBuffer == CU_JIT_ERROR_LOG_BUFFER &&
               kJitErrorLogBufferSize == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES);
 static_assert(kFuncMaxDynamicSharedBytes == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+static_assert(static_cast<int>(cuda::DeviceAttribute::kClockRateKhz) == CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
 static_assert(static_cast<int>(cuda::DeviceAttribute::kSmCount) == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 static_assert(static_cast<int>(cuda::DeviceAttribute::kMemoryClockKhz) == CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
 static_assert(static_cast<int>(cuda::DeviceAttribute::kMemoryBusWidthBits) ==
               CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
 static_assert(static_cast<int>(cuda::DeviceAttribute::kL2CacheBytes) == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+static_assert(static_cast<int>(cuda::DeviceAttribute::kMaxThreadsPerSm) ==
+              CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
 static_assert(static_cast<int>(cuda::DeviceAttribute::kComputeCapabilityMajor) ==
               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
 static_assert(static_cast<int>(cuda::DeviceAttribute::kComputeCapabilityMinor) ==

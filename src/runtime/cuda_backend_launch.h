@@ -1,0 +1,52 @@
+// How the CUDA backend launches a generated kernel and describes its GPU to
+// the cost model: pure functions of what the emitter and the driver report,
+// so that they are tested on machines without a GPU. Internal to src/runtime/.
+//
+// The launch contract (src/codegen/cuda/pointwise.cpp, row.cpp): every
+// generated kernel is grid-stride, so any grid of at least one block is
+// correct and the grid size is a performance choice only.
+//   pointwise:      blockDim (block_threads); the loop runs over vector
+//                   groups of vector_width elements when the kernel has a
+//                   vector path and `aligned` is 1, else over elements.
+//   warp per row:   blockDim (32, rows_per_block); row = blockIdx.x *
+//                   blockDim.y + threadIdx.y, striding gridDim.x * blockDim.y.
+//   block per row,
+//   re-read:        blockDim (block_threads); row = blockIdx.x, striding gridDim.x.
+// Kernel arguments: the pointers in params order, `long long count`, `int aligned`.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "codegen/kernel_source.h"
+#include "cost/device.h"
+#include "runtime/cuda_driver.h"
+
+namespace fusejit::cuda_backend {
+
+struct LaunchConfig {
+  cuda::Dim3 grid;
+  cuda::Dim3 block;
+};
+
+// Whether every pointer is 16-byte aligned: the kernels' vector path needs it.
+bool all_aligned(const std::vector<cuda::DevicePtr>& pointers);
+
+// The grid covers the work once (a block per 256 elements or vector groups,
+// per rows_per_block rows, per row), capped at one full wave of resident
+// blocks (SMs × max_threads_per_sm / threads per block) that then strides.
+LaunchConfig launch_config(const CudaKernelSource& kernel, bool aligned, int sm_count, int max_threads_per_sm);
+
+// The device for the cost model. A GPU whose name says H100, H200 or A100
+// starts from that datasheet; SM count, L2 size and (when plausible) the
+// bandwidth come from the driver, the peaks scale with the SM count. Any
+// other GPU is built from the driver: bandwidth from the memory clock and
+// bus width, FP32 peak = SMs × FP32 lanes per SM × 2 × clock, and a rough
+// tensor-core peak (said so in the description).
+DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz);
+
+// FP32 lanes per SM for a compute capability (CUDA C++ Programming Guide,
+// "Arithmetic Instructions"; 128 for architectures newer than it lists).
+int fp32_lanes_per_sm(int cc_major, int cc_minor);
+
+}  // namespace fusejit::cuda_backend

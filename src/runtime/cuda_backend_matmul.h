@@ -1,0 +1,63 @@
+// A matmul kernel of a plan on the GPU: one cublasGemmEx call.
+//
+// The graph types matmul as PyTorch does (ir/infer.cpp): the result has the
+// promoted dtype of its operands, and the reference multiplies their values
+// in float64. cuBLAS wants both operands in one type, so an operand whose
+// dtype differs from the result's (bf16 · f32, or f16 · bf16 giving f32) is
+// first widened to f32, exactly, by a small generated kernel into a scratch
+// buffer made at load time; the product then runs in f32 with f32 results.
+// Internal to src/runtime/.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include "fusion/plan.h"
+#include "runtime/cuda_backend_resources.h"
+
+namespace fusejit::cuda_backend {
+
+// The CUDA source of the widening kernels (fj_widen_bf16, fj_widen_f16).
+std::string_view widen_kernels_source();
+
+class MatmulStep {
+ public:
+  // `buffer(node)` is the device address of a tensor of the plan's graph.
+  static absl::StatusOr<MatmulStep> prepare(CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
+                                            const std::function<cuda::DevicePtr(int32_t)>& buffer);
+
+  // Enqueues the widening (if any) and the GEMM on the default stream.
+  absl::Status launch(CudaGpu& gpu);
+
+  // "bf16[256, 768] x bf16[768, 3072] -> bf16 (cublasGemmEx)"
+  const std::string& summary() const { return summary_; }
+
+ private:
+  // A 16-bit operand widened to f32 before the GEMM.
+  struct Widening {
+    cuda::Function function = nullptr;
+    cuda::DevicePtr source = 0;
+    DeviceBuffer widened;
+    long long count = 0;
+  };
+  absl::Status widen(CudaGpu& gpu, Widening& w);
+
+  std::string name_;
+  std::string summary_;
+  int64_t m_ = 0;
+  int64_t n_ = 0;
+  int64_t k_ = 0;
+  cublas::DataType type_ = cublas::DataType::kF32;
+  cuda::DevicePtr a_ = 0;
+  cuda::DevicePtr b_ = 0;
+  cuda::DevicePtr c_ = 0;
+  ModuleHandle widen_module_;  // only when an operand is widened
+  std::optional<Widening> widen_a_;
+  std::optional<Widening> widen_b_;
+};
+
+}  // namespace fusejit::cuda_backend

@@ -1,0 +1,258 @@
+#include "runtime/cuda_backend_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/cuda/cuda_emitter.h"
+#include "ir/error.h"
+#include "runtime/cuda_backend_launch.h"
+#include "runtime/cuda_backend_matmul.h"
+#include "runtime/nvrtc_compiler.h"
+#include "runtime/tensor_storage.h"
+
+namespace fusejit::cuda_backend {
+namespace {
+
+// Buffers get this much slack, so that LoadOptions::misalign_bytes (0..63)
+// can shift a tensor without running past its allocation.
+constexpr int kMisalignSlack = 64;
+
+struct TensorBuffer {
+  DeviceBuffer memory;
+  cuda::DevicePtr ptr = 0;  // memory.get() + misalign_bytes
+  int64_t bytes = 0;
+  bool poisoned = false;  // written by a kernel (or a graph output): poison_outputs() fills it
+};
+
+// A generated kernel, compiled and loaded.
+struct JitKernel {
+  CudaKernelSource meta;  // launch parameters; the source text is dropped once compiled
+  ModuleHandle module;
+  cuda::Function function = nullptr;
+  std::vector<cuda::DevicePtr> pointers;  // in params order
+};
+
+class CudaLoadedPlan final : public LoadedPlan {
+ public:
+  CudaLoadedPlan(std::shared_ptr<CudaGpu> gpu, const FusionPlan& plan) : gpu_(std::move(gpu)), plan_(plan) {}
+  // Frees modules and buffers in the GPU's context, whichever thread destroys the plan.
+  ~CudaLoadedPlan() override { (void)gpu_->make_current(); }
+
+  absl::Status load(const LoadOptions& options);
+
+  const FusionPlan& plan() const override { return plan_; }
+  const std::vector<LoadedKernelInfo>& kernels() const override { return infos_; }
+  absl::Status set_inputs(const TensorMap& inputs) override;
+  absl::Status poison_outputs() override;
+  absl::Status run_kernel(size_t k) override;
+  absl::StatusOr<double> time_kernel(size_t k) override;
+  absl::StatusOr<TensorMap> outputs() override;
+
+ private:
+  absl::Status allocate(int32_t node, bool poisoned, int misalign);
+  absl::Status load_jit_kernel(int index);
+  absl::Status launch(size_t k);
+  // "kernel k1_gelu (2 of 4, fused plan)", for errors.
+  std::string kernel_label(size_t k) const;
+  absl::Status about_kernel(size_t k, const absl::Status& s) const;
+
+  // Declared first, so destroyed last: everything below lives in its context.
+  std::shared_ptr<CudaGpu> gpu_;
+  FusionPlan plan_;
+  std::vector<LoadedKernelInfo> infos_;
+  std::map<int32_t, TensorBuffer> buffers_;                 // by node id of plan_.graph
+  std::vector<std::variant<JitKernel, MatmulStep>> steps_;  // one per kernel, in plan order
+  std::optional<EventTimer> timer_;
+};
+
+absl::Status CudaLoadedPlan::allocate(int32_t node, bool poisoned, int misalign) {
+  auto [it, inserted] = buffers_.try_emplace(node);
+  it->second.poisoned = it->second.poisoned || poisoned;
+  if (!inserted) return absl::OkStatus();
+  const Node& n = plan_.graph->node(node);
+  if (misalign % dtype_size(n.dtype) != 0) {
+    return absl::InvalidArgumentError(fmt::format("misalign_bytes {} would misalign the {}-byte elements of {}",
+                                                  misalign, dtype_size(n.dtype), describe(n)));
+  }
+  const int64_t bytes = storage_bytes(n.dtype, n.shape);
+  absl::StatusOr<DeviceBuffer> memory =
+      DeviceBuffer::allocate(static_cast<size_t>(bytes) + kMisalignSlack,
+                             fmt::format("tensor {} ({} bytes) of the {} plan", describe(n), bytes, plan_.label));
+  if (!memory.ok()) return memory.status();
+  it->second.memory = *std::move(memory);
+  it->second.ptr = it->second.memory.get() + misalign;
+  it->second.bytes = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
+  if (options.misalign_bytes < 0 || options.misalign_bytes >= kMisalignSlack) {
+    return absl::InvalidArgumentError(
+        fmt::format("misalign_bytes must be 0..{}, got {}", kMisalignSlack - 1, options.misalign_bytes));
+  }
+  const Graph& g = *plan_.graph;
+  for (const Kernel& kernel : plan_.kernels) {
+    for (int32_t id : kernel.reads) {
+      if (absl::Status s = allocate(id, false, options.misalign_bytes); !s.ok()) return s;
+    }
+    for (int32_t id : kernel.writes) {
+      if (absl::Status s = allocate(id, true, options.misalign_bytes); !s.ok()) return s;
+    }
+    if (kernel.kind == KernelKind::kMatmul) {  // cuBLAS writes its result even if no later kernel reads it
+      for (int32_t id : kernel.nodes) {
+        if (absl::Status s = allocate(id, true, options.misalign_bytes); !s.ok()) return s;
+      }
+    }
+  }
+  for (int32_t id : g.outputs()) {  // an output that is a graph input is copied through
+    if (absl::Status s = allocate(id, g.node(id).op != Op::kInput, options.misalign_bytes); !s.ok()) return s;
+  }
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    const Kernel& kernel = plan_.kernels[k];
+    if (kernel.kind != KernelKind::kMatmul) {
+      if (absl::Status s = load_jit_kernel(static_cast<int>(k)); !s.ok()) return s;
+      continue;
+    }
+    absl::StatusOr<MatmulStep> step =
+        MatmulStep::prepare(*gpu_, plan_, kernel, [this](int32_t id) { return buffers_.at(id).ptr; });
+    if (!step.ok()) return step.status();
+    steps_.emplace_back(*std::move(step));
+    infos_.push_back({.name = kernel.name, .executed_by = "cublas"});
+  }
+  absl::StatusOr<EventTimer> timer = EventTimer::create();
+  if (!timer.ok()) return timer.status();
+  timer_.emplace(*std::move(timer));
+  return absl::OkStatus();
+}
+
+absl::Status CudaLoadedPlan::load_jit_kernel(int index) {
+  CudaKernelSource source = emit_cuda_kernel(plan_, index);
+  absl::StatusOr<CompiledKernel> compiled =
+      compile_cuda(source.name, source.source, {.arch = gpu_->arch()}, &KernelCache::global());
+  if (!compiled.ok()) return compiled.status();
+  absl::StatusOr<ModuleHandle> module =
+      ModuleHandle::load(compiled->cubin.empty() ? compiled->ptx : compiled->cubin, source.name);
+  if (!module.ok()) return module.status();
+  absl::StatusOr<cuda::Function> function = cuda::module_function(module->get(), source.name);
+  if (!function.ok()) return function.status();
+  JitKernel kernel;
+  kernel.module = *std::move(module);
+  kernel.function = *function;
+  for (const KernelParam& p : source.params) kernel.pointers.push_back(buffers_.at(p.node).ptr);
+  source.source.clear();
+  kernel.meta = std::move(source);
+  infos_.push_back({.name = kernel.meta.name,
+                    .executed_by = "jit",
+                    .compile_ms = compiled->compile_ms,
+                    .cache_hit = compiled->cache_hit,
+                    .registers = std::max(0, compiled->ptxas.registers),  // -1 (no ptxas) for PTX-only builds
+                    .spill_bytes = static_cast<int>(compiled->ptxas.spill_bytes())});
+  steps_.emplace_back(std::move(kernel));
+  return absl::OkStatus();
+}
+
+absl::Status CudaLoadedPlan::set_inputs(const TensorMap& inputs) {
+  if (absl::Status s = check_plan_inputs(*plan_.graph, inputs); !s.ok()) return s;
+  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  std::vector<uint8_t> host;
+  for (int32_t id : plan_.graph->inputs()) {
+    auto it = buffers_.find(id);
+    if (it == buffers_.end()) continue;  // an input no kernel reads
+    const HostTensor& tensor = inputs.at(plan_.graph->node(id).name);
+    host.resize(static_cast<size_t>(it->second.bytes));
+    encode_storage(tensor, host.data());
+    if (absl::Status s = cuda::memcpy_htod(it->second.ptr, host.data(), host.size()); !s.ok()) {
+      return absl::Status(
+          s.code(), fmt::format("copying input {} to the GPU: {}", describe(plan_.graph->node(id)), status_text(s)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaLoadedPlan::poison_outputs() {
+  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  for (const auto& [id, buffer] : buffers_) {
+    if (!buffer.poisoned) continue;
+    if (absl::Status s = cuda::memset_d8(buffer.ptr, 0xFF, static_cast<size_t>(buffer.bytes)); !s.ok()) return s;
+  }
+  return cuda::context_synchronize();
+}
+
+std::string CudaLoadedPlan::kernel_label(size_t k) const {
+  return fmt::format("kernel {} ({} of {}, {} plan)", plan_.kernels[k].name, k + 1, plan_.kernels.size(), plan_.label);
+}
+
+absl::Status CudaLoadedPlan::about_kernel(size_t k, const absl::Status& s) const {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), fmt::format("{}: {}", kernel_label(k), status_text(s)));
+}
+
+absl::Status CudaLoadedPlan::launch(size_t k) {
+  if (MatmulStep* step = std::get_if<MatmulStep>(&steps_[k])) return step->launch(*gpu_);
+  JitKernel& kernel = std::get<JitKernel>(steps_[k]);
+  // Computed from the pointers themselves, so a misaligned buffer can never take the vector path.
+  int aligned = all_aligned(kernel.pointers) ? 1 : 0;
+  long long count = kernel.meta.count;
+  std::vector<void*> args;
+  for (cuda::DevicePtr& p : kernel.pointers) args.push_back(&p);
+  args.push_back(&count);
+  args.push_back(&aligned);
+  const LaunchConfig config =
+      launch_config(kernel.meta, aligned != 0, gpu_->info().sm_count, gpu_->max_threads_per_sm());
+  return cuda::launch_kernel(kernel.function, config.grid, config.block, 0, nullptr, args.data());
+}
+
+absl::Status CudaLoadedPlan::run_kernel(size_t k) {
+  if (k >= steps_.size()) {
+    return absl::OutOfRangeError(fmt::format("kernel {} of a plan with {} kernels", k, steps_.size()));
+  }
+  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  if (absl::Status s = launch(k); !s.ok()) return about_kernel(k, s);
+  return about_kernel(k, cuda::context_synchronize());
+}
+
+absl::StatusOr<double> CudaLoadedPlan::time_kernel(size_t k) {
+  if (k >= steps_.size()) {
+    return absl::OutOfRangeError(fmt::format("kernel {} of a plan with {} kernels", k, steps_.size()));
+  }
+  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  if (absl::Status s = timer_->start(); !s.ok()) return about_kernel(k, s);
+  if (absl::Status s = launch(k); !s.ok()) return about_kernel(k, s);
+  absl::StatusOr<double> ms = timer_->stop_ms();
+  if (!ms.ok()) return about_kernel(k, ms.status());
+  return *ms * 1e3;
+}
+
+absl::StatusOr<TensorMap> CudaLoadedPlan::outputs() {
+  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  TensorMap out;
+  std::vector<uint8_t> host;
+  for (int32_t id : plan_.graph->outputs()) {
+    const Node& n = plan_.graph->node(id);
+    const TensorBuffer& buffer = buffers_.at(id);
+    host.resize(static_cast<size_t>(buffer.bytes));
+    if (absl::Status s = cuda::memcpy_dtoh(host.data(), buffer.ptr, host.size()); !s.ok()) {
+      return absl::Status(s.code(), fmt::format("copying output {} from the GPU: {}", describe(n), status_text(s)));
+    }
+    out[n.name] = decode_storage(n.dtype, n.shape, host.data());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LoadedPlan>> load_plan(std::shared_ptr<CudaGpu> gpu, const FusionPlan& plan,
+                                                      const LoadOptions& options) {
+  if (absl::Status s = gpu->make_current(); !s.ok()) return s;
+  auto loaded = std::make_unique<CudaLoadedPlan>(std::move(gpu), plan);
+  // On failure the half-loaded plan frees what it made.
+  if (absl::Status s = loaded->load(options); !s.ok()) return s;
+  return loaded;
+}
+
+}  // namespace fusejit::cuda_backend

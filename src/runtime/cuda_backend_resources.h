@@ -1,0 +1,132 @@
+// What the CUDA backend owns on the GPU, each as a move-only handle that
+// frees its object on destruction (RAII): device buffers, modules, events,
+// and the GPU itself (its retained primary context, the cuBLAS handle and
+// the L2 flush buffer), shared by the backend and every plan it loaded so
+// that a loaded plan may outlive its backend. Internal to src/runtime/.
+//
+// Handles free their object in the context current on the destroying
+// thread; their owners make the GPU's context current before destroying
+// them (CudaGpu::make_current()).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include "runtime/cublas_library.h"
+#include "runtime/cuda_driver.h"
+
+namespace fusejit::cuda_backend {
+
+// Device memory from cuMemAlloc. An allocation that fails says what it was for.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  // `what` names the allocation in errors: "tensor x (bf16[8192, 4096], 67,108,864 bytes)".
+  static absl::StatusOr<DeviceBuffer> allocate(size_t bytes, std::string_view what);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  cuda::DevicePtr get() const { return ptr_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  DeviceBuffer(cuda::DevicePtr ptr, size_t bytes) : ptr_(ptr), bytes_(bytes) {}
+  cuda::DevicePtr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+// A loaded CUBIN or PTX module.
+class ModuleHandle {
+ public:
+  ModuleHandle() = default;
+  static absl::StatusOr<ModuleHandle> load(const std::string& image, std::string_view kernel);
+  ~ModuleHandle();
+  ModuleHandle(ModuleHandle&& other) noexcept : module_(std::exchange(other.module_, nullptr)) {}
+  ModuleHandle& operator=(ModuleHandle&& other) noexcept;
+  ModuleHandle(const ModuleHandle&) = delete;
+  ModuleHandle& operator=(const ModuleHandle&) = delete;
+
+  cuda::Module get() const { return module_; }
+
+ private:
+  explicit ModuleHandle(cuda::Module module) : module_(module) {}
+  cuda::Module module_ = nullptr;
+};
+
+// Two events for timing work on the default stream.
+class EventTimer {
+ public:
+  EventTimer() = default;
+  static absl::StatusOr<EventTimer> create();
+  ~EventTimer();
+  EventTimer(EventTimer&& other) noexcept
+      : start_(std::exchange(other.start_, nullptr)), stop_(std::exchange(other.stop_, nullptr)) {}
+  EventTimer& operator=(EventTimer&&) = delete;
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  absl::Status start();
+  // Records the stop event, waits for it and returns the milliseconds since start().
+  absl::StatusOr<double> stop_ms();
+
+ private:
+  cuda::Event start_ = nullptr;
+  cuda::Event stop_ = nullptr;
+};
+
+// GPU 0 as the backend uses it: its primary context (retained while this
+// lives), what the driver says about it, and resources made on first use.
+class CudaGpu {
+ public:
+  // Unavailable with the reason when the driver, a device or NVRTC is
+  // missing, or NVRTC cannot compile for this GPU.
+  static absl::StatusOr<std::shared_ptr<CudaGpu>> open();
+  ~CudaGpu();
+  CudaGpu(const CudaGpu&) = delete;
+  CudaGpu& operator=(const CudaGpu&) = delete;
+
+  // Makes the context current on the calling thread; every entry point of
+  // the backend calls it first, so any thread may call the backend.
+  absl::Status make_current() const;
+
+  const GpuInfo& info() const { return info_; }
+  const std::string& arch() const { return arch_; }  // for NVRTC: sm_XX, or compute_XX for a GPU newer than NVRTC
+  int clock_khz() const { return clock_khz_; }
+  int max_threads_per_sm() const { return max_threads_per_sm_; }
+
+  // The cuBLAS handle, created (and cuBLAS loaded) on first use.
+  absl::StatusOr<cublas::Handle> cublas_handle();
+  // Writes a buffer twice the L2 size (allocated on first use), so that
+  // the next kernel finds none of its data in L2.
+  absl::Status flush_l2();
+
+ private:
+  CudaGpu(cuda::Context context, GpuInfo info, std::string arch, int clock_khz, int max_threads_per_sm)
+      : context_(context),
+        info_(std::move(info)),
+        arch_(std::move(arch)),
+        clock_khz_(clock_khz),
+        max_threads_per_sm_(max_threads_per_sm) {}
+
+  cuda::Context context_;
+  GpuInfo info_;
+  std::string arch_;
+  int clock_khz_;
+  int max_threads_per_sm_;
+  std::optional<cublas::Handle> cublas_;
+  std::optional<DeviceBuffer> flush_buffer_;
+  uint8_t flush_value_ = 0;
+};
+
+}  // namespace fusejit::cuda_backend
