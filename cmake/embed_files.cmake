@@ -7,6 +7,10 @@ string(REPLACE "|" ";" INPUTS "${INPUTS}")
 set(body "")
 foreach(input IN LISTS INPUTS)
   file(READ "${input}" text)
+  # The files are headers (with include guards for editors and tests); in
+  # the one translation unit they are pasted into, "#pragma once" would only
+  # draw a warning.
+  string(REPLACE "#pragma once\n" "" text "${text}")
   get_filename_component(name "${input}" NAME)
   string(APPEND body "// ---- ${name} ----\n${text}\n")
 endforeach()

@@ -16,10 +16,27 @@ namespace fusejit::cli {
 // returns nullopt (the command then exits with 1).
 std::optional<Graph> load_graph(const std::string& file);
 
+// What `bench` and `demo` share: how to benchmark and what to print.
+struct BenchSettings {
+  std::string backend = "auto";
+  int reps = 10;
+  uint64_t seed = 1;
+  bool json = false;
+  std::string plot;
+  bool overwrite = false;
+  bool tamper = false;
+};
+void add_bench_options(CLI::App* cmd, BenchSettings& settings);
+// Benchmarks both plans of `graph`; prints `title`, the tables and the
+// roofline (or JSON). 0 when both plans computed the right results.
+int run_bench(const Graph& graph, const BenchSettings& settings, const std::string& title);
+
 void register_check(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);
 void register_plan(CLI::App& app, int& exit_code);
 void register_devices(CLI::App& app, int& exit_code);
 void register_emit(CLI::App& app, int& exit_code);
+void register_bench(CLI::App& app, int& exit_code);
+void register_demo(CLI::App& app, int& exit_code);
 
 }  // namespace fusejit::cli

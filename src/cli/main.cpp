@@ -1,5 +1,5 @@
-// fusejit: build, check, run (and later plan, emit and benchmark) fused
-// kernels for graphs of memory-bound tensor ops.
+// fusejit: check, plan, emit, run and benchmark fused kernels for graphs of
+// memory-bound tensor ops.
 #include <exception>
 
 #include <fmt/format.h>
@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   fusejit::cli::register_plan(app, exit_code);
   fusejit::cli::register_devices(app, exit_code);
   fusejit::cli::register_emit(app, exit_code);
+  fusejit::cli::register_bench(app, exit_code);
+  fusejit::cli::register_demo(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -107,17 +107,32 @@ int run(const RunOptions& opt) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(inputs.status()));
     return 1;
   }
-  InterpretOptions options;
-  options.rounding = opt.rounding == "outputs-only" ? Rounding::kOutputsOnly : Rounding::kEveryOp;
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<TensorMap> outputs = interpret(*graph, *inputs, options);
+  std::string backend_text = opt.backend;
+  absl::StatusOr<TensorMap> outputs;
+  if (opt.backend == "reference") {
+    InterpretOptions options;
+    options.rounding = opt.rounding == "outputs-only" ? Rounding::kOutputsOnly : Rounding::kEveryOp;
+    outputs = interpret(*graph, *inputs, options);
+    backend_text = fmt::format("reference, rounding {}", opt.rounding);
+  } else {
+    absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(opt.backend);
+    if (!backend.ok()) {
+      fmt::print(stderr, "fusejit: error: backend {}: {}\n", opt.backend, status_text(backend.status()));
+      return 1;
+    }
+    const FusionPlan plan = make_fused_plan(*graph, fusion_options_for((*backend)->device()));
+    outputs = run_plan(**backend, plan, *inputs);
+    backend_text = fmt::format("{} ({}), fused plan of {} kernel{}", (*backend)->name(), (*backend)->description(),
+                               plan.kernels.size(), plan.kernels.size() == 1 ? "" : "s");
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!outputs.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(outputs.status()));
     return 1;
   }
-  fmt::print("{}: {} nodes, backend {}, rounding {}, inputs {}, {:.2f} s\n", opt.file, graph->num_nodes(), opt.backend,
-             opt.rounding, opt.inputs_dir.empty() ? fmt::format("random (seed {})", opt.seed) : opt.inputs_dir,
+  fmt::print("{}: {} nodes, backend {}, inputs {}, {:.2f} s\n", opt.file, graph->num_nodes(), backend_text,
+             opt.inputs_dir.empty() ? fmt::format("random (seed {})", opt.seed) : opt.inputs_dir,
              seconds);
   for (int32_t id : graph->outputs()) {
     const Node& n = graph->node(id);
@@ -143,8 +158,10 @@ void register_run(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Run a .fj graph and print a summary of each output");
   cmd->add_option("FILE", opt->file, "graph in the .fj text format")->required();
-  cmd->add_option("--backend", opt->backend, "where to run: reference (float64 interpreter on the CPU)")
-      ->check(CLI::IsMember({"reference"}))
+  cmd->add_option("--backend", opt->backend,
+                  "where to run: reference (float64 interpreter), cpu (JIT-compiled C++), cuda (NVRTC on the GPU), "
+                  "auto (cuda when a GPU is usable, else cpu); cpu, cuda and auto run the fused plan")
+      ->check(CLI::IsMember({"reference", "auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--seed", opt->seed, "seed of the normal(0, 1) input generator")->capture_default_str();
   cmd->add_option("--inputs", opt->inputs_dir, "read each input NAME from DIR/NAME.npy instead")
@@ -153,7 +170,7 @@ void register_run(CLI::App& app, int& exit_code) {
   cmd->add_flag("--overwrite", opt->overwrite, "let --save replace existing files");
   cmd->add_option("--rounding", opt->rounding,
                   "where results are rounded to their dtype: every-op (as unfused kernels store them) or "
-                  "outputs-only (as a fully fused kernel does)")
+                  "outputs-only (as a fully fused kernel does); reference backend only")
       ->check(CLI::IsMember({"every-op", "outputs-only"}))
       ->capture_default_str();
   cmd->callback([opt, &exit_code] { exit_code = run(*opt); });

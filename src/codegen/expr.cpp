@@ -83,6 +83,13 @@ std::string dropout4_call(const Node& node, std::string_view in, std::string_vie
                      placeholder_value(node, "seed_hi"));
 }
 
+std::string dropout_span_call(const Node& node, std::string_view in, std::string_view out, std::string_view count,
+                              std::string_view first_index) {
+  return fmt::format("fj_dropout_span({}, {}, {}, {}, {}u, {}, {}u, {}u)", in, out, count, first_index,
+                     placeholder_value(node, "threshold"), placeholder_value(node, "scale"),
+                     placeholder_value(node, "seed_lo"), placeholder_value(node, "seed_hi"));
+}
+
 std::string reduce_identity(const Node& node) { return std::string(node.info().reduce_identity_code); }
 
 std::string reduce_combine(const Node& node, std::string_view acc, std::string_view x) {

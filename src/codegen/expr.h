@@ -26,6 +26,11 @@ std::string node_expression(const Node& node, std::span<const std::string> opera
 // ("fj_dropout4(in, out, index, ...)"; `in` and `out` point at 4 floats).
 std::string dropout4_call(const Node& node, std::string_view in, std::string_view out, std::string_view index);
 
+// For dropout over `count` consecutive elements starting at any index (the
+// CPU target): "fj_dropout_span(in, out, count, first_index, ...)".
+std::string dropout_span_call(const Node& node, std::string_view in, std::string_view out, std::string_view count,
+                              std::string_view first_index);
+
 // For a reduction: the accumulator's initial value, and the expression that
 // combines accumulator `acc` with element `x`.
 std::string reduce_identity(const Node& node);

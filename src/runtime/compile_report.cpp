@@ -28,11 +28,12 @@ std::string number_lines(std::string_view source) {
 
 std::string format_compile_failure(const CompileFailure& f) {
   return fmt::format(
-      "NVRTC failed to compile kernel '{}' for {}: {}\n"
-      "options: {}\n"
-      "NVRTC log:\n{}\n"
-      "source {}.cu:\n{}",
-      f.name, f.arch, f.error, absl::StrJoin(f.options, " "), f.log, kernel_file_stem(f.name), number_lines(f.source));
+      "{0} failed to compile kernel '{1}' for {2}: {3}\n"
+      "options: {4}\n"
+      "{0} log:\n{5}\n"
+      "source {6}{7}:\n{8}",
+      f.compiler, f.name, f.arch, f.error, absl::StrJoin(f.options, " "), f.log, kernel_file_stem(f.name), f.extension,
+      number_lines(f.source));
 }
 
 absl::StatusOr<std::string> write_compile_report(const std::string& file_name, std::string_view text) {
@@ -49,17 +50,21 @@ absl::StatusOr<std::string> write_compile_report(const std::string& file_name, s
   return absl::UnavailableError(absl::StrJoin(failures, "; "));
 }
 
-void dump_kernel_if_requested(const CompiledKernel& kernel) {
+void dump_files_if_requested(const std::string& name,
+                             const std::vector<std::pair<std::string, const std::string*>>& files) {
   const char* dir = std::getenv("FUSEJIT_DUMP");
   if (dir == nullptr || *dir == '\0') return;
-  const std::filesystem::path base = std::filesystem::path(dir) / kernel_file_stem(kernel.name);
+  const std::filesystem::path base = std::filesystem::path(dir) / kernel_file_stem(name);
   absl::Status s = ensure_directory(dir);
-  for (const auto& [suffix, contents] :
-       {std::pair{".cu", &kernel.source}, std::pair{".ptx", &kernel.ptx}, std::pair{".ptxas.txt", &kernel.log}}) {
+  for (const auto& [suffix, contents] : files) {
     // Replaced, not rewritten in place: two threads may dump the same kernel.
     if (s.ok()) s = replace_file(base.string() + suffix, *contents);
   }
-  if (!s.ok()) warn(fmt::format("FUSEJIT_DUMP: cannot dump kernel '{}': {}", kernel.name, status_text(s)));
+  if (!s.ok()) warn(fmt::format("FUSEJIT_DUMP: cannot dump kernel '{}': {}", name, status_text(s)));
+}
+
+void dump_kernel_if_requested(const CompiledKernel& kernel) {
+  dump_files_if_requested(kernel.name, {{".cu", &kernel.source}, {".ptx", &kernel.ptx}, {".ptxas.txt", &kernel.log}});
 }
 
 std::string kernel_file_stem(std::string_view name) {

@@ -6,7 +6,7 @@
 // Broadcast operands are indexed at their own size, never materialized.
 #include "codegen/cuda/emit_common.h"
 #include "codegen/cuda/emit_kernels.h"
-#include "codegen/cuda/tensor_access.h"
+#include "codegen/tensor_access.h"
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/expr.h"
 

@@ -20,7 +20,7 @@
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/emit_common.h"
 #include "codegen/cuda/emit_kernels.h"
-#include "codegen/cuda/tensor_access.h"
+#include "codegen/tensor_access.h"
 #include "codegen/expr.h"
 #include "ir/text_format.h"
 

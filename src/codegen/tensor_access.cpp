@@ -1,4 +1,4 @@
-#include "codegen/cuda/tensor_access.h"
+#include "codegen/tensor_access.h"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,105 @@
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "fusejit.h"
+#include "runtime/bench_report.h"
+#include "runtime/roofline_plot.h"
+
+namespace fusejit::cli {
+namespace {
+
+struct BenchCommandOptions {
+  std::string file;
+  BenchSettings settings;
+};
+
+}  // namespace
+
+void add_bench_options(CLI::App* cmd, BenchSettings& s) {
+  cmd->add_option("--backend", s.backend, "auto (the GPU when there is one, else the CPU), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--reps", s.reps, "timed repetitions of each plan")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--seed", s.seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_flag("--json", s.json, "print one JSON object instead of tables");
+  cmd->add_option("--plot", s.plot, "draw the roofline chart into FILE (.svg or .png; needs gnuplot)");
+  cmd->add_flag("--overwrite", s.overwrite, "let --plot replace an existing file");
+  // Shows that a wrong result fails the run (tests use it).
+  cmd->add_flag("--tamper-for-testing", s.tamper, "")->group("");
+}
+
+int run_bench(const Graph& graph, const BenchSettings& s, const std::string& title) {
+  if (!s.plot.empty() && !s.overwrite && std::filesystem::exists(s.plot)) {
+    fmt::print(stderr, "fusejit: error: --plot {} already exists; pass --overwrite to replace it\n", s.plot);
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(s.backend);
+  if (!backend.ok()) {
+    fmt::print(stderr, "fusejit: error: backend {}: {}\n", s.backend, status_text(backend.status()));
+    return 1;
+  }
+  BenchOptions options;
+  options.reps = s.reps;
+  options.seed = s.seed;
+  // A progress line that rewrites itself, on a terminal only, so that logs
+  // and --json output stay clean.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty) options.progress = [](std::string_view line) { fmt::print(stderr, "\r\033[K{}", line); };
+  if (s.tamper) {
+    options.tamper_fused_outputs = [](TensorMap& outputs) {
+      for (auto& [name, t] : outputs) {
+        if (!t.values.empty()) t.values[t.values.size() / 2] += 1000.0;
+      }
+    };
+  }
+  if (!s.json) fmt::print("{}\n", title);
+  absl::StatusOr<BenchResult> result = run_benchmark(**backend, graph, options);
+  if (tty) fmt::print(stderr, "\r\033[K");
+  if (!result.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(result.status()));
+    return 1;
+  }
+  if (s.json) {
+    fmt::print("{}\n", bench_json(*result).dump(2));
+  } else {
+    fmt::print("{}\n{}", format_bench(*result), format_roofline(*result));
+  }
+  if (!s.plot.empty()) {
+    if (absl::Status st = write_roofline_plot(*result, s.plot); !st.ok()) {
+      fmt::print(stderr, "fusejit: error: {}\n", status_text(st));
+      return 1;
+    }
+    if (!s.json) fmt::print("roofline chart: {}\n", s.plot);
+  }
+  if (!result->correct) {
+    fmt::print(stderr, "fusejit: error: a plan computed wrong results: {}\n",
+               !result->unfused.correct ? "unfused: " + result->unfused.mismatch
+                                        : "fused: " + result->fused.mismatch);
+    return 1;
+  }
+  return 0;
+}
+
+void register_bench(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<BenchCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Run the unfused and the fused plan of a .fj graph, check both against the reference, and time them");
+  cmd->add_option("FILE", opt->file, "graph in the .fj text format")->required();
+  add_bench_options(cmd, opt->settings);
+  cmd->callback([opt, &exit_code] {
+    const std::optional<Graph> graph = load_graph(opt->file);
+    if (!graph) {
+      exit_code = 1;
+      return;
+    }
+    exit_code = run_bench(*graph, opt->settings, fmt::format("fusejit bench {}", opt->file));
+  });
+}
+
+}  // namespace fusejit::cli

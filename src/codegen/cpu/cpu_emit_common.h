@@ -1,0 +1,30 @@
+// Pieces shared by the CPU kernel emitters.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/cpu/cpu_emitter.h"
+#include "codegen/kernel_names.h"
+#include "codegen/source_writer.h"
+
+namespace fusejit::cpu_emit {
+
+using emit::in_kernel;
+using emit::kernel_params;
+using emit::param_name;
+using emit::read_name;
+using emit::value_name;
+using emit::write_header;
+
+// The helpers between their marker lines.
+void write_helpers(SourceWriter& w);
+// Opens the entry point and declares one typed pointer per parameter:
+// "const fj_bf16* __restrict p_x = static_cast<const fj_bf16*>(args[0]);"
+void open_entry(SourceWriter& w, const std::string& name, const std::vector<KernelParam>& params);
+
+CpuKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel);
+CpuKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel);
+CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel);
+
+}  // namespace fusejit::cpu_emit

@@ -1,0 +1,52 @@
+#include "codegen/cpu/cpu_emitter.h"
+
+#include "codegen/cpu/cpu_emit_common.h"
+#include "codegen/expr.h"
+#include "ir/error.h"
+
+namespace fusejit {
+
+std::string_view cpu_variant_name(CpuVariant v) {
+  switch (v) {
+    case CpuVariant::kPointwise: return "pointwise";
+    case CpuVariant::kRow: return "row";
+    case CpuVariant::kMatmul: return "matmul";
+  }
+  return "?";
+}
+
+CpuKernelSource emit_cpu_kernel(const FusionPlan& plan, int index) {
+  const Kernel& kernel = plan.kernels.at(static_cast<size_t>(index));
+  switch (kernel.kind) {
+    case KernelKind::kPointwise: return cpu_emit::emit_pointwise(plan, kernel);
+    case KernelKind::kRow: return cpu_emit::emit_row(plan, kernel);
+    case KernelKind::kMatmul: return cpu_emit::emit_matmul(plan, kernel);
+  }
+  throw Error("unknown kernel kind");
+}
+
+std::vector<CpuKernelSource> emit_cpu(const FusionPlan& plan) {
+  std::vector<CpuKernelSource> out;
+  for (size_t i = 0; i < plan.kernels.size(); ++i) out.push_back(emit_cpu_kernel(plan, static_cast<int>(i)));
+  return out;
+}
+
+namespace cpu_emit {
+
+void write_helpers(SourceWriter& w) {
+  w.line("{}", kCpuHelpersBegin);
+  w.raw(cpu_helpers_source());
+  w.line("{}", kCpuHelpersEnd);
+}
+
+void open_entry(SourceWriter& w, const std::string& name, const std::vector<KernelParam>& params) {
+  w.open("extern \"C\" int {}(void* const* args, long long begin, long long end)", name);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const KernelParam& p = params[i];
+    const std::string type = fmt::format("{}{}", p.written ? "" : "const ", storage_type(p.dtype));
+    w.line("{0}* __restrict p_{1} = static_cast<{0}*>(args[{2}]);", type, p.name, i);
+  }
+}
+
+}  // namespace cpu_emit
+}  // namespace fusejit

@@ -1,0 +1,60 @@
+// C++ for the kernels of a fusion plan, compiled on the host at run time
+// (runtime/host_compiler.h) into a shared object per kernel.
+//
+// Every kernel is one entry point with the same signature,
+//
+//   extern "C" int NAME(void* const* args, long long begin, long long end);
+//
+// args: one pointer per KernelParam (reads, then writes). The kernel does
+// the work items [begin, end) of `count`: elements for a pointwise kernel,
+// rows for a row kernel and for a matmul (rows of the result). The runtime
+// splits [0, count) across threads, so a kernel never starts threads itself.
+// It returns 0, or 1 when it could not allocate its working arrays (then it
+// has written nothing).
+//
+// Generated loops are written for the compiler's auto-vectorizer: values
+// live in small f32 arrays (a tile of a row, or a whole row for a row
+// kernel) that every op reads and writes in one simple loop each, with the
+// math of src/codegen/cpu/fj_*.h, which is branch-free so that it vectorizes.
+// Memory is touched once per tensor per tile, as in the CUDA kernels; the
+// arrays stay in the L1/L2 cache.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "codegen/kernel_source.h"
+
+namespace fusejit {
+
+enum class CpuVariant : uint8_t {
+  kPointwise,  // tiles of up to kCpuTile elements of the iteration space
+  kRow,        // one row at a time, each row-shaped value an array of the row's length
+  kMatmul,     // a register-blocked f32 matmul over a band of result rows
+};
+std::string_view cpu_variant_name(CpuVariant v);
+
+struct CpuKernelSource {
+  std::string name;    // the extern "C" entry point
+  std::string source;  // a complete C++17 translation unit (helpers embedded)
+  CpuVariant variant = CpuVariant::kPointwise;
+  std::vector<KernelParam> params;
+  int64_t count = 0;  // work items: elements (pointwise) or rows (row, matmul)
+  int64_t grain = 1;  // fewest items worth handing to one thread (about 64 KiB of traffic)
+};
+
+// Elements a pointwise kernel computes per tile.
+inline constexpr int64_t kCpuTile = 256;
+
+CpuKernelSource emit_cpu_kernel(const FusionPlan& plan, int index);
+std::vector<CpuKernelSource> emit_cpu(const FusionPlan& plan);
+
+// The helpers every generated kernel starts with (src/codegen/cpu/fj_*.h),
+// between these two lines.
+std::string_view cpu_helpers_source();
+inline constexpr std::string_view kCpuHelpersBegin = "// ---- fusejit CPU helpers (src/codegen/cpu/fj_*.h) ----";
+inline constexpr std::string_view kCpuHelpersEnd = "// ---- end of fusejit CPU helpers ----";
+
+}  // namespace fusejit

@@ -1,0 +1,48 @@
+// fusejit CPU helpers: moving spans of a tensor between its storage type and
+// the f32 arrays kernels compute in, and reductions over such an array.
+// Every loop here is a plain counted loop the compiler vectorizes.
+#pragma once
+
+#include <cstdlib>
+
+template <typename T>
+static inline void fj_load_span(const T* __restrict p, float* __restrict v, long long n) {
+  for (long long c = 0; c < n; ++c) v[c] = fj_to_float(p[c]);
+}
+
+template <typename T>
+static inline void fj_store_span(T* __restrict p, const float* __restrict v, long long n) {
+  for (long long c = 0; c < n; ++c) p[c] = fj_from_float<T>(v[c]);
+}
+
+static inline void fj_fill_span(float* __restrict v, float value, long long n) {
+  for (long long c = 0; c < n; ++c) v[c] = value;
+}
+
+// Reduces v[0, n) with Combine, in kLanes interleaved partial results (so
+// that the loop vectorizes whatever Combine is: the compiler may not
+// reassociate float additions by itself), then combines the lanes in order.
+// The order differs from a sequential sum, like any parallel reduction; the
+// partial sums also make the rounding error grow more slowly than one
+// running sum does.
+template <typename Combine>
+static inline float fj_reduce_span(const float* __restrict v, long long n, float identity, Combine combine) {
+  constexpr int kLanes = 16;
+  float acc[kLanes];
+  for (int j = 0; j < kLanes; ++j) acc[j] = identity;
+  long long c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], v[c + j]);
+  }
+  for (int j = 0; c < n; ++c, ++j) acc[j] = combine(acc[j], v[c]);
+  float total = acc[0];
+  for (int j = 1; j < kLanes; ++j) total = combine(total, acc[j]);
+  return total;
+}
+
+// Working arrays of row kernels: 64-byte aligned, nullptr when memory is out.
+static inline float* fj_alloc_floats(long long count) {
+  const unsigned long long bytes = ((unsigned long long)count * sizeof(float) + 63) / 64 * 64;
+  return static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
+}
+static inline void fj_free_floats(float* p) { std::free(p); }

@@ -1,0 +1,133 @@
+// Pointwise CPU kernels: the work items are the elements of the iteration
+// space, walked in tiles of at most kCpuTile elements that never cross a row
+// (so a broadcast [N] operand is one contiguous span of the tile's columns,
+// and an [M, 1] operand one value). When every operand is dense, the space
+// is one long row and tiles are limited only by kCpuTile. Each tile: load
+// every read into an f32 array, compute every node in one loop over the
+// tile, store the writes.
+#include <algorithm>
+
+#include "codegen/cpu/cpu_emit_common.h"
+#include "codegen/expr.h"
+#include "codegen/tensor_access.h"
+
+namespace fusejit::cpu_emit {
+namespace {
+
+class PointwiseEmitter {
+ public:
+  PointwiseEmitter(const FusionPlan& plan, const Kernel& kernel) : plan_(plan), g_(*plan.graph), kernel_(kernel) {
+    const int64_t numel = kernel.iteration.numel();
+    bool all_dense = true;
+    for (int32_t id : kernel.reads) {
+      const Node& n = g_.node(id);
+      const TensorAccess access = tensor_access(n.shape, kernel.iteration);
+      if (!access.is_dense(kernel.iteration) && n.shape.numel() != 1) all_dense = false;
+    }
+    collapsed_ = all_dense || kernel.iteration.rank() == 0;
+    cols_ = collapsed_ ? std::max<int64_t>(numel, 1) : kernel.iteration.last();
+  }
+
+  CpuKernelSource emit() {
+    CpuKernelSource out;
+    out.name = kernel_.name;
+    out.variant = CpuVariant::kPointwise;
+    out.params = kernel_params(plan_, kernel_);
+    out.count = kernel_.iteration.numel();
+    out.grain = 16384;
+    write_header(w_, plan_, kernel_,
+                 fmt::format("pointwise over {} ({} elements) in tiles of up to {} within rows of {}",
+                             kernel_.iteration, out.count, kCpuTile, cols_));
+    write_helpers(w_);
+    w_.blank();
+    open_entry(w_, kernel_.name, out.params);
+    w_.line("constexpr long long kCols = {};", cols_);
+    w_.line("constexpr long long kTile = {};", kCpuTile);
+    for (int32_t id : kernel_.reads) {
+      if (varies(id)) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));
+    }
+    for (int32_t id : kernel_.nodes) w_.line("alignas(64) float {}[kTile];", value_name(g_, id));
+    w_.open("for (long long i = begin; i < end;)");
+    w_.line("const long long row = i / kCols;");
+    w_.line("const long long col = i - row * kCols;");
+    w_.line("long long n = kCols - col;");
+    w_.line("if (n > end - i) n = end - i;");
+    w_.line("if (n > kTile) n = kTile;");
+    write_reads();
+    for (int32_t id : kernel_.nodes) write_node(id);
+    for (int32_t id : kernel_.writes) {
+      w_.line("fj_store_span({} + i, {}, n);", param_name(g_, id), value_name(g_, id));
+    }
+    w_.line("i += n;");
+    w_.close();
+    w_.line("return 0;");
+    w_.close();
+    out.source = w_.text();
+    return out;
+  }
+
+ private:
+  // Whether read `id` changes along a tile (then it is loaded as an array);
+  // otherwise it is one value per row (or per kernel).
+  bool varies(int32_t id) const {
+    if (collapsed_) return g_.node(id).shape.numel() != 1;
+    return tensor_access(g_.node(id).shape, kernel_.iteration).varies_along_row();
+  }
+
+  // Offset of the first element of the tile in read `id`.
+  std::string offset(int32_t id) const {
+    const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
+    if (collapsed_) return g_.node(id).shape.numel() == 1 ? "0" : "i";
+    if (access.is_dense(kernel_.iteration)) return "i";
+    const std::string row = row_offset(access, kernel_.iteration, "row");
+    if (!access.varies_along_row()) return row;
+    return row == "0" ? "col" : row + " + col";
+  }
+
+  void write_reads() {
+    for (int32_t id : kernel_.reads) {
+      if (varies(id)) {
+        w_.line("fj_load_span({} + {}, {}, n);", param_name(g_, id), offset(id), read_name(g_, id));
+      } else {
+        w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id), offset(id));
+      }
+    }
+  }
+
+  std::string operand_text(const Operand& o) const {
+    if (o.is_literal()) return "";
+    if (in_kernel(kernel_, o.node)) return value_name(g_, o.node) + "[c]";
+    return varies(o.node) ? read_name(g_, o.node) + "[c]" : read_name(g_, o.node);
+  }
+
+  void write_node(int32_t id) {
+    const Node& n = g_.node(id);
+    if (n.op == Op::kDropout && !n.operands[0].is_literal()) {
+      const std::string in = operand_text(n.operands[0]);
+      if (in.ends_with("[c]")) {
+        w_.line("{};", dropout_span_call(n, in.substr(0, in.size() - 3), value_name(g_, id), "n",
+                                         "(unsigned long long)i"));
+        return;
+      }
+    }
+    std::vector<std::string> operands;
+    for (const Operand& o : n.operands) operands.push_back(operand_text(o));
+    w_.line("for (long long c = 0; c < n; ++c) {}[c] = {};", value_name(g_, id),
+            node_expression(n, operands, "(unsigned long long)(i + c)"));
+  }
+
+  const FusionPlan& plan_;
+  const Graph& g_;
+  const Kernel& kernel_;
+  bool collapsed_ = false;  // every read dense or one element: the space is one row
+  int64_t cols_ = 1;
+  SourceWriter w_;
+};
+
+}  // namespace
+
+CpuKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel) {
+  return PointwiseEmitter(plan, kernel).emit();
+}
+
+}  // namespace fusejit::cpu_emit

@@ -1,0 +1,29 @@
+// What every code-generation target names the same way: the parameters,
+// registers and values of a kernel, its parameter list, and the comment
+// that opens it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_source.h"
+#include "codegen/source_writer.h"
+
+namespace fusejit::emit {
+
+// Names in generated code: p_NAME is a tensor parameter, r_NAME the values
+// a read is loaded into, v_NAME a value computed in the kernel. Graph names
+// are identifiers, and the prefixes keep them clear of C++ keywords and of
+// each other.
+std::string param_name(const Graph& graph, int32_t id);
+std::string read_name(const Graph& graph, int32_t id);
+std::string value_name(const Graph& graph, int32_t id);
+
+bool in_kernel(const Kernel& kernel, int32_t id);
+// The kernel's pointer parameters: its reads, then its writes.
+std::vector<KernelParam> kernel_params(const FusionPlan& plan, const Kernel& kernel);
+
+// The comment that opens a kernel: what it is and which graph ops it computes.
+void write_header(SourceWriter& w, const FusionPlan& plan, const Kernel& kernel, const std::string& summary);
+
+}  // namespace fusejit::emit

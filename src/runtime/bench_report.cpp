@@ -1,0 +1,135 @@
+#include "runtime/bench_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cost/report.h"
+
+namespace fusejit {
+namespace {
+
+double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+// The compute roof a kernel runs under: FP32 SIMD/CUDA cores, or tensor
+// cores for a 16-bit matmul (what the cost model assumed).
+double peak_gflops(const BenchResult& r, const KernelBench& k) {
+  const bool tensor = k.executed_by != "jit" && r.device.peak_tensor_tflops > 0;
+  return (tensor ? r.device.peak_tensor_tflops : r.device.peak_f32_tflops) * 1e3;
+}
+
+std::string plan_table(const BenchResult& r, const PlanBench& p) {
+  std::string t = fmt::format("{} plan: {} kernel{}\n", p.label, p.kernels.size(), p.kernels.size() == 1 ? "" : "s");
+  t += fmt::format("  {:<40} {:>15} {:>11} {:>11} {:>11} {:>9} {:>10}  {}\n", "kernel", "bytes (pred.)", "pred. us",
+                   "median us", "min us", "GB/s", "% ceiling", "measured bytes");
+  for (const KernelBench& k : p.kernels) {
+    t += fmt::format("  {:<40} {:>15} {:>11.1f} {:>11.1f} {:>11.1f} {:>9.1f} {:>9.1f}%  {}\n", k.name,
+                     group_digits(k.bytes), k.predicted_us, k.measured_us_median, k.measured_us_min, k.effective_gbps,
+                     percent(k.effective_gbps, r.ceiling_gbps),
+                     k.measured_bytes ? group_digits(static_cast<int64_t>(*k.measured_bytes)) : "-");
+  }
+  t += fmt::format("  {:<40} {:>15} {:>11.1f} {:>11.1f} {:>11.1f} {:>9.1f} {:>9.1f}%\n", "total", group_digits(p.bytes),
+                   p.predicted_us, p.measured_us_median, p.measured_us_min, p.effective_gbps,
+                   percent(p.effective_gbps, r.ceiling_gbps));
+  return t;
+}
+
+nlohmann::json run_json(const PlanBench& p) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelBench& k : p.kernels) {
+    kernels.push_back({{"name", k.name},
+                       {"executed_by", k.executed_by},
+                       {"bytes", k.bytes},
+                       {"flops", k.flops},
+                       {"intensity", k.intensity},
+                       {"predicted_us", k.predicted_us},
+                       {"measured_us_median", k.measured_us_median},
+                       {"measured_us_min", k.measured_us_min},
+                       {"effective_gbps", k.effective_gbps},
+                       {"achieved_gflops", k.achieved_gflops},
+                       {"measured_bytes", k.measured_bytes ? nlohmann::json(*k.measured_bytes) : nlohmann::json()},
+                       {"compile_ms", k.compile_ms},
+                       {"cache_hit", k.cache_hit}});
+  }
+  return {{"bytes", p.bytes},
+          {"flops", p.flops},
+          {"predicted_us", p.predicted_us},
+          {"measured_us_median", p.measured_us_median},
+          {"measured_us_min", p.measured_us_min},
+          {"effective_gbps", p.effective_gbps},
+          {"max_rel_error", std::isnan(p.max_rel_error) ? nlohmann::json() : nlohmann::json(p.max_rel_error)},
+          {"correct", p.correct},
+          {"mismatch", p.mismatch},
+          {"kernels", kernels}};
+}
+
+}  // namespace
+
+std::string format_bench(const BenchResult& r) {
+  std::string t = fmt::format("backend {}: {}\n", r.backend, r.description);
+  t += fmt::format(
+      "memory ceiling: {:.1f} GB/s, a {} copy of {} MiB measured in this run; the unfused plan moves {} MiB per run "
+      "({:.1f}x the {} MiB last-level cache)\n",
+      r.ceiling_gbps, r.backend == "cpu" ? "multi-threaded" : "device-to-device", r.copy_bytes >> 20,
+      r.working_set_bytes >> 20,
+      r.device.cache_bytes > 0 ? static_cast<double>(r.working_set_bytes) / static_cast<double>(r.device.cache_bytes)
+                               : 0.0,
+      r.device.cache_bytes >> 20);
+  t += fmt::format("timing: {} repetitions after a warm-up, cache flushed before every kernel; median (and min) of each\n",
+                   r.reps);
+  for (const PlanBench* p : {&r.unfused, &r.fused}) {
+    t += fmt::format("check {}: max relative error {:.3g} against the reference: {}\n", p->label, p->max_rel_error,
+                     p->correct ? "ok" : "WRONG: " + p->mismatch);
+  }
+  t += "\n" + plan_table(r, r.unfused) + "\n" + plan_table(r, r.fused) + "\n";
+  t += fmt::format("speedup of fused over unfused: measured {:.2f}x ({:.1f} us -> {:.1f} us), predicted {:.2f}x "
+                   "(measured/predicted {:.0f}%)\n",
+                   r.speedup_measured, r.unfused.measured_us_median, r.fused.measured_us_median, r.speedup_predicted,
+                   percent(r.speedup_measured, r.speedup_predicted));
+  t += fmt::format("bytes saved by fusion: {} of {} ({:.1f}%)\n", group_digits(r.bytes_saved),
+                   group_digits(r.unfused.bytes), percent(static_cast<double>(r.bytes_saved), r.unfused.bytes));
+  t += fmt::format("fused time vs predicted: {:.2f}x; measured bytes per kernel: {}\n",
+                   r.fused.predicted_us > 0 ? r.fused.measured_us_median / r.fused.predicted_us : 0.0,
+                   r.counters_note.empty() ? "read from hardware counters" : "not available (" + r.counters_note + ")");
+  return t;
+}
+
+std::string format_roofline(const BenchResult& r) {
+  std::string t = fmt::format(
+      "roofline ({}: measured ceiling {:.1f} GB/s, FP32 peak {:.0f} GFLOP/s, ridge {:.1f} FLOP/byte)\n", r.backend,
+      r.ceiling_gbps, r.device.peak_f32_tflops * 1e3,
+      r.ceiling_gbps > 0 ? r.device.peak_f32_tflops * 1e3 / r.ceiling_gbps : 0.0);
+  t += fmt::format("  {:<8} {:<40} {:>10} {:>12} {:>12} {:>8}  {}\n", "plan", "kernel", "FLOP/byte", "GFLOP/s",
+                   "roof GFLOP/s", "% roof", "bound by");
+  for (const PlanBench* p : {&r.unfused, &r.fused}) {
+    for (const KernelBench& k : p->kernels) {
+      const double roof = std::min(peak_gflops(r, k), r.ceiling_gbps * k.intensity);
+      const bool memory = r.ceiling_gbps * k.intensity < peak_gflops(r, k);
+      t += fmt::format("  {:<8} {:<40} {:>10.2f} {:>12.2f} {:>12.2f} {:>7.1f}%  {}\n", p->label, k.name, k.intensity,
+                       k.achieved_gflops, roof, percent(k.achieved_gflops, roof), memory ? "memory" : "compute");
+    }
+  }
+  return t;
+}
+
+nlohmann::json bench_json(const BenchResult& r) {
+  return {{"backend", r.backend},
+          {"device", r.description},
+          {"cost_model_device", r.device.name},
+          {"ceiling_gbps", r.ceiling_gbps},
+          {"copy_bytes", r.copy_bytes},
+          {"working_set_bytes", r.working_set_bytes},
+          {"last_level_cache_bytes", r.device.cache_bytes},
+          {"reps", r.reps},
+          {"unfused", run_json(r.unfused)},
+          {"fused", run_json(r.fused)},
+          {"speedup_measured", r.speedup_measured},
+          {"speedup_predicted", r.speedup_predicted},
+          {"bytes_saved", r.bytes_saved},
+          {"max_rel_error", std::isnan(r.max_rel_error) ? nlohmann::json() : nlohmann::json(r.max_rel_error)},
+          {"correct", r.correct},
+          {"measured_bytes_note", r.counters_note}};
+}
+
+}  // namespace fusejit

@@ -1,0 +1,157 @@
+#include "runtime/benchmark.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "fusion/plan_reference.h"
+#include "ir/compare.h"
+
+namespace fusejit {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void say(const BenchOptions& options, const std::string& line) {
+  if (options.progress) options.progress(line);
+}
+
+// Runs `plan` once with poisoned outputs and compares every output with the
+// reference result of this plan.
+absl::Status check(LoadedPlan& loaded, const TensorMap& inputs, const TensorMap& reference, const BenchOptions& options,
+                   PlanBench& out) {
+  if (absl::Status s = loaded.poison_outputs(); !s.ok()) return s;
+  if (absl::Status s = loaded.run(); !s.ok()) return s;
+  absl::StatusOr<TensorMap> outputs = loaded.outputs();
+  if (!outputs.ok()) return outputs.status();
+  if (out.label == "fused" && options.tamper_fused_outputs) options.tamper_fused_outputs(*outputs);
+  out.correct = true;
+  const Graph& g = *loaded.plan().graph;
+  for (int32_t id : g.outputs()) {
+    const Node& n = g.node(id);
+    const Comparison c = compare_tensors(outputs->at(n.name), reference.at(n.name));
+    if (std::isnan(c.relative_error) || std::isnan(out.max_rel_error)) {
+      out.max_rel_error = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      out.max_rel_error = std::max(out.max_rel_error, c.relative_error);
+    }
+    if (!c.within(n.dtype) && out.correct) {
+      out.correct = false;
+      out.mismatch = fmt::format("output {}: relative error {:.3g} over the {} tolerance {:.1g}{}", n.name,
+                                 c.relative_error, dtype_name(n.dtype), tolerance(n.dtype),
+                                 c.mismatch.empty() ? "" : " (" + c.mismatch + ")");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, const PlanCost& cost,
+                                     const TensorMap& inputs, const BenchOptions& options) {
+  PlanBench out;
+  out.label = plan.label;
+  out.bytes = cost.bytes;
+  out.flops = cost.flops;
+  out.predicted_us = cost.predicted_us;
+  say(options, fmt::format("{} plan: compiling {} kernel{}", plan.label, plan.kernels.size(),
+                           plan.kernels.size() == 1 ? "" : "s"));
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
+  if (!loaded.ok()) return loaded.status();
+  if (absl::Status s = (*loaded)->set_inputs(inputs); !s.ok()) return s;
+
+  say(options, fmt::format("{} plan: checking against the reference interpreter", plan.label));
+  absl::StatusOr<TensorMap> reference = interpret_plan(plan, inputs);
+  if (!reference.ok()) return reference.status();
+  if (absl::Status s = check(**loaded, inputs, *reference, options, out); !s.ok()) return s;
+
+  const size_t n = plan.kernels.size();
+  std::vector<std::vector<double>> times(n);
+  std::vector<double> totals;
+  for (int rep = -1; rep < options.reps; ++rep) {  // repetition -1 warms up
+    if (rep >= 0) say(options, fmt::format("{} plan: repetition {} of {}", plan.label, rep + 1, options.reps));
+    double total = 0;
+    for (size_t k = 0; k < n; ++k) {
+      if (absl::Status s = backend.flush_cache(); !s.ok()) return s;
+      absl::StatusOr<double> us = (*loaded)->time_kernel(k);
+      if (!us.ok()) return us.status();
+      if (rep >= 0) times[k].push_back(*us);
+      total += *us;
+    }
+    if (rep >= 0) totals.push_back(total);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const KernelCost& c = cost.kernels[k];
+    const LoadedKernelInfo& info = (*loaded)->kernels()[k];
+    KernelBench kb;
+    kb.name = c.name;
+    kb.executed_by = info.executed_by;
+    kb.bytes = c.bytes();
+    kb.flops = c.flops;
+    kb.intensity = c.intensity;
+    kb.compute_bound = c.compute_bound;
+    kb.predicted_us = c.predicted_us;
+    kb.measured_us_median = median(times[k]);
+    kb.measured_us_min = times[k].empty() ? 0 : *std::min_element(times[k].begin(), times[k].end());
+    kb.effective_gbps = kb.measured_us_median > 0 ? static_cast<double>(kb.bytes) / (kb.measured_us_median * 1e3) : 0;
+    kb.achieved_gflops = kb.measured_us_median > 0 ? kb.flops / (kb.measured_us_median * 1e3) : 0;
+    kb.compile_ms = info.compile_ms;
+    kb.cache_hit = info.cache_hit;
+    out.kernels.push_back(std::move(kb));
+  }
+  out.measured_us_median = median(totals);
+  out.measured_us_min = totals.empty() ? 0 : *std::min_element(totals.begin(), totals.end());
+  out.effective_gbps =
+      out.measured_us_median > 0 ? static_cast<double>(out.bytes) / (out.measured_us_median * 1e3) : 0;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, const BenchOptions& options) {
+  BenchResult r;
+  r.backend = std::string(backend.name());
+  r.description = backend.description();
+  r.device = backend.device();
+  r.reps = options.reps;
+  const FusionOptions fusion = fusion_options_for(r.device);
+  const FusionPlan unfused = make_unfused_plan(graph, fusion);
+  const FusionPlan fused = make_fused_plan(graph, fusion);
+  const PlanComparison predicted = compare_plans(unfused, fused, r.device);
+  r.speedup_predicted = predicted.predicted_speedup;
+  r.bytes_saved = predicted.bytes_saved;
+  r.working_set_bytes = predicted.unfused.bytes;
+
+  // The copy moves as many bytes as the larger of the unfused plan's
+  // traffic and four times the last-level cache, so that it measures memory.
+  r.copy_bytes = std::max<int64_t>({predicted.unfused.bytes / 2, 4 * r.device.cache_bytes, int64_t{64} << 20});
+  r.copy_bytes = std::min<int64_t>(r.copy_bytes, int64_t{1} << 30);
+  say(options, fmt::format("measuring the copy bandwidth ({} MiB)", r.copy_bytes >> 20));
+  absl::StatusOr<double> ceiling = backend.measure_copy_gbps(r.copy_bytes);
+  if (!ceiling.ok()) return ceiling.status();
+  r.ceiling_gbps = *ceiling;
+
+  const TensorMap inputs = random_inputs(graph, options.seed);
+  absl::StatusOr<PlanBench> u = bench_plan(backend, unfused, predicted.unfused, inputs, options);
+  if (!u.ok()) return u.status();
+  r.unfused = *std::move(u);
+  absl::StatusOr<PlanBench> f = bench_plan(backend, fused, predicted.fused, inputs, options);
+  if (!f.ok()) return f.status();
+  r.fused = *std::move(f);
+
+  r.speedup_measured = r.fused.measured_us_median > 0 ? r.unfused.measured_us_median / r.fused.measured_us_median : 0;
+  r.max_rel_error = std::isnan(r.unfused.max_rel_error) || std::isnan(r.fused.max_rel_error)
+                        ? std::numeric_limits<double>::quiet_NaN()
+                        : std::max(r.unfused.max_rel_error, r.fused.max_rel_error);
+  r.correct = r.unfused.correct && r.fused.correct;
+  r.counters_note = r.backend == "cpu"
+                        ? "memory traffic counters are not read on the CPU"
+                        : "HBM byte counters (CUPTI range profiler) are not read yet";
+  return r;
+}
+
+}  // namespace fusejit

@@ -1,0 +1,83 @@
+// The fused-vs-unfused benchmark: both plans of one graph run on the same
+// fresh random inputs, each checked against the reference interpreter, then
+// timed kernel by kernel (compile and load are not timed; the last-level
+// cache is flushed before every kernel, so each reads its inputs from
+// memory), next to what the cost model predicted for them and to the
+// memory ceiling measured in the same run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+#include "cost/cost_model.h"
+#include "runtime/backend.h"
+
+namespace fusejit {
+
+struct BenchOptions {
+  int reps = 10;      // timed repetitions of each plan
+  uint64_t seed = 1;  // of the random inputs
+  // Called with a line of progress ("compiling 4 kernels of the fused plan").
+  std::function<void(std::string_view)> progress;
+  // Test hook: called on the fused plan's outputs before they are checked,
+  // to show that a wrong result is caught.
+  std::function<void(TensorMap&)> tamper_fused_outputs;
+};
+
+struct KernelBench {
+  std::string name;
+  std::string executed_by;  // "jit", "cublas"
+  int64_t bytes = 0;        // predicted (cost model)
+  double flops = 0;
+  double intensity = 0;     // flops / bytes
+  bool compute_bound = false;  // as predicted
+  double predicted_us = 0;
+  double measured_us_median = 0;
+  double measured_us_min = 0;
+  double effective_gbps = 0;   // predicted bytes / median time
+  double achieved_gflops = 0;  // flops / median time
+  std::optional<double> measured_bytes;  // from hardware counters, where read
+  double compile_ms = 0;
+  bool cache_hit = false;
+};
+
+struct PlanBench {
+  std::string label;  // "unfused" or "fused"
+  int64_t bytes = 0;
+  double flops = 0;
+  double predicted_us = 0;
+  double measured_us_median = 0;  // of the per-repetition sums over kernels
+  double measured_us_min = 0;
+  double effective_gbps = 0;
+  std::vector<KernelBench> kernels;
+  double max_rel_error = 0;  // over the outputs, against the reference of this plan
+  bool correct = false;      // every output within its dtype's tolerance
+  std::string mismatch;      // what was wrong, when not correct
+};
+
+struct BenchResult {
+  std::string backend;        // "cpu", "cuda"
+  std::string description;    // the device, in words
+  DeviceSpec device;          // the cost model's device
+  double ceiling_gbps = 0;    // copy bandwidth measured in this run
+  int64_t copy_bytes = 0;     // size of that copy
+  int64_t working_set_bytes = 0;  // the unfused plan's traffic per run
+  int reps = 0;
+  PlanBench unfused, fused;
+  double speedup_measured = 0;   // unfused median / fused median
+  double speedup_predicted = 0;
+  int64_t bytes_saved = 0;
+  double max_rel_error = 0;
+  bool correct = false;        // both plans
+  std::string counters_note;   // why measured_bytes is missing, when it is
+};
+
+absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, const BenchOptions& options = {});
+
+}  // namespace fusejit

@@ -1,0 +1,23 @@
+#include "runtime/host_buffer.h"
+
+#include <fmt/format.h>
+
+namespace fusejit {
+
+absl::StatusOr<HostBuffer> HostBuffer::allocate(int64_t bytes, int misalign_bytes, const std::string& what) {
+  if (bytes < 0 || misalign_bytes < 0 || misalign_bytes >= 64) {
+    return absl::InvalidArgumentError(fmt::format("{}: bad size {} or misalignment {}", what, bytes, misalign_bytes));
+  }
+  const uint64_t total = (static_cast<uint64_t>(bytes) + 64 + 63) / 64 * 64;
+  HostBuffer b;
+  b.block_.reset(std::aligned_alloc(64, total));
+  if (!b.block_) {
+    return absl::ResourceExhaustedError(
+        fmt::format("out of host memory: cannot allocate {} bytes for {}", bytes, what));
+  }
+  b.offset_ = misalign_bytes;
+  b.bytes_ = bytes;
+  return b;
+}
+
+}  // namespace fusejit

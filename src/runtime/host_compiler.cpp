@@ -1,0 +1,271 @@
+#include "runtime/host_compiler.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
+#include <fmt/format.h>
+
+#include "fusejit_version.h"
+#include "ir/error.h"
+#include "runtime/compile_report.h"
+#include "runtime/file_io.h"
+#include "runtime/sha256.h"
+
+extern char** environ;
+
+namespace fusejit {
+namespace {
+
+constexpr const char* kObjectBlob = "so";
+constexpr const char* kLogBlob = "compiler_log";
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs argv (looked up in PATH) without a shell, its output captured in a
+// file of `dir`. An exec failure (no such program) is exit code 127.
+absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, const std::string& dir) {
+  const std::string log_path = dir + "/output.txt";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ProcessResult result;
+  if (rc != 0) {
+    result.exit_code = 127;
+    result.output = fmt::format("cannot run {}: {}", argv[0], std::strerror(rc));
+    return result;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return absl::InternalError(fmt::format("waitpid for {}: {}", argv[0], std::strerror(errno)));
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  absl::StatusOr<std::string> log = read_whole_file(log_path);
+  if (log.ok()) result.output = *std::move(log);
+  return result;
+}
+
+// A private temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  static absl::StatusOr<TempDir> make() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "fusejit-cxx-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return absl::UnavailableError(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
+    }
+    return TempDir(pattern);
+  }
+  TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// The model and feature flags of this CPU, which -march=native compiles for.
+std::string cpu_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+    if (model.empty() && line.starts_with("model name")) model = line;
+    if (flags.empty() && line.starts_with("flags")) flags = line;
+  }
+  return model + "\n" + flags;
+}
+
+std::string cache_key(const HostCompiler& compiler, const std::string& source) {
+  static const std::string cpu = cpu_identity();
+  Sha256 hash;
+  auto field = [&hash](std::string_view label, std::string_view value) {
+    hash.update(fmt::format("{} {}\n", label, value.size())).update(value).update("\n");
+  };
+  field("target", "cpu");
+  field("fusejit", FUSEJIT_VERSION);
+  field("compiler", absl::StrJoin(compiler.command, " "));
+  field("compiler_version", compiler.identity);
+  field("cpu", cpu);
+  for (const std::string& flag : host_compile_flags()) field("flag", flag);
+  field("source", source);
+  return hash.hex_digest();
+}
+
+std::vector<std::string> compiler_command() {
+  const char* cxx = std::getenv("CXX");
+  std::vector<std::string> command;
+  if (cxx != nullptr) {
+    for (auto part : absl::StrSplit(cxx, ' ', absl::SkipWhitespace())) command.emplace_back(part.data(), part.size());
+  }
+  if (command.empty()) command.push_back("c++");
+  return command;
+}
+
+absl::StatusOr<HostCompiler> probe_compiler() {
+  HostCompiler compiler{compiler_command(), ""};
+  const std::string described = fmt::format("{}{}", absl::StrJoin(compiler.command, " "),
+                                            std::getenv("CXX") != nullptr ? " (from $CXX)" : "");
+  absl::StatusOr<TempDir> dir = TempDir::make();
+  if (!dir.ok()) return dir.status();
+  std::vector<std::string> argv = compiler.command;
+  argv.push_back("--version");
+  absl::StatusOr<ProcessResult> r = run_process(argv, dir->path());
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) {
+    return absl::UnavailableError(fmt::format(
+        "no C++ compiler for the CPU backend: `{} --version` failed (exit {}): {}; install g++ or set $CXX",
+        described, r->exit_code, r->output.substr(0, 300)));
+  }
+  compiler.identity = r->output.substr(0, r->output.find('\n'));
+  return compiler;
+}
+
+struct LoadedObject {
+  void* handle = nullptr;
+  int fd = -1;  // the memfd it was loaded from, or -1
+};
+
+// Loads a shared object from bytes: through an anonymous in-memory file
+// when the kernel allows it, else through a file in a temporary directory.
+// The memfd stays open while the object is loaded: dlopen() recognises an
+// already loaded object by its path, and "/proc/self/fd/N" names another
+// object as soon as N is reused.
+absl::StatusOr<LoadedObject> load_object(const std::string& name, const std::string& object) {
+  const int fd = memfd_create(("fusejit-" + name).c_str(), MFD_CLOEXEC);
+  if (fd >= 0) {
+    size_t done = 0;
+    while (done < object.size()) {
+      const ssize_t n = write(fd, object.data() + done, object.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    void* handle = nullptr;
+    if (done == object.size()) handle = dlopen(fmt::format("/proc/self/fd/{}", fd).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) return LoadedObject{handle, fd};
+    close(fd);
+  }
+  absl::StatusOr<TempDir> dir = TempDir::make();
+  if (!dir.ok()) return dir.status();
+  // A fresh directory per object, so the path is new too.
+  const std::string path = dir->path() + "/kernel.so";
+  if (absl::Status s = replace_file(path, object); !s.ok()) return s;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    return absl::InternalError(fmt::format("cannot load the compiled kernel '{}': {}", name, dlerror()));
+  }
+  return LoadedObject{handle, -1};
+}
+
+}  // namespace
+
+std::vector<std::string> host_compile_flags() {
+  return {"-std=c++17",     "-O3",           "-march=native", "-fno-math-errno",
+          "-ffp-contract=off", "-fopenmp-simd", "-fPIC",         "-shared",
+          "-w"};
+}
+
+absl::StatusOr<HostCompiler> find_host_compiler() {
+  // Probed once per process ($CXX is read at the first use).
+  static const absl::StatusOr<HostCompiler> compiler = probe_compiler();
+  return compiler;
+}
+
+HostKernel::~HostKernel() {
+  if (handle_ != nullptr) dlclose(handle_);
+  if (fd_ >= 0) close(fd_);
+}
+
+absl::StatusOr<std::unique_ptr<HostKernel>> compile_host_kernel(const std::string& name, const std::string& source,
+                                                                KernelCache* cache) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<HostCompiler> compiler = find_host_compiler();
+  if (!compiler.ok()) return compiler.status();
+  std::unique_ptr<HostKernel> kernel(new HostKernel());
+  kernel->name_ = name;
+  kernel->cache_key_ = cache_key(*compiler, source);
+  dump_files_if_requested(name, {{".cpp", &source}});
+
+  std::string object;
+  if (cache != nullptr) {
+    if (std::optional<CacheEntry> entry = cache->lookup(kernel->cache_key_); entry && entry->blobs.contains(kObjectBlob)) {
+      object = entry->blobs.at(kObjectBlob);
+      kernel->cache_hit_ = true;
+    }
+  }
+  if (!kernel->cache_hit_) {
+    absl::StatusOr<TempDir> dir = TempDir::make();
+    if (!dir.ok()) return dir.status();
+    const std::string stem = kernel_file_stem(name);
+    const std::string src_path = dir->path() + "/" + stem + ".cpp";
+    const std::string obj_path = dir->path() + "/" + stem + ".so";
+    if (absl::Status s = replace_file(src_path, source); !s.ok()) return s;
+    std::vector<std::string> argv = compiler->command;
+    for (const std::string& flag : host_compile_flags()) argv.push_back(flag);
+    argv.insert(argv.end(), {"-o", obj_path, src_path});
+    absl::StatusOr<ProcessResult> r = run_process(argv, dir->path());
+    if (!r.ok()) return r.status();
+    absl::StatusOr<std::string> built = r->exit_code == 0 ? read_whole_file(obj_path)
+                                                          : absl::StatusOr<std::string>(std::string());
+    if (r->exit_code != 0 || !built.ok()) {
+      const std::string text = format_compile_failure({
+          .compiler = fmt::format("the host compiler ({})", absl::StrJoin(compiler->command, " ")),
+          .extension = ".cpp",
+          .name = name,
+          .arch = "this CPU (-march=native)",
+          .error = r->exit_code != 0 ? fmt::format("exit code {}", r->exit_code) : std::string(status_text(built.status())),
+          .options = host_compile_flags(),
+          .log = r->output,
+          .source = source,
+      });
+      const std::string file_name = fmt::format("{}-{}.txt", stem, kernel->cache_key_.substr(0, 12));
+      absl::StatusOr<std::string> path = write_compile_report(file_name, text);
+      return absl::InvalidArgumentError(text + (path.ok() ? fmt::format("report: {}", *path)
+                                                          : fmt::format("(could not write a report: {})",
+                                                                        status_text(path.status()))));
+    }
+    object = *std::move(built);
+    if (cache != nullptr) cache->store(kernel->cache_key_, CacheEntry{.blobs = {{kObjectBlob, object}, {kLogBlob, r->output}}});
+  }
+  absl::StatusOr<LoadedObject> loaded = load_object(name, object);
+  if (!loaded.ok()) return loaded.status();
+  kernel->handle_ = loaded->handle;
+  kernel->fd_ = loaded->fd;
+  kernel->entry_ = reinterpret_cast<HostKernel::Entry>(dlsym(kernel->handle_, name.c_str()));
+  if (kernel->entry_ == nullptr) {
+    return absl::InternalError(fmt::format("the compiled kernel '{}' has no entry point of that name", name));
+  }
+  kernel->compile_ms_ = ms_since(start);
+  return kernel;
+}
+
+}  // namespace fusejit

@@ -1,0 +1,99 @@
+#include "runtime/roofline_plot.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "runtime/file_io.h"
+
+namespace fusejit {
+namespace {
+
+// A string literal for gnuplot (double-quoted, with escapes).
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string roofline_gnuplot_script(const BenchResult& r, const std::string& path) {
+  const bool svg = path.ends_with(".svg");
+  const double peak = r.device.peak_f32_tflops * 1e3;  // GFLOP/s
+  const double bw = r.ceiling_gbps;
+  std::string s;
+  s += svg ? "set terminal svg size 1000,650 dynamic enhanced font 'sans,11'\n"
+           : "set terminal pngcairo size 1000,650 enhanced font 'sans,10'\n";
+  s += fmt::format("set output {}\n", quoted(path));
+  s += fmt::format("set title {}\n",
+                   quoted(fmt::format("Roofline: {} ({})", r.backend, r.description.substr(0, 80))));
+  s += "set logscale xy\nset grid\nset key top left\n";
+  s += "set xlabel 'arithmetic intensity (FLOP/byte, cost model bytes)'\nset ylabel 'achieved GFLOP/s'\n";
+  // The x range spans the kernels and the ridge point, with a margin.
+  double lo = 1e30, hi = 0;
+  for (const PlanBench* p : {&r.unfused, &r.fused}) {
+    for (const KernelBench& k : p->kernels) {
+      if (k.intensity > 0) {
+        lo = std::min(lo, k.intensity);
+        hi = std::max(hi, k.intensity);
+      }
+    }
+  }
+  const double ridge = bw > 0 ? peak / bw : 1;
+  lo = std::min(lo, ridge) / 4;
+  hi = std::max(hi, ridge) * 4;
+  s += fmt::format("set xrange [{}:{}]\n", lo, hi);
+  s += fmt::format("roof(x) = x * {} < {} ? x * {} : {}\n", bw, peak, bw, peak);
+  s += "$unfused << EOD\n";
+  for (const KernelBench& k : r.unfused.kernels) s += fmt::format("{} {} {}\n", k.intensity, k.achieved_gflops, quoted(k.name));
+  s += "EOD\n$fused << EOD\n";
+  for (const KernelBench& k : r.fused.kernels) s += fmt::format("{} {} {}\n", k.intensity, k.achieved_gflops, quoted(k.name));
+  s += "EOD\n";
+  s += fmt::format(
+      "plot roof(x) with lines lw 2 lc rgb '#444444' title {}, \\\n"
+      "  $unfused using 1:2 with points pt 7 ps 1.5 lc rgb '#d62728' title 'unfused kernels', \\\n"
+      "  $unfused using 1:2:3 with labels offset 1,-0.8 left font ',9' tc rgb '#d62728' notitle, \\\n"
+      "  $fused using 1:2 with points pt 5 ps 1.5 lc rgb '#1f77b4' title 'fused kernels', \\\n"
+      "  $fused using 1:2:3 with labels offset 1,0.8 left font ',9' tc rgb '#1f77b4' notitle\n",
+      quoted(fmt::format("roof: {:.1f} GB/s measured copy, {:.0f} GFLOP/s FP32 peak", bw, peak)));
+  return s;
+}
+
+absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) {
+  if (!path.ends_with(".svg") && !path.ends_with(".png")) {
+    return absl::InvalidArgumentError(fmt::format("--plot {}: the file must end in .svg or .png", path));
+  }
+  const std::string script_path = path + ".gnuplot";
+  if (absl::Status s = replace_file(script_path, roofline_gnuplot_script(r, path)); !s.ok()) return s;
+  std::string shell_quoted = "'";
+  for (char c : script_path) shell_quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  shell_quoted += "'";
+  const std::string command = fmt::format("gnuplot {} 2>&1", shell_quoted);
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return absl::UnavailableError("cannot run gnuplot");
+  std::string output;
+  char buffer[512];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = pclose(pipe);
+  std::error_code ec;
+  if (status != 0) {
+    std::filesystem::remove(path, ec);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+      return absl::UnavailableError(fmt::format(
+          "--plot needs gnuplot, which is not installed (scripts/setup.sh installs it; the script is kept in {})",
+          script_path));
+    }
+    return absl::InternalError(fmt::format("gnuplot failed on {}: {}", script_path, output));
+  }
+  std::filesystem::remove(script_path, ec);
+  return absl::OkStatus();
+}
+
+}  // namespace fusejit

@@ -1,0 +1,21 @@
+// The roofline chart of a benchmark, drawn by gnuplot: the measured memory
+// ceiling as the bandwidth slope, the FP32 peak as the compute roof, and
+// every kernel of both plans as a labelled point at its arithmetic
+// intensity and achieved FLOP/s.
+#pragma once
+
+#include <string>
+
+#include <absl/status/status.h>
+
+#include "runtime/benchmark.h"
+
+namespace fusejit {
+
+// The gnuplot script that draws `result` into `path` (.svg or .png).
+std::string roofline_gnuplot_script(const BenchResult& result, const std::string& path);
+// Runs gnuplot on that script. Unavailable when gnuplot is not installed
+// (scripts/setup.sh installs it), InvalidArgument for another extension.
+absl::Status write_roofline_plot(const BenchResult& result, const std::string& path);
+
+}  // namespace fusejit

@@ -1,0 +1,91 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace fusejit {
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool([] {
+    if (const char* env = std::getenv("FUSEJIT_THREADS")) {
+      const int n = std::atoi(env);
+      if (n > 0) return std::min(n, 1024);
+    }
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }());
+  return pool;
+}
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_ready_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunks() {
+  for (;;) {
+    int64_t chunk;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (next_chunk_ >= num_chunks_) return;
+      chunk = next_chunk_++;
+    }
+    const int64_t begin = chunk * chunk_;
+    (*fn_)(begin, std::min(count_, begin + chunk_));
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_ready_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    run_chunks();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--busy_ == 0) work_done_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (count <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  // One chunk per thread when the work divides evenly (kernels do the same
+  // work per item), which keeps each thread's memory contiguous.
+  const int64_t max_chunks = std::max<int64_t>(1, count / grain);
+  const int64_t chunks = std::min<int64_t>(size(), max_chunks);
+  if (chunks == 1 || workers_.empty()) {
+    fn(0, count);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fn_ = &fn;
+    count_ = count;
+    chunk_ = (count + chunks - 1) / chunks;
+    num_chunks_ = (count + chunk_ - 1) / chunk_;
+    next_chunk_ = 0;
+    busy_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  work_ready_.notify_all();
+  run_chunks();
+  std::unique_lock<std::mutex> lock(mutex_);
+  work_done_.wait(lock, [&] { return busy_ == 0; });
+  fn_ = nullptr;
+}
+
+}  // namespace fusejit

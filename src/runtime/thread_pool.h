@@ -1,0 +1,46 @@
+// The threads CPU kernels run on: one pool per process, created on first
+// use, with FUSEJIT_THREADS threads (default: the hardware's), the caller
+// counting as one of them.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fusejit {
+
+class ThreadPool {
+ public:
+  static ThreadPool& global();
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) on consecutive ranges covering [0, count), each of
+  // at least `grain` items (but the last), spread over the pool, and waits
+  // for all of them. One call at a time: parallel_for is not re-entrant.
+  void parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void worker_loop();
+  void run_chunks();
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable work_ready_, work_done_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  // The current job.
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t count_ = 0, chunk_ = 1, num_chunks_ = 0;
+  int64_t next_chunk_ = 0;  // guarded by mutex_
+  int busy_ = 0;            // workers still inside the job
+};
+
+}  // namespace fusejit

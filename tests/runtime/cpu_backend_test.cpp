@@ -1,0 +1,208 @@
+// The CPU backend against the reference interpreter: every example graph
+// and the fusion tests' graphs in every dtype, both plans; odd extents, rows
+// beyond the persistent limit, NaN and infinity, misaligned buffers,
+// poisoned outputs, dropout bit for bit; and the failures it must report.
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "fusejit.h"
+#include "runtime/host_compiler.h"
+#include "support/graph_variants.h"
+#include "support/run_command.h"
+
+namespace fusejit {
+namespace {
+
+Backend& cpu() {
+  static std::unique_ptr<Backend> backend = [] {
+    absl::StatusOr<std::unique_ptr<Backend>> b = make_cpu_backend();
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *std::move(b) : nullptr;
+  }();
+  return *backend;
+}
+
+// Runs `plan` on the CPU with poisoned outputs and checks every output
+// against the reference result of that plan.
+void expect_matches_reference(const FusionPlan& plan, const TensorMap& inputs, const LoadOptions& options = {}) {
+  SCOPED_TRACE(print_graph(*plan.graph) + describe(plan));
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE((*loaded)->set_inputs(inputs).ok());
+  ASSERT_TRUE((*loaded)->poison_outputs().ok());
+  ASSERT_TRUE((*loaded)->run().ok());
+  absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+  ASSERT_TRUE(out.ok()) << out.status();
+  absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  for (int32_t id : plan.graph->outputs()) {
+    const Node& n = plan.graph->node(id);
+    const Comparison c = compare_tensors(out->at(n.name), ref->at(n.name));
+    EXPECT_TRUE(c.within(n.dtype)) << n.name << ": relative error " << c.relative_error << " (tolerance "
+                                   << tolerance(n.dtype) << ") " << c.mismatch;
+  }
+}
+
+void expect_both_plans_match(const Graph& graph, const FusionOptions& options = {}, uint64_t seed = 5) {
+  const TensorMap inputs = random_inputs(graph, seed);
+  expect_matches_reference(make_unfused_plan(graph, options), inputs);
+  expect_matches_reference(make_fused_plan(graph, options), inputs);
+}
+
+Graph parse(const std::string& text) {
+  absl::StatusOr<Graph> g = parse_graph(text);
+  EXPECT_TRUE(g.ok()) << g.status() << "\n" << text;
+  return g.ok() ? *std::move(g) : Graph();
+}
+
+TEST(CpuBackend, EveryExampleInEveryDtype) {
+  const std::string dir = std::string(FUSEJIT_SOURCE_DIR) + "/examples/graphs";
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".fj") continue;
+    absl::StatusOr<Graph> g = parse_graph_file(entry.path().string());
+    ASSERT_TRUE(g.ok()) << g.status();
+    for (DType dtype : kAllDTypes) expect_both_plans_match(testing::with_input_dtype(testing::shrink(*g, 300), dtype));
+  }
+}
+
+TEST(CpuBackend, DemoExampleAtFullSize) {
+  absl::StatusOr<Graph> g = parse_graph_file(std::string(FUSEJIT_SOURCE_DIR) +
+                                             "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const TensorMap inputs = random_inputs(*g, 3);
+  expect_matches_reference(make_fused_plan(*g), inputs);
+}
+
+TEST(CpuBackend, GraphsOfManyShapes) {
+  for (const std::string& text : testing::varied_graph_texts()) {
+    const Graph g = parse(text);
+    expect_both_plans_match(g);
+    for (DType dtype : {DType::kF16, DType::kBF16}) {
+      const Graph typed = testing::with_input_dtype(g, dtype);
+      expect_matches_reference(make_fused_plan(typed), random_inputs(typed, 6));
+    }
+  }
+}
+
+std::string chain_with_columns(int64_t cols) {
+  return fmt::format(
+      "input x: f32[7, {0}]\ninput b: f32[{0}]\ninput gamma: f32[{0}]\ninput beta: f32[{0}]\n"
+      "h = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.25, seed=9)\n"
+      "y = layer_norm(d, gamma, beta, eps=1e-5)\ns = softmax(h)\nr = rms_norm(x, gamma, eps=1e-6)\n"
+      "output y, s, r, g\n",
+      cols);
+}
+
+TEST(CpuBackend, OddColumnCounts) {
+  for (int64_t cols : {1, 3, 1000, 4097}) {
+    SCOPED_TRACE(cols);
+    for (DType dtype : kAllDTypes) expect_both_plans_match(testing::with_input_dtype(parse(chain_with_columns(cols)), dtype));
+  }
+}
+
+TEST(CpuBackend, RowsBeyondThePersistentLimit) {
+  const Graph g = parse(chain_with_columns(4097));
+  const FusionPlan fused = make_fused_plan(g, FusionOptions{.persistent_row_limit = 1024});
+  bool reread = false;
+  for (const Kernel& k : fused.kernels) reread |= k.row_strategy == RowStrategy::kReread;
+  ASSERT_TRUE(reread) << describe(fused);
+  expect_matches_reference(fused, random_inputs(g, 8));
+}
+
+TEST(CpuBackend, MisalignedBuffers) {
+  for (DType dtype : kAllDTypes) {
+    const Graph g = testing::with_input_dtype(parse(chain_with_columns(1000)), dtype);
+    expect_matches_reference(make_fused_plan(g), random_inputs(g, 2), LoadOptions{.misalign_bytes = 4});
+  }
+}
+
+TEST(CpuBackend, NanAndInfinityPropagateAsInTheReference) {
+  const Graph g = parse(
+      "input x: f32[4, 40]\n"
+      "e = exp(x)\nl = log(x)\nt = tanh(x)\nf = erf(x)\ns = sigmoid(x)\nq = silu(x)\nr = relu(x)\n"
+      "m = maximum(x, 0.5)\nn = minimum(x, 0.5)\ng = gelu(x)\nk = gelu(x, approximate=tanh)\n"
+      "a = sqrt(x)\nw = rsqrt(x)\nsm = softmax(x)\nmx = max(x)\n"
+      "output e, l, t, f, s, q, r, m, n, g, k, a, w, sm, mx\n");
+  TensorMap inputs = random_inputs(g, 4);
+  std::vector<double>& v = inputs.at("x").values;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double specials[] = {std::numeric_limits<double>::quiet_NaN(), inf, -inf, 0.0, -0.0, 100.0, -100.0};
+  // Rows 0 and 1 hold specials among ordinary values; rows 2 and 3 stay finite,
+  // so the softmax and max of those rows check ordinary values next to them.
+  for (size_t i = 0; i < std::size(specials); ++i) {
+    v[i * 5] = specials[i];
+    v[40 + i * 3] = specials[(i + 1) % std::size(specials)];
+  }
+  expect_both_plans_match(g);  // random inputs: ordinary values everywhere
+  expect_matches_reference(make_unfused_plan(g), inputs);
+  expect_matches_reference(make_fused_plan(g), inputs);
+}
+
+TEST(CpuBackend, DropoutMaskIsTheReferenceMaskBitForBit) {
+  const Graph g = parse("input x: f32[37, 1001]\ny = dropout(x, p=0.5, seed=123)\noutput y\n");
+  const TensorMap inputs = random_inputs(g, 1);
+  absl::StatusOr<TensorMap> out = run_plan(cpu(), make_fused_plan(g), inputs);
+  ASSERT_TRUE(out.ok()) << out.status();
+  absl::StatusOr<TensorMap> ref = interpret(g, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const std::vector<double>& a = out->at("y").values;
+  const std::vector<double>& b = ref->at("y").values;
+  int64_t dropped = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i], b[i]) << "element " << i;  // x * 2 exactly, or 0
+    dropped += b[i] == 0;
+  }
+  EXPECT_GT(dropped, static_cast<int64_t>(a.size()) / 3);
+  EXPECT_LT(dropped, static_cast<int64_t>(a.size()) * 2 / 3);
+}
+
+TEST(CpuBackend, WrongInputsAreRejectedByName) {
+  const Graph g = parse("input x: f32[4, 8]\ny = exp(x)\noutput y\n");
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(make_fused_plan(g));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  TensorMap inputs = random_inputs(g, 1);
+  inputs.at("x").shape = Shape({8, 4});
+  absl::Status s = (*loaded)->set_inputs(inputs);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(status_text(s)).find("input x"), std::string::npos) << s;
+  EXPECT_FALSE((*loaded)->set_inputs({}).ok());
+}
+
+TEST(CpuBackend, KernelsAreCachedAcrossLoads) {
+  const Graph g = parse("input x: f32[3, 5]\ny = tanh(x)\noutput y\n");
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> first = cpu().load(make_fused_plan(g));
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> second = cpu().load(make_fused_plan(g));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE((*second)->kernels().at(0).cache_hit);
+}
+
+TEST(HostCompiler, ACompileErrorReportsTheLogAndNumberedSource) {
+  absl::StatusOr<std::unique_ptr<HostKernel>> k =
+      compile_host_kernel("broken", "extern \"C\" int broken(void* const*, long long, long long) {\n  return x;\n}\n",
+                          nullptr);
+  ASSERT_FALSE(k.ok());
+  const std::string message(status_text(k.status()));
+  EXPECT_NE(message.find("failed to compile kernel 'broken'"), std::string::npos) << message;
+  EXPECT_NE(message.find("   2 |   return x;"), std::string::npos) << message;
+  EXPECT_NE(message.find("was not declared"), std::string::npos) << message;
+  const size_t at = message.rfind("report: ");
+  ASSERT_NE(at, std::string::npos) << message;
+  EXPECT_TRUE(std::filesystem::exists(message.substr(at + 8))) << message;
+}
+
+TEST(HostCompiler, AMissingCompilerIsAClearErrorFromTheCommandLine) {
+  const std::string dir = testing::make_temp_dir("fusejit-nocxx");
+  const auto r = testing::run_command("CXX=/nonexistent/c++ FUSEJIT_CACHE_DIR=" + dir + " " +
+                                      std::string(FUSEJIT_CLI_PATH) + " run " + FUSEJIT_SOURCE_DIR +
+                                      "/examples/graphs/softmax.fj --backend cpu");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("no C++ compiler"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/c++"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace fusejit
