@@ -287,12 +287,9 @@ TEST(CudaBackendMatmul, WideningKernelsCompile) {
   EXPECT_EQ(k->ptxas.spill_bytes(), 0);
 }
 
-// The row kernels GpuBackend.OddColumnCounts loads for rows of one element
-// ([37, 1]), compiled without a GPU. Disabled: the row emitter takes a
-// reduction's [M, 1] result for a row-shaped value when the row length is 1
-// and indexes it as an array ("expression must have pointer-to-object type").
-// Enable once src/codegen/cuda/row.cpp handles N = 1.
-TEST(CudaBackendKernels, DISABLED_RowsOfOneElementCompile) {
+// Rows of one element ([M, 1]): a reduction's [M, 1] result has the
+// iteration shape and must still be one value per row, not an array.
+TEST(CudaBackendKernels, RowsOfOneElementCompile) {
   if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
   for (const char* text : {"input x: f32[37, 1]\ninput g: f32[1]\ninput b: f32[1]\ny = layer_norm(x, g, b)\noutput y\n",
                            "input x: f32[37, 1]\ny = softmax(x)\noutput y\n",

@@ -3,11 +3,12 @@
 // (so a broadcast [N] operand is one contiguous span of the tile's columns,
 // and an [M, 1] operand one value). When every operand is dense, the space
 // is one long row and tiles are limited only by kCpuTile. Each tile: load
-// every read into an f32 array, compute every node in one loop over the
-// tile, store the writes.
+// every read into an f32 array, then the nodes as element_loops.h writes
+// them (one loop for a chain of elementwise ops, stores inside it).
 #include <algorithm>
 
 #include "codegen/cpu/cpu_emit_common.h"
+#include "codegen/cpu/element_loops.h"
 #include "codegen/expr.h"
 #include "codegen/tensor_access.h"
 
@@ -46,7 +47,8 @@ class PointwiseEmitter {
     for (int32_t id : kernel_.reads) {
       if (varies(id)) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));
     }
-    for (int32_t id : kernel_.nodes) w_.line("alignas(64) float {}[kTile];", value_name(g_, id));
+    const ElementLoops loops(g_, kernel_, {"n", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); }});
+    for (int32_t id : loops.arrays()) w_.line("alignas(64) float {}[kTile];", ElementLoops::array_name(g_, id));
     w_.open("for (long long i = begin; i < end;)");
     w_.line("const long long row = i / kCols;");
     w_.line("const long long col = i - row * kCols;");
@@ -54,10 +56,7 @@ class PointwiseEmitter {
     w_.line("if (n > end - i) n = end - i;");
     w_.line("if (n > kTile) n = kTile;");
     write_reads();
-    for (int32_t id : kernel_.nodes) write_node(id);
-    for (int32_t id : kernel_.writes) {
-      w_.line("fj_store_span({} + i, {}, n);", param_name(g_, id), value_name(g_, id));
-    }
+    loops.write(w_);
     w_.line("i += n;");
     w_.close();
     w_.line("return 0;");
@@ -92,28 +91,6 @@ class PointwiseEmitter {
         w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id), offset(id));
       }
     }
-  }
-
-  std::string operand_text(const Operand& o) const {
-    if (o.is_literal()) return "";
-    if (in_kernel(kernel_, o.node)) return value_name(g_, o.node) + "[c]";
-    return varies(o.node) ? read_name(g_, o.node) + "[c]" : read_name(g_, o.node);
-  }
-
-  void write_node(int32_t id) {
-    const Node& n = g_.node(id);
-    if (n.op == Op::kDropout && !n.operands[0].is_literal()) {
-      const std::string in = operand_text(n.operands[0]);
-      if (in.ends_with("[c]")) {
-        w_.line("{};", dropout_span_call(n, in.substr(0, in.size() - 3), value_name(g_, id), "n",
-                                         "(unsigned long long)i"));
-        return;
-      }
-    }
-    std::vector<std::string> operands;
-    for (const Operand& o : n.operands) operands.push_back(operand_text(o));
-    w_.line("for (long long c = 0; c < n; ++c) {}[c] = {};", value_name(g_, id),
-            node_expression(n, operands, "(unsigned long long)(i + c)"));
   }
 
   const FusionPlan& plan_;

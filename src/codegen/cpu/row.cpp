@@ -1,11 +1,13 @@
 // Row CPU kernels: the work items are rows. Each thread walks its rows one
-// at a time; every row-shaped read and value is an f32 array of the row's
-// length (allocated once per call), so a row is read from memory once and
-// its reductions and epilogue run on the cache-resident arrays. On a CPU the
+// at a time; row-shaped reads, and the values that reductions and dropout
+// need, are f32 arrays of the row's length (allocated once per call), so a
+// row is read from memory once and its reductions and epilogue run on
+// cache-resident arrays (element_loops.h writes the nodes). On a CPU the
 // persistent and re-read strategies therefore generate the same loops: a row
 // beyond the cache's size spills its arrays to memory by itself.
 // [N] vectors (gamma, beta) are converted once per call, not once per row.
 #include "codegen/cpu/cpu_emit_common.h"
+#include "codegen/cpu/element_loops.h"
 #include "codegen/expr.h"
 #include "codegen/tensor_access.h"
 
@@ -42,13 +44,14 @@ class RowEmitter {
     w_.line("constexpr long long kN = {};", n_);
     // Arrays padded to 16 floats (64 bytes), so each one starts aligned.
     w_.line("constexpr long long kStride = (kN + 15) / 16 * 16;");
+    const ElementLoops loops(g_, kernel_, {"kN", "row * kN", [this](int32_t id) {
+                               return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id);
+                             }});
     std::vector<std::string> arrays;
     for (int32_t id : kernel_.reads) {
       if (read_is_array(id)) arrays.push_back(read_name(g_, id));
     }
-    for (int32_t id : kernel_.nodes) {
-      if (row_shaped(id)) arrays.push_back(value_name(g_, id));
-    }
+    for (int32_t id : loops.arrays()) arrays.push_back(ElementLoops::array_name(g_, id));
     w_.line("float* const fj_arrays = fj_alloc_floats({} * kStride);", arrays.size());
     w_.line("if (fj_arrays == nullptr) return 1;");
     for (size_t a = 0; a < arrays.size(); ++a) {
@@ -62,14 +65,11 @@ class RowEmitter {
     }
     w_.open("for (long long row = begin; row < end; ++row)");
     for (int32_t id : kernel_.reads) write_row_read(id);
-    for (int32_t id : kernel_.nodes) write_node(id);
+    loops.write(w_);
     for (int32_t id : kernel_.writes) {
-      if (row_shaped(id)) {
-        w_.line("fj_store_span({} + row * kN, {}, kN);", param_name(g_, id), value_name(g_, id));
-      } else {
-        w_.line("{}[row] = fj_from_float<{}>({});", param_name(g_, id), storage_type(g_.node(id).dtype),
-                value_name(g_, id));
-      }
+      if (row_shaped(id)) continue;  // stored by the loops
+      w_.line("{}[row] = fj_from_float<{}>({});", param_name(g_, id), storage_type(g_.node(id).dtype),
+              value_name(g_, id));
     }
     w_.close();
     w_.line("fj_free_floats(fj_arrays);");
@@ -94,43 +94,6 @@ class RowEmitter {
     } else if (!access.same_for_every_row()) {
       w_.line("fj_load_span({} + {}, {}, kN);", param_name(g_, id), offset, read_name(g_, id));
     }
-  }
-
-  // The operand as an array element ("v_h[c]") or a per-row value ("v_mean").
-  std::string operand_text(const Operand& o) const {
-    if (o.is_literal()) return "";
-    const bool array = in_kernel(kernel_, o.node) ? row_shaped(o.node) : read_is_array(o.node);
-    const std::string name = in_kernel(kernel_, o.node) ? value_name(g_, o.node) : read_name(g_, o.node);
-    return array ? name + "[c]" : name;
-  }
-
-  void write_node(int32_t id) {
-    const Node& n = g_.node(id);
-    std::vector<std::string> operands;
-    for (const Operand& o : n.operands) operands.push_back(operand_text(o));
-    if (n.info().kind == OpKind::kReduce) {
-      const std::string divide = n.info().reduce_divides_by_count ? " / (float)kN" : "";
-      const std::string& x = operands.at(0);
-      if (!x.ends_with("[c]")) {  // a row of one element
-        w_.line("const float {} = {};", value_name(g_, id), reduce_combine(n, reduce_identity(n), x));
-        return;
-      }
-      const std::string array = x.substr(0, x.size() - 3);
-      w_.line("const float {} = fj_reduce_span({}, kN, {}, fj_combine_{}()){};", value_name(g_, id), array,
-              reduce_identity(n), n.name, divide);
-      return;
-    }
-    if (!row_shaped(id)) {
-      w_.line("const float {} = {};", value_name(g_, id), node_expression(n, operands, "(unsigned long long)row"));
-      return;
-    }
-    if (n.op == Op::kDropout && operands[0].ends_with("[c]")) {
-      w_.line("{};", dropout_span_call(n, operands[0].substr(0, operands[0].size() - 3), value_name(g_, id), "kN",
-                                       "(unsigned long long)(row * kN)"));
-      return;
-    }
-    w_.line("for (long long c = 0; c < kN; ++c) {}[c] = {};", value_name(g_, id),
-            node_expression(n, operands, "(unsigned long long)(row * kN + c)"));
   }
 
   const FusionPlan& plan_;

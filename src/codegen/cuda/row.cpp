@@ -113,7 +113,9 @@ class RowEmitter {
   }
 
  private:
-  bool row_shaped(int32_t id) const { return g_.node(id).shape == kernel_.iteration; }
+  // A reduction's result is one value per row, also when rows have one
+  // element and its [M, 1] shape equals the iteration space.
+  bool row_shaped(int32_t id) const { return g_.node(id).shape == kernel_.iteration && !is_reduce(id); }
   bool is_reduce(int32_t id) const { return g_.node(id).info().kind == OpKind::kReduce; }
 
   // The expression of operand `o` at element slot `slot` ("k" or "e").

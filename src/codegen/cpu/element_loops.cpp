@@ -1,0 +1,133 @@
+#include "codegen/cpu/element_loops.h"
+
+#include <algorithm>
+
+#include "codegen/expr.h"
+#include "codegen/kernel_names.h"
+
+namespace fusejit::cpu_emit {
+
+using emit::in_kernel;
+using emit::param_name;
+using emit::read_name;
+using emit::value_name;
+
+ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpace space)
+    : g_(graph), kernel_(kernel), space_(std::move(space)), group_of_(static_cast<size_t>(graph.num_nodes()), -1) {
+  for (int32_t id : kernel.nodes) {
+    const Node& n = g_.node(id);
+    Step step = Step::kLoop;
+    if (n.info().kind == OpKind::kReduce) {
+      step = Step::kReduce;
+    } else if (!space_.per_element(id)) {
+      step = Step::kScalar;
+    } else if (n.op == Op::kDropout) {
+      step = Step::kDropout;
+    }
+    if (step == Step::kLoop && !groups_.empty() && groups_.back().step == Step::kLoop) {
+      groups_.back().nodes.push_back(id);
+    } else {
+      groups_.push_back({step, {id}});
+    }
+    group_of_[static_cast<size_t>(id)] = static_cast<int>(groups_.size()) - 1;
+  }
+  // Arrays: dropout results, and per-element values used outside their loop.
+  auto need_array = [&](int32_t id) {
+    if (array_set_.insert(id).second) arrays_.push_back(id);
+  };
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    for (int32_t id : groups_[gi].nodes) {
+      if (groups_[gi].step == Step::kDropout) need_array(id);
+      for (const Operand& o : g_.node(id).operands) {
+        if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
+        if (group_of_[static_cast<size_t>(o.node)] != static_cast<int>(gi) || groups_[gi].step != Step::kLoop) {
+          need_array(o.node);
+        }
+      }
+    }
+  }
+  std::sort(arrays_.begin(), arrays_.end(), [&](int32_t a, int32_t b) {
+    return std::find(kernel.nodes.begin(), kernel.nodes.end(), a) < std::find(kernel.nodes.begin(), kernel.nodes.end(), b);
+  });
+}
+
+std::string ElementLoops::array_name(const Graph& graph, int32_t id) { return "a_" + graph.node(id).name; }
+
+// The operand as seen from inside `group`: a local of the same loop, an
+// array element, or one value.
+std::string ElementLoops::operand(const Operand& o, const Group& group) const {
+  if (o.is_literal()) return "";
+  if (!in_kernel(kernel_, o.node)) {
+    return space_.per_element(o.node) ? read_name(g_, o.node) + "[c]" : read_name(g_, o.node);
+  }
+  if (!space_.per_element(o.node)) return value_name(g_, o.node);
+  const bool same_loop = group.step == Step::kLoop &&
+                         std::find(group.nodes.begin(), group.nodes.end(), o.node) != group.nodes.end();
+  return same_loop ? value_name(g_, o.node) : array_name(g_, o.node) + "[c]";
+}
+
+void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
+  w.open("for (long long c = 0; c < {}; ++c)", space_.count);
+  for (int32_t id : group.nodes) {
+    const Node& n = g_.node(id);
+    std::vector<std::string> operands;
+    for (const Operand& o : n.operands) operands.push_back(operand(o, group));
+    w.line("const float {} = {};", value_name(g_, id),
+           node_expression(n, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index)));
+    if (array_set_.contains(id)) w.line("{}[c] = {};", array_name(g_, id), value_name(g_, id));
+    if (std::find(kernel_.writes.begin(), kernel_.writes.end(), id) != kernel_.writes.end()) {
+      w.line("{}[{} + c] = fj_from_float<{}>({});", param_name(g_, id), space_.first_index,
+             storage_type(n.dtype), value_name(g_, id));
+    }
+  }
+  w.close();
+}
+
+void ElementLoops::write(SourceWriter& w) const {
+  for (const Group& group : groups_) {
+    const int32_t id = group.nodes.front();
+    const Node& n = g_.node(id);
+    std::vector<std::string> operands;
+    for (const Operand& o : n.operands) operands.push_back(operand(o, group));
+    auto array_of = [](const std::string& element) { return element.substr(0, element.size() - 3); };  // "x[c]"
+    switch (group.step) {
+      case Step::kLoop:
+        write_loop(w, group);
+        break;
+      case Step::kScalar:
+        w.line("const float {} = {};", value_name(g_, id),
+               node_expression(n, operands, fmt::format("(unsigned long long)({})", space_.first_index)));
+        break;
+      case Step::kDropout:
+        w.line("{};", dropout_span_call(n, array_of(operands[0]), array_name(g_, id), space_.count,
+                                        fmt::format("(unsigned long long)({})", space_.first_index)));
+        break;
+      case Step::kReduce: {
+        if (!operands[0].ends_with("[c]")) {  // a row of one element: the element itself
+          w.line("const float {} = {};", value_name(g_, id), reduce_combine(n, reduce_identity(n), operands[0]));
+          break;
+        }
+        const std::string divide =
+            n.info().reduce_divides_by_count ? fmt::format(" / (float){}", space_.count) : "";
+        w.line("const float {} = fj_reduce_span({}, {}, {}, fj_combine_{}()){};", value_name(g_, id),
+               array_of(operands[0]), space_.count, reduce_identity(n), n.name, divide);
+        break;
+      }
+    }
+  }
+  write_stores_of_arrays(w);
+}
+
+// Written values computed outside a loop (dropout results) are stored from
+// their arrays; per-row values are the row emitter's business.
+void ElementLoops::write_stores_of_arrays(SourceWriter& w) const {
+  for (int32_t id : kernel_.writes) {
+    if (!space_.per_element(id)) continue;
+    const Group& group = groups_[static_cast<size_t>(group_of_[static_cast<size_t>(id)])];
+    if (group.step == Step::kLoop) continue;
+    w.line("fj_store_span({} + {}, {}, {});", param_name(g_, id), space_.first_index, array_name(g_, id),
+           space_.count);
+  }
+}
+
+}  // namespace fusejit::cpu_emit

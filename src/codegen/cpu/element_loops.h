@@ -1,0 +1,61 @@
+// The nodes of a CPU kernel as loops over the elements of a tile (pointwise
+// kernels) or of a row (row kernels).
+//
+// Consecutive elementwise nodes share one loop, in which each value is a
+// local float: the compiler vectorizes the whole chain and keeps it in
+// registers. A value goes to an f32 array only when something outside its
+// loop needs it element by element (a reduction, dropout, a later loop), and
+// a written value is stored to its tensor from inside its loop. Dropout runs
+// as one fj_dropout_span call over the array of its operand (Philox draws 4
+// elements per call), and reductions run over arrays with fj_reduce_span.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/source_writer.h"
+#include "fusion/plan.h"
+
+namespace fusejit::cpu_emit {
+
+struct ElementSpace {
+  std::string count;       // elements per loop: "n" (a tile) or "kN" (a row)
+  std::string first_index; // global element index of slot 0: "i" or "row * kN"
+  // Whether a node of the kernel, or a read, has one value per element of
+  // the loop (else one value for all of them: a per-row value, a scalar).
+  std::function<bool(int32_t)> per_element;
+};
+
+class ElementLoops {
+ public:
+  ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpace space);
+
+  // Kernel values that need an f32 array of `count` floats ("a_NAME").
+  const std::vector<int32_t>& arrays() const { return arrays_; }
+  static std::string array_name(const Graph& graph, int32_t id);
+  // Writes every node of the kernel, in order, and stores its writes.
+  void write(SourceWriter& w) const;
+
+ private:
+  enum class Step { kLoop, kReduce, kDropout, kScalar };
+  struct Group {
+    Step step;
+    std::vector<int32_t> nodes;  // several for a loop, else one
+  };
+
+  std::string operand(const Operand& o, const Group& group) const;
+  void write_loop(SourceWriter& w, const Group& group) const;
+  void write_stores_of_arrays(SourceWriter& w) const;
+
+  const Graph& g_;
+  const Kernel& kernel_;
+  ElementSpace space_;
+  std::vector<Group> groups_;
+  std::vector<int32_t> arrays_;
+  std::set<int32_t> array_set_;
+  std::vector<int> group_of_;  // by node id, -1 outside the kernel
+};
+
+}  // namespace fusejit::cpu_emit
