@@ -29,8 +29,8 @@ std::string roofline_gnuplot_script(const BenchResult& r, const std::string& pat
   const double peak = r.device.peak_f32_tflops * 1e3;  // GFLOP/s
   const double bw = r.ceiling_gbps;
   std::string s;
-  s += svg ? "set terminal svg size 1000,650 dynamic enhanced font 'sans,11'\n"
-           : "set terminal pngcairo size 1000,650 enhanced font 'sans,10'\n";
+  s += svg ? "set terminal svg size 1000,650 dynamic noenhanced font 'sans,11'\n"
+           : "set terminal pngcairo size 1000,650 noenhanced font 'sans,10'\n";
   s += fmt::format("set output {}\n", quoted(path));
   s += fmt::format("set title {}\n",
                    quoted(fmt::format("Roofline: {} ({})", r.backend, r.description.substr(0, 80))));

@@ -1,0 +1,138 @@
+// `fusejit bench`, `fusejit demo` and the JIT backends of `fusejit run`, as
+// a user drives them, at sizes that take a second or two.
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fusejit.h"
+#include "support/run_command.h"
+
+namespace fusejit {
+namespace {
+
+using testing::make_temp_dir;
+using testing::run_command;
+using testing::run_fusejit;
+using testing::write_file;
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+std::string tiny_chain(const std::string& dir) {
+  const std::string path = dir + "/chain.fj";
+  write_file(path,
+             "input x: bf16[64, 256]\ninput b: bf16[256]\ninput gamma: bf16[256]\ninput beta: bf16[256]\n"
+             "h = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.1, seed=42)\n"
+             "y = layer_norm(d, gamma, beta, eps=1e-5)\noutput y\n");
+  return path;
+}
+
+TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
+  const std::string dir = make_temp_dir("fusejit-bench");
+  auto r = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* key : {"backend", "device", "ceiling_gbps", "unfused", "fused", "speedup_measured",
+                          "speedup_predicted", "bytes_saved", "max_rel_error"}) {
+    EXPECT_TRUE(j.contains(key)) << key << "\n" << r.out;
+  }
+  EXPECT_EQ(j["backend"], "cpu");
+  EXPECT_GT(j["ceiling_gbps"].get<double>(), 0);
+  EXPECT_GT(j["bytes_saved"].get<int64_t>(), 0);
+  EXPECT_LT(j["max_rel_error"].get<double>(), 3e-2);
+  for (const char* plan : {"unfused", "fused"}) {
+    const nlohmann::json& run = j[plan];
+    for (const char* key : {"bytes", "predicted_us", "measured_us_median", "measured_us_min", "effective_gbps",
+                            "kernels"}) {
+      EXPECT_TRUE(run.contains(key)) << plan << "." << key;
+    }
+    EXPECT_TRUE(run["correct"].get<bool>()) << plan;
+    EXPECT_GT(run["measured_us_median"].get<double>(), 0) << plan;
+    for (const nlohmann::json& k : run["kernels"]) {
+      for (const char* key : {"name", "bytes", "predicted_us", "measured_us_median", "effective_gbps",
+                              "measured_bytes"}) {
+        EXPECT_TRUE(k.contains(key)) << plan << " kernel ." << key;
+      }
+      EXPECT_TRUE(k["measured_bytes"].is_null());  // no counters on the CPU
+    }
+  }
+  EXPECT_EQ(j["fused"]["kernels"].size(), 1u);
+  EXPECT_EQ(j["unfused"]["kernels"].size(), 4u);
+}
+
+TEST(BenchCli, TamperedOutputsAreReportedAsWrong) {
+  const std::string dir = make_temp_dir("fusejit-bench-tamper");
+  auto r = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --tamper-for-testing");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(has(r.out, "check fused: ") && has(r.out, "WRONG")) << r.out;
+  EXPECT_TRUE(has(r.err, "wrong results")) << r.err;
+}
+
+TEST(BenchCli, TablesAndRoofline) {
+  const std::string dir = make_temp_dir("fusejit-bench-text");
+  auto r = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* text : {"memory ceiling:", "unfused plan: 4 kernels", "fused plan: 1 kernel", "speedup of fused",
+                           "bytes saved by fusion", "roofline (cpu", "check fused: max relative error"}) {
+    EXPECT_TRUE(has(r.out, text)) << text << "\n" << r.out;
+  }
+}
+
+TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
+  if (run_command("command -v gnuplot").exit_code != 0) GTEST_SKIP() << "gnuplot is not installed";
+  const std::string dir = make_temp_dir("fusejit-bench-plot");
+  const std::string svg = dir + "/roofline.svg";
+  auto r = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string chart = testing::read_file(svg);
+  EXPECT_TRUE(has(chart, "<svg")) << chart.substr(0, 200);
+  EXPECT_TRUE(has(chart, "k0_add_gelu_dropout_layer_norm")) << "the fused kernel is labelled";
+  write_file(svg, "mine");
+  auto again = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + svg);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(has(again.err, "already exists")) << again.err;
+  EXPECT_EQ(testing::read_file(svg), "mine");
+  auto bad = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/chart.pdf");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(has(bad.err, ".svg or .png")) << bad.err;
+}
+
+TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
+  auto r = run_fusejit("demo --backend cpu --rows 32 --cols 512 --reps 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* text : {"bias -> GeLU -> dropout(p=0.1) -> LayerNorm on [32, 512] bf16", "predicted",
+                           "speedup of fused over unfused: measured", "roofline"}) {
+    EXPECT_TRUE(has(r.out, text)) << text << "\n" << r.out;
+  }
+  auto bad = run_fusejit("demo --backend cpu --rows 0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+}
+
+TEST(RunCli, JitBackendsAgreeWithTheReference) {
+  const std::string dir = make_temp_dir("fusejit-run-cpu");
+  const std::string file = tiny_chain(dir);
+  auto cpu = run_fusejit("run " + file + " --backend cpu --save " + dir + "/cpu");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.out << cpu.err;
+  EXPECT_TRUE(has(cpu.out, "backend cpu (")) << cpu.out;
+  auto ref = run_fusejit("run " + file + " --backend reference --rounding outputs-only --save " + dir + "/ref");
+  ASSERT_EQ(ref.exit_code, 0) << ref.out << ref.err;
+  absl::StatusOr<HostTensor> a = read_npy(dir + "/cpu/y.npy", DType::kBF16);
+  absl::StatusOr<HostTensor> b = read_npy(dir + "/ref/y.npy", DType::kBF16);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LT(relative_error(*a, *b), tolerance(DType::kBF16));
+}
+
+TEST(RunCli, CudaBackendWithoutAGpuSaysWhy) {
+  if (make_cuda_backend().ok()) GTEST_SKIP() << "this machine has a usable GPU";
+  const std::string dir = make_temp_dir("fusejit-run-cuda");
+  auto r = run_fusejit("run " + tiny_chain(dir) + " --backend cuda");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(has(r.err, "backend cuda:")) << r.err;
+  auto automatic = run_fusejit("run " + tiny_chain(dir) + " --backend auto");
+  EXPECT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_TRUE(has(automatic.out, "backend cpu (")) << automatic.out;
+}
+
+}  // namespace
+}  // namespace fusejit
