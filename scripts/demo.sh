@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job: sets up, builds, and runs the bias -> GeLU -> dropout ->
-# LayerNorm example graph. Extra arguments go to `fusejit run`.
+# The main job: sets up, builds, and runs `fusejit demo`, which benchmarks
+# the bias -> GeLU -> dropout -> LayerNorm chain unfused against fused, on
+# the GPU when there is one and on the CPU otherwise. Extra arguments go to
+# `fusejit demo` (e.g. --backend cpu --rows 8192 --plot roofline.svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh default
-./build/fusejit run examples/graphs/bias_gelu_dropout_layernorm.fj "$@"
+./build/fusejit demo "$@"

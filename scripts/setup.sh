@@ -5,7 +5,8 @@
 # is not a Debian package here and is looked for under /usr/local/cuda.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libabsl-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev)
+# gnuplot-nox draws `fusejit bench --plot` charts; g++ is also the CPU backend's JIT compiler.
+packages=(cmake ninja-build g++ libabsl-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

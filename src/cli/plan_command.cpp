@@ -19,6 +19,10 @@ int plan(const PlanOptions& opt) {
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;
   absl::StatusOr<DeviceSpec> device = find_device(opt.device);
+  // The CPU as the CPU backend runs it (op throughput of its JIT kernels).
+  if (opt.device == "cpu") {
+    if (absl::StatusOr<std::unique_ptr<Backend>> cpu = make_cpu_backend(); cpu.ok()) device = (*cpu)->device();
+  }
   if (!device.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(device.status()));
     return 1;

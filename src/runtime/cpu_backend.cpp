@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,6 +16,8 @@
 #include "codegen/cpu/cpu_emitter.h"
 #include "ir/error.h"
 #include "runtime/backend.h"
+#include "runtime/cpu_calibration.h"
+#include "runtime/warnings.h"
 #include "runtime/host_buffer.h"
 #include "runtime/host_compiler.h"
 #include "runtime/tensor_storage.h"
@@ -184,7 +188,20 @@ class CpuBackend final : public Backend {
   std::string description() const override {
     return fmt::format("{}, {} threads, {}", cpu_model(), ThreadPool::global().size(), compiler_.identity);
   }
-  DeviceSpec device() const override { return cpu_device(); }
+  // Calibrated with JIT kernels on first use (cached on disk after that).
+  DeviceSpec device() const override {
+    std::lock_guard<std::mutex> lock(device_mutex_);
+    if (!device_) {
+      absl::StatusOr<DeviceSpec> d = calibrated_cpu_device(const_cast<CpuBackend&>(*this));
+      if (!d.ok()) {
+        warn(fmt::format("cpu device: calibrating with JIT kernels failed ({}); using the library's figures",
+                         status_text(d.status())));
+        d = cpu_device();
+      }
+      device_ = *d;
+    }
+    return *device_;
+  }
 
   absl::StatusOr<std::unique_ptr<LoadedPlan>> load(const FusionPlan& plan, const LoadOptions& options) override {
     absl::StatusOr<std::unique_ptr<CpuLoadedPlan>> loaded = CpuLoadedPlan::load(plan, options);
@@ -230,6 +247,8 @@ class CpuBackend final : public Backend {
 
  private:
   HostCompiler compiler_;
+  mutable std::mutex device_mutex_;
+  mutable std::optional<DeviceSpec> device_;
   std::unique_ptr<HostBuffer> flush_;
   unsigned char flush_value_ = 0;
 };

@@ -1,0 +1,139 @@
+#include "runtime/cpu_calibration.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "fusejit_version.h"
+#include "fusion/plan.h"
+#include "ir/text_format.h"
+#include "runtime/backend.h"
+#include "runtime/host_compiler.h"
+#include "runtime/thread_pool.h"
+
+namespace fusejit {
+namespace {
+
+// One probe per cost class: a graph of ops of that class computing y from
+// x. Simple ops are a chain of 16, so that arithmetic, not the load and
+// store of each element, is what the probe times (as in a fused kernel).
+struct Probe {
+  CostClass cost_class;
+  const char* statements;
+};
+
+constexpr Probe kProbes[] = {
+    {CostClass::kSimple,
+     "a = mul(x, 0.999)\nb = add(a, 0.001)\nc = mul(b, 0.999)\nd = add(c, 0.001)\ne = mul(d, 0.999)\n"
+     "f = add(e, 0.001)\ng = mul(f, 0.999)\nh = add(g, 0.001)\ni = mul(h, 0.999)\nj = add(i, 0.001)\n"
+     "k = mul(j, 0.999)\nl = add(k, 0.001)\nm = mul(l, 0.999)\nn = add(m, 0.001)\no = mul(n, 0.999)\n"
+     "y = add(o, 0.001)"},
+    {CostClass::kDivSqrt, "y = rsqrt(x)"},
+    {CostClass::kExpLog, "y = exp(x)"},
+    {CostClass::kErf, "y = erf(x)"},
+    {CostClass::kPow, "y = pow(x, 1.7)"},
+    {CostClass::kPhilox, "y = dropout(x, p=0.1, seed=42)"},
+};
+
+// Elements per thread: in and out together fill half of a 1 MiB L2.
+constexpr int64_t kElementsPerThread = 1 << 16;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe) {
+  const int64_t threads = ThreadPool::global().size();
+  absl::StatusOr<Graph> g = parse_graph(fmt::format("input x: f32[{}, {}]\n{}\noutput y\n", threads,
+                                                    kElementsPerThread, probe.statements));
+  if (!g.ok()) return g.status();
+  const FusionPlan plan = make_fused_plan(*g);
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
+  if (!loaded.ok()) return loaded.status();
+  if (absl::Status s = (*loaded)->set_inputs(random_inputs(*g, 1)); !s.ok()) return s;
+  std::vector<double> us;
+  for (int rep = 0; rep < 15; ++rep) {
+    absl::StatusOr<double> t = (*loaded)->time_kernel(0);
+    if (!t.ok()) return t.status();
+    if (rep > 2) us.push_back(*t);  // warm the caches first
+  }
+  double weight = 0;  // FLOPs per element, by the op table
+  for (int32_t id = 0; id < plan.graph->num_nodes(); ++id) {
+    if (plan.graph->node(id).op != Op::kInput) weight += plan.graph->node(id).info().flops;
+  }
+  const double flops = static_cast<double>(threads * kElementsPerThread) * weight;
+  return flops / (median(us) * 1e-6) / 1e12;
+}
+
+// What handing work to every thread of the pool and waiting for it costs.
+double probe_launch_us() {
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<double> us;
+  for (int rep = 0; rep < 101; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(pool.size(), 1, [](int64_t, int64_t) {});
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median(us);
+}
+
+std::string calibration_key() {
+  absl::StatusOr<HostCompiler> compiler = find_host_compiler();
+  return fmt::format("fusejit {} | {} | {} threads | {}", FUSEJIT_VERSION, compiler.ok() ? compiler->identity : "?",
+                     ThreadPool::global().size(), cpu_device().description);
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
+  DeviceSpec d = cpu_device();
+  const std::filesystem::path path = std::filesystem::path(cache_directory()) / "cpu-device-jit.json";
+  const std::string key = calibration_key();
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    std::ifstream in(path);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded() && j.is_object() && j.value("key", "") == key && j.contains("class_tflops")) {
+      try {
+        for (const Probe& p : kProbes) {
+          d.class_tflops[static_cast<int>(p.cost_class)] =
+              j.at("class_tflops").at(std::string(cost_class_name(p.cost_class))).get<double>();
+        }
+        d.launch_overhead_us = j.at("launch_overhead_us").get<double>();
+        d.description += "; op throughput of JIT kernels";
+        return d;
+      } catch (const nlohmann::json::exception&) {
+        // Another shape: measure again and replace it.
+      }
+    }
+  }
+  nlohmann::json classes;
+  for (const Probe& p : kProbes) {
+    absl::StatusOr<double> tflops = probe_tflops(backend, p);
+    if (!tflops.ok()) return tflops.status();
+    d.class_tflops[static_cast<int>(p.cost_class)] = *tflops;
+    classes[std::string(cost_class_name(p.cost_class))] = *tflops;
+  }
+  const double launch = probe_launch_us();
+  d.launch_overhead_us = launch;
+  d.description += "; op throughput of JIT kernels";
+  // Temp file then rename; an unwritable directory only costs the caching.
+  std::filesystem::create_directories(path.parent_path(), ec);
+  const std::string tmp = fmt::format("{}.tmp.{}", path.string(), ::getpid());
+  {
+    std::ofstream out(tmp);
+    out << nlohmann::json{{"key", key}, {"class_tflops", classes}, {"launch_overhead_us", launch}}.dump(2) << "\n";
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+  return d;
+}
+
+}  // namespace fusejit
