@@ -12,11 +12,10 @@ namespace {
 
 double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
-// The compute roof a kernel runs under: FP32 SIMD/CUDA cores, or tensor
-// cores for a 16-bit matmul (what the cost model assumed).
+// The compute roof of a kernel: what the cost model assumed (per op class
+// on a CPU), else the FP32 peak.
 double peak_gflops(const BenchResult& r, const KernelBench& k) {
-  const bool tensor = k.executed_by != "jit" && r.device.peak_tensor_tflops > 0;
-  return (tensor ? r.device.peak_tensor_tflops : r.device.peak_f32_tflops) * 1e3;
+  return k.compute_roof_gflops > 0 ? k.compute_roof_gflops : r.device.peak_f32_tflops * 1e3;
 }
 
 std::string plan_table(const BenchResult& r, const PlanBench& p) {
@@ -43,6 +42,7 @@ nlohmann::json run_json(const PlanBench& p) {
                        {"bytes", k.bytes},
                        {"flops", k.flops},
                        {"intensity", k.intensity},
+                       {"compute_roof_gflops", k.compute_roof_gflops},
                        {"predicted_us", k.predicted_us},
                        {"measured_us_median", k.measured_us_median},
                        {"measured_us_min", k.measured_us_min},
@@ -97,9 +97,9 @@ std::string format_bench(const BenchResult& r) {
 
 std::string format_roofline(const BenchResult& r) {
   std::string t = fmt::format(
-      "roofline ({}: measured ceiling {:.1f} GB/s, FP32 peak {:.0f} GFLOP/s, ridge {:.1f} FLOP/byte)\n", r.backend,
-      r.ceiling_gbps, r.device.peak_f32_tflops * 1e3,
-      r.ceiling_gbps > 0 ? r.device.peak_f32_tflops * 1e3 / r.ceiling_gbps : 0.0);
+      "roofline ({}: measured ceiling {:.1f} GB/s; compute roof per kernel from the cost model's op classes, FP32 "
+      "FMA peak {:.0f} GFLOP/s)\n",
+      r.backend, r.ceiling_gbps, r.device.peak_f32_tflops * 1e3);
   t += fmt::format("  {:<8} {:<40} {:>10} {:>12} {:>12} {:>8}  {}\n", "plan", "kernel", "FLOP/byte", "GFLOP/s",
                    "roof GFLOP/s", "% roof", "bound by");
   for (const PlanBench* p : {&r.unfused, &r.fused}) {

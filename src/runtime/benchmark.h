@@ -37,6 +37,10 @@ struct KernelBench {
   double flops = 0;
   double intensity = 0;     // flops / bytes
   bool compute_bound = false;  // as predicted
+  // The compute roof the cost model puts this kernel under: its FLOPs over
+  // its predicted compute time (on a CPU each op class has its own
+  // throughput, so a chain of erf and Philox has a lower roof than FMAs).
+  double compute_roof_gflops = 0;
   double predicted_us = 0;
   double measured_us_median = 0;
   double measured_us_min = 0;

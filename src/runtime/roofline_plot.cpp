@@ -1,5 +1,6 @@
 #include "runtime/roofline_plot.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -56,13 +57,22 @@ std::string roofline_gnuplot_script(const BenchResult& r, const std::string& pat
   s += "EOD\n$fused << EOD\n";
   for (const KernelBench& k : r.fused.kernels) s += fmt::format("{} {} {}\n", k.intensity, k.achieved_gflops, quoted(k.name));
   s += "EOD\n";
+  // On a CPU the op classes of a kernel set its compute roof (erf and
+  // Philox run far below the FMA peak); the fused kernel's is drawn dashed.
+  double mix_roof = 0;
+  for (const KernelBench& k : r.fused.kernels) mix_roof = std::max(mix_roof, k.compute_roof_gflops);
+  const bool draw_mix = mix_roof > 0 && mix_roof < 0.95 * peak;
+  s += fmt::format("mix(x) = x * {} < {} ? x * {} : {}\n", bw, mix_roof, bw, mix_roof);
   s += fmt::format(
-      "plot roof(x) with lines lw 2 lc rgb '#444444' title {}, \\\n"
+      "plot roof(x) with lines lw 2 lc rgb '#444444' title {}, \\\n{}"
       "  $unfused using 1:2 with points pt 7 ps 1.5 lc rgb '#d62728' title 'unfused kernels', \\\n"
       "  $unfused using 1:2:3 with labels offset 1,-0.8 left font ',9' tc rgb '#d62728' notitle, \\\n"
       "  $fused using 1:2 with points pt 5 ps 1.5 lc rgb '#1f77b4' title 'fused kernels', \\\n"
       "  $fused using 1:2:3 with labels offset 1,0.8 left font ',9' tc rgb '#1f77b4' notitle\n",
-      quoted(fmt::format("roof: {:.1f} GB/s measured copy, {:.0f} GFLOP/s FP32 peak", bw, peak)));
+      quoted(fmt::format("roof: {:.1f} GB/s measured copy, {:.0f} GFLOP/s FP32 peak", bw, peak)),
+      draw_mix ? fmt::format("  mix(x) with lines lw 1 dt 2 lc rgb '#444444' title {}, \\\n",
+                             quoted(fmt::format("compute roof of the fused kernel's op mix: {:.1f} GFLOP/s", mix_roof)))
+               : std::string());
   return s;
 }
 
