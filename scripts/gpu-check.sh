@@ -6,11 +6,13 @@
 # un-skips, compiles every example's kernels for the GPU's architecture,
 # and writes a short report to $OUT (default gpu-check-out/).
 #
-#   scripts/gpu-check.sh [BUILD_DIR]
+#   scripts/gpu-check.sh [BUILD_DIR]     # build-gpu/ from scripts/build-portable.sh
 #
 # Every example runs on the GPU against the reference interpreter inside the
 # GpuBackend tests (each example in f32, f16 and bf16, fused and unfused,
-# plus the demo example at its real size). Benchmarks are not covered yet.
+# plus the demo example at its real size), then `fusejit bench` times every
+# example and the demo, and bench/peers/torch_peers.py times PyTorch eager
+# and torch.compile beside it. Copy the figures to bench/results/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -27,6 +29,15 @@ status=0
   echo '```'
 } >"$report"
 
+# A portable build (scripts/build-portable.sh) names examples by the absolute
+# path of the checkout it was built in; make that path lead here.
+if [[ -f "$build/source-dir.txt" ]]; then
+  built_in=$(cat "$build/source-dir.txt")
+  if [[ "$built_in" != "$PWD" && ! -e "$built_in" ]]; then
+    mkdir -p "$(dirname "$built_in")" && ln -s "$PWD" "$built_in" || echo "gpu-check: cannot link $built_in" >&2
+  fi
+fi
+
 if [[ ! -x "$build/tests/fusejit_tests" || ! -x "$build/fusejit" ]]; then
   echo "gpu-check: no build in $build; build with scripts/build.sh first and carry it" | tee -a "$report"
   exit 1
@@ -41,10 +52,33 @@ echo "## GPU tests" >>"$report"
 grep -E '^\[ +(FAILED|gpu|device|copy|kernel|cublas) ' "$out/gpu-tests.log" | sed 's/^/    /' >>"$report"
 tail -n 5 "$out/gpu-tests.log" | sed 's/^/    /' >>"$report"
 
-# ---- PLACEHOLDER: benchmarks on the GPU (to be filled in once the CLI has
-# `--backend cuda`), one line per example, e.g.
-#   "$build/fusejit" bench "$graph" --backend cuda --json >"$out/bench-$(basename "$graph" .fj).json" || status=1
-# ----
+echo "## Benchmarks: fused against unfused on this GPU" >>"$report"
+# Every example, then the demo at its GPU size ([16384, 4096] bf16). Each
+# run checks both plans against the reference before timing them.
+for graph in examples/graphs/*.fj; do
+  name=$(basename "$graph" .fj)
+  "$build/fusejit" bench "$graph" --backend cuda --reps 20 --json >"$out/bench-$name.json" 2>"$out/bench-$name.err" || status=1
+  python3 - "$out/bench-$name.json" "$name" >>"$report" 2>&1 <<'PY' || echo "    $name: bench failed: $(tail -n 1 "$out/bench-$name.err")" >>"$report"
+import json, sys
+j = json.load(open(sys.argv[1]))
+f, u = j["fused"], j["unfused"]
+print(f"    {sys.argv[2]:<30} unfused {u['measured_us_median']:9.1f} us  fused {f['measured_us_median']:9.1f} us  "
+      f"speedup {j['speedup_measured']:.2f}x (predicted {j['speedup_predicted']:.2f}x)  fused {f['effective_gbps']:.0f} GB/s "
+      f"= {100 * f['effective_gbps'] / j['ceiling_gbps']:.0f}% of the {j['ceiling_gbps']:.0f} GB/s copy  "
+      f"max rel error {j['max_rel_error']:.2g}")
+PY
+done
+"$build/fusejit" demo --backend cuda --reps 20 --plot "$out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1
+sed -n '/^measured:/,$p' "$out/demo.txt" | sed 's/^/    /' >>"$report"
+
+echo "## Peers: PyTorch eager and torch.compile on the same graphs" >>"$report"
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  python3 bench/peers/torch_peers.py --fusejit "$build/fusejit" --device cuda --json "$out/peers.json" \
+    >"$out/peers.txt" 2>&1 || status=1
+  sed 's/^/    /' "$out/peers.txt" >>"$report"
+else
+  echo "    PyTorch with CUDA is not available here; peers skipped" >>"$report"
+fi
 
 echo "## Kernels of every example, compiled for this GPU" >>"$report"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
