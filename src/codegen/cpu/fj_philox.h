@@ -1,0 +1,141 @@
+// fusejit CPU helpers: Philox4x32-10 and dropout, bit for bit the mapping of
+// src/ir/philox.h (and of codegen/cuda/fj_philox.cuh):
+//   key = seed (lo, hi); counter = (index / 4 lo, index / 4 hi, 0, 0);
+//   word = philox(counter, key)[index % 4];
+//   keep iff (word >> 8) >= threshold (= ceil(p * 2^24));
+//   result x * (keep ? scale : 0)  (a dropped NaN or infinity gives NaN).
+//
+// Written for auto-vectorisation: the 32 x 32 -> 64-bit multiplies go through
+// uint64_t (vpmuludq), the ten rounds are spelled out (no inner loop to
+// unroll first), and the keep test is a select. A loop over groups of four
+// elements (fj_dropout4, or fj_dropout_span on a tile) then vectorises over
+// groups; fj_dropout on a single element draws the whole group and picks
+// its word, for code that handles one element at a time.
+//
+// Header-only and self-contained: embedded as text into JIT-compiled
+// translation units.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+// One Philox round: (c0, c1, c2, c3) <- (hi(M1 c2) ^ c1 ^ k0, lo(M1 c2),
+// hi(M0 c0) ^ c3 ^ k1, lo(M0 c0)).
+static inline void fj_philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0, uint32_t k1) {
+  const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+  const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+  const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+  const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+  c1 = static_cast<uint32_t>(p1);
+  c3 = static_cast<uint32_t>(p0);
+  c0 = n0;
+  c2 = n2;
+}
+
+// Philox4x32-10 of the counter (c0, c1, c2, c3) under key (k0, k1); the key
+// is bumped by the Weyl constants before rounds 2..10 (as in Random123).
+static inline void fj_philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
+                                    uint32_t& w0, uint32_t& w1, uint32_t& w2, uint32_t& w3) {
+  const uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  fj_philox_round(c0, c1, c2, c3, k0, k1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 1u * kW0, k1 + 1u * kW1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 2u * kW0, k1 + 2u * kW1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 3u * kW0, k1 + 3u * kW1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 4u * kW0, k1 + 4u * kW1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 5u * kW0, k1 + 5u * kW1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 6u * kW0, k1 + 6u * kW1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 7u * kW0, k1 + 7u * kW1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 8u * kW0, k1 + 8u * kW1);
+  fj_philox_round(c0, c1, c2, c3, k0 + 9u * kW0, k1 + 9u * kW1);
+  w0 = c0;
+  w1 = c1;
+  w2 = c2;
+  w3 = c3;
+}
+
+// The dropout counter of group (hi, lo): (lo, hi, 0, 0). The zeros fold into
+// the first round.
+static inline void fj_philox(uint32_t lo, uint32_t hi, uint32_t k0, uint32_t k1, uint32_t& w0, uint32_t& w1,
+                             uint32_t& w2, uint32_t& w3) {
+  fj_philox4x32_10(lo, hi, 0u, 0u, k0, k1, w0, w1, w2, w3);
+}
+
+// x * (keep ? scale : 0) for one Philox word. The multiplier is selected by
+// integer masks rather than ?: (see fj_detail_select in fj_math.h: a float
+// ?: whose result feeds arithmetic can keep a loop from vectorising).
+static inline float fj_dropout_apply(float x, uint32_t word, uint32_t threshold, float scale) {
+  const uint32_t keep = 0u - static_cast<uint32_t>((word >> 8) >= threshold);
+  uint32_t scale_bits;
+  std::memcpy(&scale_bits, &scale, sizeof scale_bits);
+  const uint32_t m_bits = scale_bits & keep;  // scale or +0.0f
+  float m;
+  std::memcpy(&m, &m_bits, sizeof m);
+  return x * m;
+}
+
+// Dropout of element `index`: one Philox call for its group of four, then its
+// word (index % 4).
+static inline float fj_dropout(float x, unsigned long long index, uint32_t threshold, float scale, uint32_t k0,
+                               uint32_t k1) {
+  const unsigned long long group = index >> 2;
+  uint32_t w0, w1, w2, w3;
+  fj_philox(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), k0, k1, w0, w1, w2, w3);
+  const uint32_t lane = static_cast<uint32_t>(index & 3u);
+  const uint32_t word = lane == 0 ? w0 : (lane == 1 ? w1 : (lane == 2 ? w2 : w3));  // integer selects vectorise
+  return fj_dropout_apply(x, word, threshold, scale);
+}
+
+// Dropout of 4 consecutive elements starting at `index` (a multiple of 4):
+// they share one Philox call, whose four words decide them in order.
+static inline void fj_dropout4(const float* x, float* y, unsigned long long index, uint32_t threshold, float scale,
+                               uint32_t k0, uint32_t k1) {
+  const unsigned long long group = index >> 2;
+  uint32_t w0, w1, w2, w3;
+  fj_philox(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), k0, k1, w0, w1, w2, w3);
+  const float x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];  // all loads first: y may be x
+  y[0] = fj_dropout_apply(x0, w0, threshold, scale);
+  y[1] = fj_dropout_apply(x1, w1, threshold, scale);
+  y[2] = fj_dropout_apply(x2, w2, threshold, scale);
+  y[3] = fj_dropout_apply(x3, w3, threshold, scale);
+}
+
+// Groups of four: y[4g + j] for g in [0, groups), the first group's counter
+// being first_group. Within a run of groups whose counter's high word is
+// constant (2^32 groups, i.e. 2^34 elements), the counter is a 32-bit
+// induction variable, which keeps the vectorised loop in 32-bit lanes.
+static inline void fj_dropout_groups(const float* x, float* y, int64_t groups, unsigned long long first_group,
+                                     uint32_t threshold, float scale, uint32_t k0, uint32_t k1) {
+  while (groups > 0) {
+    const uint32_t lo0 = static_cast<uint32_t>(first_group);
+    const uint32_t hi = static_cast<uint32_t>(first_group >> 32);
+    const unsigned long long room = (1ull << 32) - lo0;  // groups before the high word changes
+    const int64_t run = static_cast<unsigned long long>(groups) < room ? groups : static_cast<int64_t>(room);
+    for (int64_t g = 0; g < run; ++g) {
+      uint32_t w0, w1, w2, w3;
+      fj_philox(lo0 + static_cast<uint32_t>(g), hi, k0, k1, w0, w1, w2, w3);
+      const float x0 = x[4 * g], x1 = x[4 * g + 1], x2 = x[4 * g + 2], x3 = x[4 * g + 3];
+      y[4 * g] = fj_dropout_apply(x0, w0, threshold, scale);
+      y[4 * g + 1] = fj_dropout_apply(x1, w1, threshold, scale);
+      y[4 * g + 2] = fj_dropout_apply(x2, w2, threshold, scale);
+      y[4 * g + 3] = fj_dropout_apply(x3, w3, threshold, scale);
+    }
+    x += 4 * run;
+    y += 4 * run;
+    groups -= run;
+    first_group += static_cast<unsigned long long>(run);
+  }
+}
+
+// Dropout of the n elements y[i] = dropout(x[i]) with global indices
+// first_index + i, for any first_index: single elements up to the next
+// multiple of 4, whole groups (vectorised), then single elements again.
+// y may equal x (in place); otherwise they must not overlap.
+static inline void fj_dropout_span(const float* x, float* y, int64_t n, unsigned long long first_index,
+                                   uint32_t threshold, float scale, uint32_t k0, uint32_t k1) {
+  int64_t head = static_cast<int64_t>((4u - (first_index & 3u)) & 3u);
+  head = head < n ? head : n;
+  for (int64_t i = 0; i < head; ++i) y[i] = fj_dropout(x[i], first_index + i, threshold, scale, k0, k1);
+  const int64_t groups = (n - head) / 4;
+  fj_dropout_groups(x + head, y + head, groups, (first_index + head) >> 2, threshold, scale, k0, k1);
+  for (int64_t i = head + 4 * groups; i < n; ++i) y[i] = fj_dropout(x[i], first_index + i, threshold, scale, k0, k1);
+}
