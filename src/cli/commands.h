@@ -38,5 +38,6 @@ void register_devices(CLI::App& app, int& exit_code);
 void register_emit(CLI::App& app, int& exit_code);
 void register_bench(CLI::App& app, int& exit_code);
 void register_demo(CLI::App& app, int& exit_code);
+void register_fuzz(CLI::App& app, int& exit_code);
 
 }  // namespace fusejit::cli

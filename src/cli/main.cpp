@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   fusejit::cli::register_emit(app, exit_code);
   fusejit::cli::register_bench(app, exit_code);
   fusejit::cli::register_demo(app, exit_code);
+  fusejit::cli::register_fuzz(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

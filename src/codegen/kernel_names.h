@@ -23,6 +23,15 @@ bool in_kernel(const Kernel& kernel, int32_t id);
 // The kernel's pointer parameters: its reads, then its writes.
 std::vector<KernelParam> kernel_params(const FusionPlan& plan, const Kernel& kernel);
 
+// Whether the kernel must round node `id` to its dtype right where it is
+// computed: the node is stored in a 16-bit dtype and also used by another
+// node of the kernel. Its users then see the value as stored, as they would
+// in any other kernel (and as the reference interpreter computes it),
+// rather than the wider value that happens to be in a register.
+bool rounds_in_kernel(const Graph& graph, const Kernel& kernel, int32_t id);
+// `expression` rounded to the node's dtype when rounds_in_kernel() says so.
+std::string as_computed(const Graph& graph, const Kernel& kernel, int32_t id, const std::string& expression);
+
 // The comment that opens a kernel: what it is and which graph ops it computes.
 void write_header(SourceWriter& w, const FusionPlan& plan, const Kernel& kernel, const std::string& summary);
 

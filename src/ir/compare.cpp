@@ -9,7 +9,7 @@ namespace fusejit {
 
 double tolerance(DType t) {
   switch (t) {
-    case DType::kF32: return 1e-6;
+    case DType::kF32: return 1e-5;
     case DType::kF16: return 4e-3;
     case DType::kBF16: return 3e-2;
   }

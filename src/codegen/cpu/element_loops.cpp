@@ -73,7 +73,8 @@ void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
     std::vector<std::string> operands;
     for (const Operand& o : n.operands) operands.push_back(operand(o, group));
     w.line("const float {} = {};", value_name(g_, id),
-           node_expression(n, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index)));
+           emit::as_computed(g_, kernel_, id,
+                             node_expression(n, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index))));
     if (array_set_.contains(id)) w.line("{}[c] = {};", array_name(g_, id), value_name(g_, id));
     if (std::find(kernel_.writes.begin(), kernel_.writes.end(), id) != kernel_.writes.end()) {
       w.line("{}[{} + c] = fj_from_float<{}>({});", param_name(g_, id), space_.first_index,
@@ -96,21 +97,29 @@ void ElementLoops::write(SourceWriter& w) const {
         break;
       case Step::kScalar:
         w.line("const float {} = {};", value_name(g_, id),
-               node_expression(n, operands, fmt::format("(unsigned long long)({})", space_.first_index)));
+               emit::as_computed(g_, kernel_, id,
+                                 node_expression(n, operands, fmt::format("(unsigned long long)({})", space_.first_index))));
         break;
       case Step::kDropout:
         w.line("{};", dropout_span_call(n, array_of(operands[0]), array_name(g_, id), space_.count,
                                         fmt::format("(unsigned long long)({})", space_.first_index)));
+        if (emit::rounds_in_kernel(g_, kernel_, id)) {
+          w.line("for (long long c = 0; c < {0}; ++c) {1}[c] = fj_round_{2}({1}[c]);", space_.count,
+                 array_name(g_, id), dtype_name(n.dtype));
+        }
         break;
       case Step::kReduce: {
         if (!operands[0].ends_with("[c]")) {  // a row of one element: the element itself
-          w.line("const float {} = {};", value_name(g_, id), reduce_combine(n, reduce_identity(n), operands[0]));
+          w.line("const float {} = {};", value_name(g_, id),
+                 emit::as_computed(g_, kernel_, id, reduce_combine(n, reduce_identity(n), operands[0])));
           break;
         }
         const std::string divide =
             n.info().reduce_divides_by_count ? fmt::format(" / (float){}", space_.count) : "";
-        w.line("const float {} = fj_reduce_span({}, {}, {}, fj_combine_{}()){};", value_name(g_, id),
-               array_of(operands[0]), space_.count, reduce_identity(n), n.name, divide);
+        w.line("const float {} = {};", value_name(g_, id),
+               emit::as_computed(g_, kernel_, id,
+                                 fmt::format("fj_reduce_span({}, {}, {}, fj_combine_{}()){}", array_of(operands[0]),
+                                             space_.count, reduce_identity(n), n.name, divide)));
         break;
       }
     }

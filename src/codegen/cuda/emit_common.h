@@ -15,6 +15,8 @@ using emit::kernel_params;
 using emit::param_name;
 using emit::read_name;
 using emit::value_name;
+using emit::as_computed;
+using emit::rounds_in_kernel;
 using emit::write_header;
 
 // "const fj_bf16* __restrict__ p_x, ..., fj_bf16* __restrict__ p_y"

@@ -47,8 +47,9 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
       }
     }
     w.line("float {}[kV];", value_name(g, id));
-    const std::string element = fmt::format("for (int e = 0; e < kV; ++e) {}[e] = {};", value_name(g, id),
-                                            node_expression(n, operands, "(unsigned long long)(i + e)"));
+    const std::string element =
+        fmt::format("for (int e = 0; e < kV; ++e) {}[e] = {};", value_name(g, id),
+                    as_computed(g, kernel, id, node_expression(n, operands, "(unsigned long long)(i + e)")));
     if (n.op == Op::kDropout) {
       // Vector groups start at multiples of kV (4 or 8): one Philox call per 4 elements.
       const Operand& x = n.operands[0];
@@ -65,6 +66,10 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
     } else {
       w.line("#pragma unroll");
       w.line("{}", element);
+    }
+    if (n.op == Op::kDropout && rounds_in_kernel(g, kernel, id)) {
+      w.line("#pragma unroll");
+      w.line("for (int e = 0; e < kV; ++e) {0}[e] = fj_round_{1}({0}[e]);", value_name(g, id), dtype_name(n.dtype));
     }
   }
   for (int32_t id : kernel.writes) {

@@ -139,7 +139,7 @@ class RowEmitter {
     for (const Operand& o : n.operands) operands.push_back(operand_text(o, slot));
     const std::string index = row_shaped(id) ? fmt::format("(unsigned long long)(row * kN + {})", column)
                                              : std::string("(unsigned long long)row");
-    return node_expression(n, operands, index);
+    return as_computed(g_, kernel_, id, node_expression(n, operands, index));
   }
 
   std::string reduce_call(const Node& n, const std::string& acc) const {
@@ -150,7 +150,8 @@ class RowEmitter {
 
   void write_reduce_result(const Node& n, int32_t id, const std::string& acc) {
     const std::string divide = n.info().reduce_divides_by_count ? " / (float)kN" : "";
-    w_.line("const float {} = {}{};", value_name(g_, id), reduce_call(n, acc), divide);
+    w_.line("const float {} = {};", value_name(g_, id),
+            as_computed(g_, kernel_, id, fmt::format("{}{}", reduce_call(n, acc), divide)));
   }
 
   // Loads of reads whose value differs per row but not along it ([M, 1]).
@@ -223,8 +224,10 @@ class RowEmitter {
         w_.line("for (int e = 0; e < kVec; ++e) acc = fj_combine_{}()(acc, {});", n.name,
                 operand_text(n.operands[0], "c * kVec + e"));
         w_.close();
-        w_.line("{} = {}{};", value_name(g_, id), reduce_call(n, "acc"),
-                n.info().reduce_divides_by_count ? " / (float)kN" : "");
+        w_.line("{} = {};", value_name(g_, id),
+                as_computed(g_, kernel_, id,
+                            fmt::format("{}{}", reduce_call(n, "acc"),
+                                        n.info().reduce_divides_by_count ? " / (float)kN" : "")));
         w_.close();
         continue;
       }
@@ -236,6 +239,11 @@ class RowEmitter {
           w_.line("for (int k = 0; k < kItems; k += 4) {};",
                   dropout4_call(n, operand_pointer(n.operands[0], "k"), value_name(g_, id) + " + k",
                                 fmt::format("(unsigned long long)(row * kN + {})", persistent_column())));
+          if (rounds_in_kernel(g_, kernel_, id)) {
+            w_.line("#pragma unroll");
+            w_.line("for (int k = 0; k < kItems; ++k) {0}[k] = fj_round_{1}({0}[k]);", value_name(g_, id),
+                    dtype_name(n.dtype));
+          }
         } else {
           w_.line("for (int k = 0; k < kItems; ++k) {}[k] = {};", value_name(g_, id),
                   expression(id, "k", persistent_column()));
@@ -297,6 +305,11 @@ class RowEmitter {
           w_.line("for (int e = 0; e < kVec; e += 4) {};",
                   dropout4_call(n, operand_pointer(n.operands[0], "e"), value_name(g_, id) + " + e",
                                 "(unsigned long long)(row * kN + j + e)"));
+          if (rounds_in_kernel(g_, kernel_, id)) {
+            w_.line("#pragma unroll");
+            w_.line("for (int e = 0; e < kVec; ++e) {0}[e] = fj_round_{1}({0}[e]);", value_name(g_, id),
+                    dtype_name(n.dtype));
+          }
         } else {
           w_.line("for (int e = 0; e < kVec; ++e) {}[e] = {};", value_name(g_, id), expression(id, "e", "j + e"));
         }

@@ -59,7 +59,7 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
     // r = add(x, residual)
     float v_r[kItems];
     #pragma unroll
-    for (int k = 0; k < kItems; ++k) v_r[k] = ((r_x[k]) + (r_residual[k]));
+    for (int k = 0; k < kItems; ++k) v_r[k] = fj_round_bf16(((r_x[k]) + (r_residual[k])));
     // mean_5 = mean(r)
     float v_mean_5;
     {

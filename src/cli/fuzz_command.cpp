@@ -1,0 +1,89 @@
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "fusejit.h"
+#include "runtime/fuzz.h"
+
+namespace fusejit::cli {
+namespace {
+
+struct FuzzCommandOptions {
+  int graphs = 100;
+  uint64_t seed = 1;
+  std::string backend = "auto";
+  bool cuda_compile = false;
+  std::string arch = "sm_90";
+  bool json = false;
+};
+
+int fuzz(const FuzzCommandOptions& opt) {
+  std::unique_ptr<Backend> backend;
+  if (opt.backend != "none") {
+    absl::StatusOr<std::unique_ptr<Backend>> b = make_backend(opt.backend);
+    if (!b.ok()) {
+      fmt::print(stderr, "fusejit: error: backend {}: {}\n", opt.backend, status_text(b.status()));
+      return 1;
+    }
+    backend = *std::move(b);
+  }
+  if (opt.cuda_compile) {
+    if (absl::Status s = nvrtc_status(); !s.ok()) {
+      fmt::print(stderr, "fusejit: error: --cuda-compile: {}\n", status_text(s));
+      return 1;
+    }
+  }
+  FuzzOptions options;
+  options.graphs = opt.graphs;
+  options.seed = opt.seed;
+  options.backend = backend.get();
+  options.cuda_compile = opt.cuda_compile;
+  options.cuda_arch = opt.arch;
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty) options.progress = [](std::string_view line) { fmt::print(stderr, "\r\033[K{}", line); };
+  const FuzzResult r = run_fuzz(options);
+  if (tty) fmt::print(stderr, "\r\033[K");
+  if (opt.json) {
+    nlohmann::json failures = nlohmann::json::array();
+    for (const FuzzFailure& f : r.failures) {
+      failures.push_back({{"seed", f.seed}, {"what", f.what}, {"graph", f.graph},
+                          {"statements", f.original_statements}, {"shrunk_statements", f.shrunk_statements}});
+    }
+    fmt::print("{}\n", nlohmann::json{{"graphs", r.graphs}, {"kernels", r.kernels}, {"mismatches", r.mismatches},
+                                      {"failures", failures}}
+                           .dump(2));
+  } else {
+    for (const FuzzFailure& f : r.failures) {
+      fmt::print("MISMATCH: graph seed {} (shrunk from {} to {} statements): {}\n{}\n", f.seed,
+                 f.original_statements, f.shrunk_statements, f.what, f.graph);
+    }
+    fmt::print("fuzz: {} graphs (seed {}), backend {}{}, {} kernels compiled, {} mismatches\n", r.graphs, opt.seed,
+               backend ? std::string(backend->name()) : "none", opt.cuda_compile ? " + NVRTC " + opt.arch : "",
+               r.kernels, r.mismatches);
+  }
+  return r.mismatches == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void register_fuzz(CLI::App& app, int& exit_code) {
+  auto opt = std::make_shared<FuzzCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "fuzz", "Differential fuzzing: random graphs, both plans against the reference interpreter");
+  cmd->add_option("--graphs", opt->graphs, "graphs to try")->check(CLI::Range(1, 100000000))->capture_default_str();
+  cmd->add_option("--seed", opt->seed, "first seed; graph i uses a seed derived from seed + i")->capture_default_str();
+  cmd->add_option("--backend", opt->backend, "run the plans on auto, cpu or cuda; none only generates (and compiles)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
+      ->capture_default_str();
+  cmd->add_flag("--cuda-compile", opt->cuda_compile, "also compile every kernel of both plans with NVRTC");
+  cmd->add_option("--arch", opt->arch, "architecture for --cuda-compile")->capture_default_str();
+  cmd->add_flag("--json", opt->json, "print one JSON object: graphs, kernels, mismatches, failures");
+  cmd->callback([opt, &exit_code] { exit_code = fuzz(*opt); });
+}
+
+}  // namespace fusejit::cli

@@ -1,0 +1,404 @@
+#include "runtime/fuzz.h"
+
+#include <algorithm>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <absl/strings/str_join.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "codegen/cuda/cuda_emitter.h"
+#include "cost/cost_model.h"
+#include "fusion/plan_reference.h"
+#include "ir/compare.h"
+#include "ir/error.h"
+#include "ir/host_tensor.h"
+#include "ir/text_format.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/nvrtc_compiler.h"
+
+namespace fusejit {
+namespace {
+
+using Shape64 = std::vector<int64_t>;
+
+std::string shape_text(const Shape64& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+int64_t numel(const Shape64& s) {
+  int64_t n = 1;
+  for (int64_t e : s) n *= e;
+  return n;
+}
+
+// NumPy broadcasting of two shapes (which the generator only forms when valid).
+Shape64 broadcast(const Shape64& a, const Shape64& b) {
+  Shape64 out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t ea = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    const int64_t eb = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    out[i] = std::max(ea, eb);
+  }
+  return out;
+}
+
+class GraphGenerator {
+ public:
+  explicit GraphGenerator(uint64_t seed) : rng_(seed) {}
+
+  std::string generate() {
+    Shape64 base = base_shape();
+    Value x = new_input(base);
+    values_.push_back(x);
+    const int ops = 1 + static_cast<int>(pick(8));
+    for (int i = 0; i < ops; ++i) add_op();
+    std::vector<std::string> outputs = {values_.back().name};
+    const int extra = static_cast<int>(pick(3));
+    for (int i = 0; i < extra && values_.size() > 2; ++i) {
+      const Value& v = values_[1 + pick(values_.size() - 1)];
+      if (std::find(outputs.begin(), outputs.end(), v.name) == outputs.end()) outputs.push_back(v.name);
+    }
+    std::string text = absl::StrJoin(inputs_, "\n") + "\n" + absl::StrJoin(statements_, "\n") + "\n";
+    return text + "output " + absl::StrJoin(outputs, ", ") + "\n";
+  }
+
+ private:
+  struct Value {
+    std::string name;
+    Shape64 shape;
+  };
+
+  uint64_t pick(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng_); }
+  template <typename T>
+  const T& choose(std::initializer_list<T> options) {
+    return *(options.begin() + pick(options.size()));
+  }
+
+  Shape64 base_shape() {
+    const int rank = 1 + static_cast<int>(pick(4));
+    Shape64 s(static_cast<size_t>(rank));
+    for (int d = 0; d + 1 < rank; ++d) s[static_cast<size_t>(d)] = choose<int64_t>({1, 2, 3, 5, 7});
+    s.back() = choose<int64_t>({1, 3, 8, 17, 64, 256, 1000, 4097});
+    for (size_t d = 0; numel(s) > 65536 && d + 1 < s.size(); ++d) s[d] = 1;
+    return s;
+  }
+
+  Value new_input(const Shape64& shape) {
+    Value v{fmt::format("in{}", inputs_.size()), shape};
+    inputs_.push_back(fmt::format("input {}: {}{}", v.name, choose<std::string>({"f32", "f16", "bf16"}),
+                                  shape_text(shape)));
+    return v;
+  }
+
+  void statement(const Shape64& shape, const std::string& call) {
+    Value v{fmt::format("v{}", statements_.size()), shape};
+    statements_.push_back(fmt::format("{} = {}", v.name, call));
+    values_.push_back(v);
+  }
+
+  // |x| + 0.5: the operand of an op with a pole or a branch cut (log,
+  // sqrt, rsqrt, reciprocal, a divisor, a base of pow). Values near the
+  // pole make results whose float32 rounding differs from the float64
+  // reference by far more than any tolerance (1 / 1e-4 then summed) without
+  // any fault in the generated code; NaN and infinity have tests of their own.
+  Value away_from_zero(const Value& x) {
+    statement(x.shape, fmt::format("abs({})", x.name));
+    const std::string a = values_.back().name;
+    statement(x.shape, fmt::format("add({}, 0.5)", a));
+    return values_.back();
+  }
+
+  // An operand for a binary op with x: a value of the same shape (a
+  // diamond), or a new input that broadcasts with x one way or the other.
+  Value partner(const Value& x) {
+    std::vector<const Value*> same;
+    for (const Value& v : values_) {
+      if (v.shape == x.shape && v.name != x.name) same.push_back(&v);
+    }
+    if (!same.empty() && pick(2) == 0) return *same[pick(same.size())];
+    Shape64 s = x.shape;
+    switch (pick(4)) {
+      case 0: s = {x.shape.back()}; break;  // a row vector [N]
+      case 1: s.back() = 1; break;          // one value per row [..., 1]
+      case 2: s[0] = 1; break;              // broadcast over the outer dimension
+      default: break;
+    }
+    if (x.shape.back() == 1 && pick(2) == 0) s.back() = choose<int64_t>({3, 17, 64});  // [..., 1] with [..., N]
+    return new_input(s);
+  }
+
+  void add_op() {
+    const Value x = pick(2) == 0 ? values_.back() : values_[pick(values_.size())];
+    const uint64_t kind = pick(100);
+    if (kind < 28) {
+      const std::string op = choose<std::string>({"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "square",
+                                                  "tanh", "sigmoid", "relu", "silu", "erf", "gelu", "gelu_tanh"});
+      if (op == "gelu_tanh") return statement(x.shape, fmt::format("gelu({}, approximate=tanh)", x.name));
+      if (op == "log" || op == "sqrt" || op == "rsqrt" || op == "reciprocal") {
+        return statement(x.shape, fmt::format("{}({})", op, away_from_zero(x).name));
+      }
+      return statement(x.shape, fmt::format("{}({})", op, x.name));
+    }
+    if (kind < 58) {
+      const std::string op = choose<std::string>({"add", "sub", "mul", "div", "maximum", "minimum", "pow"});
+      if (pick(5) == 0) {  // a literal on either side
+        const std::string literal = op == "pow" ? choose<std::string>({"2", "0.5", "3"})
+                                                : choose<std::string>({"0.5", "2", "-1.25", "1e-3"});
+        if (op == "pow") return statement(x.shape, fmt::format("pow({}, {})", away_from_zero(x).name, literal));
+        if (op == "div") return statement(x.shape, fmt::format("div({}, {})", literal, away_from_zero(x).name));
+        return statement(x.shape, pick(2) == 0 ? fmt::format("{}({}, {})", op, x.name, literal)
+                                               : fmt::format("{}({}, {})", op, literal, x.name));
+      }
+      Value y = partner(x);
+      Value a = x;
+      if (pick(2) == 0) std::swap(a, y);
+      if (op == "div") y = away_from_zero(y);
+      if (op == "pow") a = away_from_zero(a);
+      return statement(broadcast(a.shape, y.shape), fmt::format("{}({}, {})", op, a.name, y.name));
+    }
+    if (kind < 66) {
+      Shape64 s = x.shape;
+      s.back() = 1;
+      return statement(s, fmt::format("{}({})", choose<std::string>({"sum", "mean", "max"}), x.name));
+    }
+    if (kind < 80) {
+      const Shape64 row = {x.shape.back()};
+      switch (pick(6)) {
+        case 0: return statement(x.shape, fmt::format("layer_norm({})", x.name));
+        case 1: {
+          const Value g = new_input(row), b = new_input(row);
+          return statement(x.shape, fmt::format("layer_norm({}, {}, {}, eps=1e-5)", x.name, g.name, b.name));
+        }
+        case 2: return statement(x.shape, fmt::format("rms_norm({})", x.name));
+        case 3: return statement(x.shape, fmt::format("rms_norm({}, {})", x.name, new_input(row).name));
+        case 4: return statement(x.shape, fmt::format("softmax({})", x.name));
+        default: return statement(x.shape, fmt::format("log_softmax({})", x.name));
+      }
+    }
+    if (kind < 87) {
+      return statement(x.shape, fmt::format("dropout({}, p={}, seed={})", x.name, choose<std::string>({"0.1", "0.5", "0.9"}),
+                                            pick(1000)));
+    }
+    if (kind < 94) {
+      return statement(x.shape, fmt::format("cast({}, dtype={})", x.name, choose<std::string>({"f32", "f16", "bf16"})));
+    }
+    if (x.shape.size() >= 2 && x.shape.back() <= 1000) {
+      const int64_t n = choose<int64_t>({1, 3, 16});
+      if (numel(x.shape) * n <= (int64_t{1} << 20)) {
+        Shape64 s = x.shape;
+        s.back() = n;
+        const Value w = new_input({x.shape.back(), n});
+        return statement(s, fmt::format("matmul({}, {})", x.name, w.name));
+      }
+    }
+    return statement(x.shape, fmt::format("tanh({})", x.name));
+  }
+
+  std::mt19937_64 rng_;
+  std::vector<Value> values_;
+  std::vector<std::string> inputs_;
+  std::vector<std::string> statements_;
+};
+
+// ---- shrinking, on the text ----
+
+struct GraphText {
+  std::vector<std::string> inputs;      // "input NAME: ..."
+  std::vector<std::string> names;       // statement results, in order
+  std::vector<std::string> calls;       // "op(args)" of each statement
+  std::vector<std::string> outputs;
+
+  static GraphText parse(const std::string& text) {
+    GraphText g;
+    std::istringstream in(text);
+    std::string line;
+    static const std::regex kStatement(R"(^(\w+) = (.*)$)");
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (line.starts_with("input ")) {
+        g.inputs.push_back(line);
+      } else if (line.starts_with("output ")) {
+        std::string list = line.substr(7);
+        for (size_t start = 0; start <= list.size();) {
+          const size_t comma = std::min(list.find(',', start), list.size());
+          std::string name = list.substr(start, comma - start);
+          name.erase(0, name.find_first_not_of(' '));
+          if (!name.empty()) g.outputs.push_back(name);
+          start = comma + 1;
+        }
+      } else if (std::regex_match(line, m, kStatement)) {
+        g.names.push_back(m[1]);
+        g.calls.push_back(m[2]);
+      }
+    }
+    return g;
+  }
+
+  std::string text() const {
+    std::string t;
+    for (const std::string& i : inputs) t += i + "\n";
+    for (size_t s = 0; s < names.size(); ++s) t += names[s] + " = " + calls[s] + "\n";
+    return t + "output " + absl::StrJoin(outputs, ", ") + "\n";
+  }
+
+  // The value names a call reads, in order.
+  static std::vector<std::string> operands(const std::string& call) {
+    std::vector<std::string> out;
+    static const std::regex kName(R"([(,]\s*([A-Za-z_]\w*)\s*(?=[,)]))");
+    for (auto it = std::sregex_iterator(call.begin(), call.end(), kName); it != std::sregex_iterator(); ++it) {
+      out.push_back((*it)[1]);
+    }
+    return out;
+  }
+
+  static std::string rename(const std::string& call, const std::string& from, const std::string& to) {
+    const std::regex word("([(,]\\s*)" + from + "(\\s*[,)])");
+    return std::regex_replace(call, word, "$1" + to + "$2");
+  }
+
+  // Drops statements and inputs nothing reaches from the outputs.
+  void remove_dead() {
+    std::set<std::string> live(outputs.begin(), outputs.end());
+    for (size_t s = names.size(); s-- > 0;) {
+      if (live.contains(names[s])) {
+        for (const std::string& o : operands(calls[s])) live.insert(o);
+      }
+    }
+    GraphText kept;
+    for (const std::string& i : inputs) {
+      const std::string name = i.substr(6, i.find(':') - 6);
+      if (live.contains(name)) kept.inputs.push_back(i);
+    }
+    for (size_t s = 0; s < names.size(); ++s) {
+      if (live.contains(names[s])) {
+        kept.names.push_back(names[s]);
+        kept.calls.push_back(calls[s]);
+      }
+    }
+    kept.outputs = outputs;
+    *this = std::move(kept);
+  }
+};
+
+bool verifies(const std::string& text) { return parse_graph(text).ok(); }
+
+}  // namespace
+
+std::string random_graph_text(uint64_t seed) { return GraphGenerator(seed).generate(); }
+
+std::string shrink_graph_text(const std::string& text, const std::function<bool(const std::string&)>& fails) {
+  GraphText best = GraphText::parse(text);
+  best.remove_dead();
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    auto accept = [&](GraphText candidate) {
+      candidate.remove_dead();
+      const std::string t = candidate.text();
+      if (candidate.outputs.empty() || !verifies(t) || !fails(t)) return false;
+      best = std::move(candidate);
+      return true;
+    };
+    for (size_t o = 0; o < best.outputs.size() && best.outputs.size() > 1 && !progress; ++o) {
+      GraphText c = best;
+      c.outputs.erase(c.outputs.begin() + static_cast<long>(o));
+      progress = accept(std::move(c));
+    }
+    // Bypass a statement: its users read one of its operands instead.
+    for (size_t s = best.names.size(); s-- > 0 && !progress;) {
+      for (const std::string& operand : GraphText::operands(best.calls[s])) {
+        GraphText c = best;
+        const std::string name = c.names[s];
+        for (size_t later = s + 1; later < c.names.size(); ++later) {
+          c.calls[later] = GraphText::rename(c.calls[later], name, operand);
+        }
+        for (std::string& out : c.outputs) {
+          if (out == name) out = operand;
+        }
+        c.names.erase(c.names.begin() + static_cast<long>(s));
+        c.calls.erase(c.calls.begin() + static_cast<long>(s));
+        std::set<std::string> seen;
+        c.outputs.erase(std::remove_if(c.outputs.begin(), c.outputs.end(),
+                                       [&](const std::string& o) { return !seen.insert(o).second; }),
+                        c.outputs.end());
+        if ((progress = accept(std::move(c)))) break;
+      }
+    }
+  }
+  return best.text();
+}
+
+std::string check_graph_text(const std::string& text, const FuzzOptions& options, int64_t* kernels) {
+  absl::StatusOr<Graph> graph = parse_graph(text);
+  if (!graph.ok()) return fmt::format("the generated graph does not verify: {}", status_text(graph.status()));
+  try {
+    FusionOptions fusion;
+    if (options.backend != nullptr) fusion = fusion_options_for(options.backend->device());
+    // Every fourth graph also takes the re-reading row variant.
+    if (std::hash<std::string>()(text) % 4 == 0) fusion.persistent_row_limit = 1024;
+    const TensorMap inputs = random_inputs(*graph, 7);
+    for (const FusionPlan& plan : {make_unfused_plan(*graph, fusion), make_fused_plan(*graph, fusion)}) {
+      if (options.cuda_compile) {
+        for (size_t k = 0; k < plan.kernels.size(); ++k) {
+          if (plan.kernels[k].kind == KernelKind::kMatmul) continue;
+          const CudaKernelSource source = emit_cuda_kernel(plan, static_cast<int>(k));
+          absl::StatusOr<CompiledKernel> compiled =
+              compile_cuda(source.name, source.source, {.arch = options.cuda_arch}, &KernelCache::global());
+          ++*kernels;
+          if (!compiled.ok()) {
+            return fmt::format("{} plan: NVRTC failed on {}: {}", plan.label, source.name,
+                               status_text(compiled.status()).substr(0, 2000));
+          }
+        }
+      }
+      if (options.backend == nullptr) continue;
+      absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = options.backend->load(plan);
+      if (!loaded.ok()) return fmt::format("{} plan: {}", plan.label, status_text(loaded.status()).substr(0, 2000));
+      for (const LoadedKernelInfo& k : (*loaded)->kernels()) *kernels += k.executed_by == "jit" ? 1 : 0;
+      absl::Status s = (*loaded)->set_inputs(inputs);
+      if (s.ok()) s = (*loaded)->poison_outputs();
+      if (s.ok()) s = (*loaded)->run();
+      if (!s.ok()) return fmt::format("{} plan: {}", plan.label, status_text(s));
+      absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+      absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+      if (!out.ok() || !ref.ok()) return fmt::format("{} plan: {}", plan.label, status_text((!out.ok() ? out : ref).status()));
+      for (int32_t id : plan.graph->outputs()) {
+        const Node& n = plan.graph->node(id);
+        const Comparison c = compare_tensors(out->at(n.name), ref->at(n.name));
+        if (!c.within(n.dtype)) {
+          return fmt::format("{} plan on {}: output {} ({}{}) has relative error {:.3g} over the tolerance {:.1g}{}",
+                             plan.label, options.backend->name(), n.name, n.dtype, n.shape, c.relative_error,
+                             tolerance(n.dtype), c.mismatch.empty() ? "" : "; " + c.mismatch);
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    return fmt::format("exception: {}", e.what());
+  }
+  return "";
+}
+
+FuzzResult run_fuzz(const FuzzOptions& options) {
+  FuzzResult result;
+  for (int i = 0; i < options.graphs; ++i) {
+    const uint64_t seed = splitmix64_mix(options.seed + static_cast<uint64_t>(i));
+    const std::string text = random_graph_text(seed);
+    if (options.progress) options.progress(fmt::format("graph {} of {} (seed {})", i + 1, options.graphs, seed));
+    ++result.graphs;
+    const std::string what = check_graph_text(text, options, &result.kernels);
+    if (what.empty()) continue;
+    ++result.mismatches;
+    int64_t ignored = 0;
+    const std::string shrunk = shrink_graph_text(
+        text, [&](const std::string& t) { return !check_graph_text(t, options, &ignored).empty(); });
+    const std::string shrunk_what = check_graph_text(shrunk, options, &ignored);
+    result.failures.push_back({seed, shrunk_what.empty() ? what : shrunk_what, shrunk,
+                               static_cast<int>(GraphText::parse(text).names.size()),
+                               static_cast<int>(GraphText::parse(shrunk).names.size())});
+  }
+  return result;
+}
+
+}  // namespace fusejit

@@ -1,0 +1,62 @@
+// Differential fuzzing of whole graphs: random valid graphs from the whole
+// op table, each run as the unfused and the fused plan on a backend and
+// compared with the reference interpreter (and, on request, every CUDA
+// kernel compiled by NVRTC). A failing graph is shrunk to the fewest
+// statements that still fail, and reported in the text format with its seed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <absl/status/statusor.h>
+
+#include "runtime/backend.h"
+
+namespace fusejit {
+
+// A random graph in the text format. The same seed always gives the same
+// text: every dtype, ranks 1-4, broadcasting both ways ([N] and [..., 1]
+// operands), chains and diamonds, reductions, composites, dropout, casts,
+// matmul, literals, several outputs including intermediates, and odd extents
+// (1, 3, 1000, 4097) at sizes the reference interpreter runs in milliseconds.
+std::string random_graph_text(uint64_t seed);
+
+struct FuzzOptions {
+  int graphs = 100;
+  uint64_t seed = 1;
+  Backend* backend = nullptr;  // nullptr: the plans are not run
+  bool cuda_compile = false;   // compile every kernel of both plans with NVRTC
+  std::string cuda_arch = "sm_90";
+  std::function<void(std::string_view)> progress;
+};
+
+struct FuzzFailure {
+  uint64_t seed = 0;          // of the graph: random_graph_text(seed)
+  std::string what;           // what went wrong, on the shrunk graph
+  std::string graph;          // the shrunk graph, in the text format
+  int original_statements = 0;
+  int shrunk_statements = 0;
+};
+
+struct FuzzResult {
+  int graphs = 0;
+  int64_t kernels = 0;  // kernels compiled (host compiler and NVRTC)
+  int mismatches = 0;   // graphs whose results or compiles failed
+  std::vector<FuzzFailure> failures;
+};
+
+// Checks one graph: empty when every check passes, else what failed.
+// `kernels` is increased by the kernels compiled.
+std::string check_graph_text(const std::string& text, const FuzzOptions& options, int64_t* kernels);
+
+// The smallest graph (fewest statements) derived from `text` by dropping
+// outputs and bypassing statements (uses of a value replaced by one of its
+// operands of the same shape) for which `fails` still holds.
+std::string shrink_graph_text(const std::string& text, const std::function<bool(const std::string&)>& fails);
+
+FuzzResult run_fuzz(const FuzzOptions& options);
+
+}  // namespace fusejit
