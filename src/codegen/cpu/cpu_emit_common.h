@@ -17,6 +17,9 @@ using emit::read_name;
 using emit::value_name;
 using emit::write_header;
 
+// Whether written tensor `id` is large enough for streaming stores.
+bool streams(const Graph& graph, int32_t id);
+
 // The helpers between their marker lines.
 void write_helpers(SourceWriter& w);
 // Opens the entry point and declares one typed pointer per parameter:

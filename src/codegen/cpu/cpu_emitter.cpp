@@ -33,6 +33,11 @@ std::vector<CpuKernelSource> emit_cpu(const FusionPlan& plan) {
 
 namespace cpu_emit {
 
+bool streams(const Graph& graph, int32_t id) {
+  const Node& n = graph.node(id);
+  return n.shape.numel() * dtype_size(n.dtype) >= kCpuStreamingStoreBytes;
+}
+
 void write_helpers(SourceWriter& w) {
   w.line("{}", kCpuHelpersBegin);
   w.raw(cpu_helpers_source());

@@ -45,6 +45,12 @@ struct CpuKernelSource {
   int64_t grain = 1;  // fewest items worth handing to one thread (about 64 KiB of traffic)
 };
 
+// Outputs of at least this many bytes are written with streaming stores
+// (codegen/cpu/fj_kernel.h: fj_stream_span): far beyond a core's L2 and a
+// large share of a server L3, so no later kernel finds them in the cache,
+// and a normal store would first read every line it writes.
+inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
+
 // Elements a pointwise kernel computes per tile.
 inline constexpr int64_t kCpuTile = 256;
 

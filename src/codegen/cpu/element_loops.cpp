@@ -31,10 +31,14 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
     }
     group_of_[static_cast<size_t>(id)] = static_cast<int>(groups_.size()) - 1;
   }
-  // Arrays: dropout results, and per-element values used outside their loop.
+  // Arrays: dropout results, per-element values used outside their loop,
+  // and streamed outputs.
   auto need_array = [&](int32_t id) {
     if (array_set_.insert(id).second) arrays_.push_back(id);
   };
+  for (int32_t id : kernel.writes) {
+    if (space_.per_element(id) && space_.streams && space_.streams(id)) need_array(id);
+  }
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (int32_t id : groups_[gi].nodes) {
       if (groups_[gi].step == Step::kDropout) need_array(id);
@@ -76,13 +80,15 @@ void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
            emit::as_computed(g_, kernel_, id,
                              node_expression(n, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index))));
     if (array_set_.contains(id)) w.line("{}[c] = {};", array_name(g_, id), value_name(g_, id));
-    if (std::find(kernel_.writes.begin(), kernel_.writes.end(), id) != kernel_.writes.end()) {
+    if (std::find(kernel_.writes.begin(), kernel_.writes.end(), id) != kernel_.writes.end() && !streamed(id)) {
       w.line("{}[{} + c] = fj_from_float<{}>({});", param_name(g_, id), space_.first_index,
              storage_type(n.dtype), value_name(g_, id));
     }
   }
   w.close();
 }
+
+bool ElementLoops::streamed(int32_t id) const { return space_.streams && space_.streams(id); }
 
 void ElementLoops::write(SourceWriter& w) const {
   for (const Group& group : groups_) {
@@ -127,15 +133,16 @@ void ElementLoops::write(SourceWriter& w) const {
   write_stores_of_arrays(w);
 }
 
-// Written values computed outside a loop (dropout results) are stored from
-// their arrays; per-row values are the row emitter's business.
+// Written values computed outside a loop (dropout results) and streamed
+// values are stored from their arrays; per-row values are the row
+// emitter's business.
 void ElementLoops::write_stores_of_arrays(SourceWriter& w) const {
   for (int32_t id : kernel_.writes) {
     if (!space_.per_element(id)) continue;
     const Group& group = groups_[static_cast<size_t>(group_of_[static_cast<size_t>(id)])];
-    if (group.step == Step::kLoop) continue;
-    w.line("fj_store_span({} + {}, {}, {});", param_name(g_, id), space_.first_index, array_name(g_, id),
-           space_.count);
+    if (group.step == Step::kLoop && !streamed(id)) continue;
+    w.line("{}({} + {}, {}, {});", streamed(id) ? "fj_stream_span" : "fj_store_span", param_name(g_, id),
+           space_.first_index, array_name(g_, id), space_.count);
   }
 }
 

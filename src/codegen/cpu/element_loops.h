@@ -26,6 +26,9 @@ struct ElementSpace {
   // Whether a node of the kernel, or a read, has one value per element of
   // the loop (else one value for all of them: a per-row value, a scalar).
   std::function<bool(int32_t)> per_element;
+  // Whether a written per-element value goes out with streaming stores
+  // (fj_stream_span from its array) rather than stores inside its loop.
+  std::function<bool(int32_t)> streams;
 };
 
 class ElementLoops {
@@ -46,6 +49,7 @@ class ElementLoops {
   };
 
   std::string operand(const Operand& o, const Group& group) const;
+  bool streamed(int32_t id) const;
   void write_loop(SourceWriter& w, const Group& group) const;
   void write_stores_of_arrays(SourceWriter& w) const;
 

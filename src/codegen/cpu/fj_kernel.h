@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdlib>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 template <typename T>
 static inline void fj_load_span(const T* __restrict p, float* __restrict v, long long n) {
@@ -46,3 +49,32 @@ static inline float* fj_alloc_floats(long long count) {
   return static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
 }
 static inline void fj_free_floats(float* p) { std::free(p); }
+
+// Stores a span with non-temporal (streaming) stores where the CPU has
+// AVX: they write whole cache lines to memory without first reading them
+// (no read-for-ownership), which a normal store of a large output pays
+// with one extra read of every byte. Only for outputs much larger than the
+// cache, which nothing reads back soon; fj_stream_fence() must follow
+// before another thread reads them.
+template <typename T>
+static inline void fj_stream_span(T* __restrict p, const float* __restrict v, long long n) {
+#if defined(__AVX__)
+  constexpr long long kPer = 32 / static_cast<long long>(sizeof(T));
+  long long c = 0;
+  for (; c < n && (reinterpret_cast<unsigned long long>(p + c) & 31) != 0; ++c) p[c] = fj_from_float<T>(v[c]);
+  alignas(32) T chunk[kPer];
+  for (; c + kPer <= n; c += kPer) {
+    for (long long j = 0; j < kPer; ++j) chunk[j] = fj_from_float<T>(v[c + j]);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + c), _mm256_load_si256(reinterpret_cast<const __m256i*>(chunk)));
+  }
+  for (; c < n; ++c) p[c] = fj_from_float<T>(v[c]);
+#else
+  fj_store_span(p, v, n);
+#endif
+}
+
+static inline void fj_stream_fence() {
+#if defined(__AVX__)
+  _mm_sfence();
+#endif
+}

@@ -47,7 +47,9 @@ class PointwiseEmitter {
     for (int32_t id : kernel_.reads) {
       if (varies(id)) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));
     }
-    const ElementLoops loops(g_, kernel_, {"n", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); }});
+    const ElementLoops loops(g_, kernel_,
+                             {"n", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); },
+                              [this](int32_t id) { return streams(g_, id); }});
     for (int32_t id : loops.arrays()) w_.line("alignas(64) float {}[kTile];", ElementLoops::array_name(g_, id));
     w_.open("for (long long i = begin; i < end;)");
     w_.line("const long long row = i / kCols;");
@@ -59,6 +61,7 @@ class PointwiseEmitter {
     loops.write(w_);
     w_.line("i += n;");
     w_.close();
+    w_.line("fj_stream_fence();");
     w_.line("return 0;");
     w_.close();
     out.source = w_.text();

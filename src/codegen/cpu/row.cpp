@@ -44,9 +44,10 @@ class RowEmitter {
     w_.line("constexpr long long kN = {};", n_);
     // Arrays padded to 16 floats (64 bytes), so each one starts aligned.
     w_.line("constexpr long long kStride = (kN + 15) / 16 * 16;");
-    const ElementLoops loops(g_, kernel_, {"kN", "row * kN", [this](int32_t id) {
-                               return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id);
-                             }});
+    const ElementLoops loops(g_, kernel_,
+                             {"kN", "row * kN",
+                              [this](int32_t id) { return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id); },
+                              [this](int32_t id) { return streams(g_, id); }});
     std::vector<std::string> arrays;
     for (int32_t id : kernel_.reads) {
       if (read_is_array(id)) arrays.push_back(read_name(g_, id));
@@ -73,6 +74,7 @@ class RowEmitter {
     }
     w_.close();
     w_.line("fj_free_floats(fj_arrays);");
+    w_.line("fj_stream_fence();");
     w_.line("return 0;");
     w_.close();
     out.source = w_.text();
