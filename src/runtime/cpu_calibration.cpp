@@ -41,8 +41,10 @@ constexpr Probe kProbes[] = {
     {CostClass::kPhilox, "y = dropout(x, p=0.1, seed=42)"},
 };
 
-// Elements per thread: in and out together fill half of a 1 MiB L2.
-constexpr int64_t kElementsPerThread = 1 << 16;
+// Elements per thread: 8 MiB of input and output per thread, within a
+// server L3 with two threads, and a millisecond or more of work per run, so
+// that waking the pool's threads (tens of microseconds) does not count.
+constexpr int64_t kElementsPerThread = 1 << 20;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -59,7 +61,7 @@ absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe) {
   if (!loaded.ok()) return loaded.status();
   if (absl::Status s = (*loaded)->set_inputs(random_inputs(*g, 1)); !s.ok()) return s;
   std::vector<double> us;
-  for (int rep = 0; rep < 15; ++rep) {
+  for (int rep = 0; rep < 10; ++rep) {
     absl::StatusOr<double> t = (*loaded)->time_kernel(0);
     if (!t.ok()) return t.status();
     if (rep > 2) us.push_back(*t);  // warm the caches first

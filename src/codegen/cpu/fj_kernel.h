@@ -60,12 +60,21 @@ template <typename T>
 static inline void fj_stream_span(T* __restrict p, const float* __restrict v, long long n) {
 #if defined(__AVX__)
   constexpr long long kPer = 32 / static_cast<long long>(sizeof(T));
+  constexpr long long kBlock = 512;
   long long c = 0;
   for (; c < n && (reinterpret_cast<unsigned long long>(p + c) & 31) != 0; ++c) p[c] = fj_from_float<T>(v[c]);
-  alignas(32) T chunk[kPer];
-  for (; c + kPer <= n; c += kPer) {
-    for (long long j = 0; j < kPer; ++j) chunk[j] = fj_from_float<T>(v[c + j]);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p + c), _mm256_load_si256(reinterpret_cast<const __m256i*>(chunk)));
+  // Converted a block at a time into an aligned buffer by a loop that
+  // vectorizes, then streamed out: loading each 32 bytes right after
+  // writing them element by element would stall on store forwarding.
+  alignas(32) T block[kBlock];
+  while (c + kPer <= n) {
+    const long long m = (n - c) / kPer * kPer < kBlock ? (n - c) / kPer * kPer : kBlock;
+    for (long long j = 0; j < m; ++j) block[j] = fj_from_float<T>(v[c + j]);
+    for (long long j = 0; j < m; j += kPer) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(p + c + j),
+                          _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+    }
+    c += m;
   }
   for (; c < n; ++c) p[c] = fj_from_float<T>(v[c]);
 #else
