@@ -11,6 +11,9 @@ foreach(input IN LISTS INPUTS)
   # the one translation unit they are pasted into, "#pragma once" would only
   # draw a warning.
   string(REPLACE "#pragma once\n" "" text "${text}")
+  # Likewise their includes of each other ("fj_bits.h"): the files are
+  # pasted in dependency order, and the JIT compilers get no include path.
+  string(REGEX REPLACE "#include \"fj_[a-z_]+[.](h|cuh)\"\n" "" text "${text}")
   get_filename_component(name "${input}" NAME)
   string(APPEND body "// ---- ${name} ----\n${text}\n")
 endforeach()

@@ -25,9 +25,11 @@
 // them accurate to an ulp (see there), and double arithmetic vectorises too,
 // at half the lanes.
 //
-// Header-only and self-contained: embedded as text into JIT-compiled
-// translation units.
+// Header-only: embedded as text into JIT-compiled translation units
+// (after fj_bits.h; the embedding drops the #include of it).
 #pragma once
+
+#include "fj_bits.h"
 
 #include <cmath>
 #include <cstdint>
@@ -37,20 +39,6 @@
 #define FJ_INFINITY (std::numeric_limits<float>::infinity())
 #define FJ_NAN (std::numeric_limits<float>::quiet_NaN())
 
-#ifndef FJ_CPU_BIT_CASTS_DEFINED
-#define FJ_CPU_BIT_CASTS_DEFINED
-// memcpy is how C++17 spells a bit cast; compilers turn it into a register move.
-static inline uint32_t fj_float_as_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-static inline float fj_bits_as_float(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-#endif
 
 static inline uint64_t fj_detail_double_as_bits(double x) {
   uint64_t u;

@@ -15,27 +15,15 @@
 // either way, measured on an AVX2 machine). bf16 likewise (AVX512-BF16 is
 // rare).
 //
-// Header-only and self-contained: embedded as text into JIT-compiled
-// translation units.
+// Header-only: embedded as text into JIT-compiled translation units
+// (after fj_bits.h; the embedding drops the #include of it).
 #pragma once
+
+#include "fj_bits.h"
 
 #include <cstdint>
 #include <cstring>
 
-#ifndef FJ_CPU_BIT_CASTS_DEFINED
-#define FJ_CPU_BIT_CASTS_DEFINED
-// memcpy is how C++17 spells a bit cast; compilers turn it into a register move.
-static inline uint32_t fj_float_as_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-static inline float fj_bits_as_float(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-#endif
 
 // c ? a : b on bit patterns, without a branch: a ?: here would be a branch
 // in GCC's IR until late, and float arithmetic around it (the conversions'
