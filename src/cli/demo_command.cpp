@@ -56,11 +56,15 @@ int demo(const DemoOptions& opt) {
     fmt::print(stderr, "fusejit: error: {}\n", e.what());
     return 1;
   }
+  absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(settings.backend);
+  if (!backend.ok()) {
+    fmt::print(stderr, "fusejit: error: backend {}: {}\n", settings.backend, status_text(backend.status()));
+    return 1;
+  }
   if (!settings.json) {
     fmt::print("fusejit demo: bias -> GeLU -> dropout(p=0.1) -> LayerNorm on [{}, {}] {}\n\n{}\n", rows, cols,
                *dtype, print_graph(graph));
-    absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(settings.backend);
-    if (backend.ok()) {
+    {
       const DeviceSpec device = (*backend)->device();
       const FusionOptions fusion = fusion_options_for(device);
       const FusionPlan unfused = make_unfused_plan(graph, fusion);

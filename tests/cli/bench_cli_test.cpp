@@ -129,6 +129,10 @@ TEST(RunCli, CudaBackendWithoutAGpuSaysWhy) {
   auto r = run_fusejit("run " + tiny_chain(dir) + " --backend cuda");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_TRUE(has(r.err, "backend cuda:")) << r.err;
+  auto demo = run_fusejit("demo --backend cuda --rows 8");
+  EXPECT_EQ(demo.exit_code, 1) << demo.out << demo.err;
+  EXPECT_TRUE(has(demo.err, "backend cuda:")) << demo.err;
+  EXPECT_TRUE(demo.out.empty()) << "nothing is printed before the error: " << demo.out;
   auto automatic = run_fusejit("run " + tiny_chain(dir) + " --backend auto");
   EXPECT_EQ(automatic.exit_code, 0) << automatic.err;
   EXPECT_TRUE(has(automatic.out, "backend cpu (")) << automatic.out;
