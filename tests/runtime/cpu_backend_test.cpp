@@ -159,6 +159,13 @@ TEST(CpuBackend, DropoutMaskIsTheReferenceMaskBitForBit) {
   EXPECT_LT(dropped, static_cast<int64_t>(a.size()) * 2 / 3);
 }
 
+// Found by `fusejit fuzz`: a matmul nothing uses is still a kernel of the
+// unfused plan, with nothing to write.
+TEST(CpuBackend, AMatmulWhoseResultIsUnusedRuns) {
+  const Graph g = parse("input x: f32[3, 64]\ninput w: bf16[64, 4]\nm = matmul(x, w)\ny = sigmoid(x)\noutput y\n");
+  expect_both_plans_match(g);
+}
+
 TEST(CpuBackend, WrongInputsAreRejectedByName) {
   const Graph g = parse("input x: f32[4, 8]\ny = exp(x)\noutput y\n");
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(make_fused_plan(g));

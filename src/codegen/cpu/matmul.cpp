@@ -26,6 +26,17 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   out.count = k == 0 ? a.shape.numel() : a.shape.numel() / k;
   out.grain = 32;
   SourceWriter w;
+  if (kernel.writes.empty()) {
+    // A matmul whose result nothing uses (the plan keeps every user op):
+    // there is nothing to store, so nothing to compute.
+    write_header(w, plan, kernel, "matmul whose result is unused: does nothing");
+    write_helpers(w);
+    open_entry(w, kernel.name, out.params);
+    w.line("return 0;");
+    w.close();
+    out.source = w.text();
+    return out;
+  }
   write_header(w, plan, kernel,
                fmt::format("matmul [{}, {}] x [{}, {}] in f32, blocked for the cache", out.count, k, k, n));
   write_helpers(w);
