@@ -118,6 +118,12 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
       if (absl::Status s = load_jit_kernel(static_cast<int>(k)); !s.ok()) return s;
       continue;
     }
+    // A matmul whose result nothing uses is still a kernel of the unfused
+    // plan (found by `fusejit fuzz` on the CPU): it writes into a buffer of
+    // its own, which nothing reads.
+    if (kernel.writes.empty()) {
+      if (absl::Status s = allocate(kernel.nodes.front(), false, options.misalign_bytes); !s.ok()) return s;
+    }
     absl::StatusOr<MatmulStep> step =
         MatmulStep::prepare(*gpu_, plan_, kernel, [this](int32_t id) { return buffers_.at(id).ptr; });
     if (!step.ok()) return step.status();
