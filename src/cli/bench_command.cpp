@@ -34,14 +34,9 @@ void add_bench_options(CLI::App* cmd, BenchSettings& s) {
   cmd->add_flag("--tamper-for-testing", s.tamper, "")->group("");
 }
 
-int run_bench(const Graph& graph, const BenchSettings& s, const std::string& title) {
+int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, const std::string& title) {
   if (!s.plot.empty() && !s.overwrite && std::filesystem::exists(s.plot)) {
     fmt::print(stderr, "fusejit: error: --plot {} already exists; pass --overwrite to replace it\n", s.plot);
-    return 1;
-  }
-  absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(s.backend);
-  if (!backend.ok()) {
-    fmt::print(stderr, "fusejit: error: backend {}: {}\n", s.backend, status_text(backend.status()));
     return 1;
   }
   BenchOptions options;
@@ -59,7 +54,7 @@ int run_bench(const Graph& graph, const BenchSettings& s, const std::string& tit
     };
   }
   if (!s.json) fmt::print("{}\n", title);
-  absl::StatusOr<BenchResult> result = run_benchmark(**backend, graph, options);
+  absl::StatusOr<BenchResult> result = run_benchmark(backend, graph, options);
   if (tty) fmt::print(stderr, "\r\033[K");
   if (!result.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(result.status()));
@@ -98,7 +93,8 @@ void register_bench(CLI::App& app, int& exit_code) {
       exit_code = 1;
       return;
     }
-    exit_code = run_bench(*graph, opt->settings, fmt::format("fusejit bench {}", opt->file));
+    const std::unique_ptr<Backend> backend = open_backend(opt->settings.backend);
+    exit_code = backend ? run_bench(*backend, *graph, opt->settings, fmt::format("fusejit bench {}", opt->file)) : 1;
   });
 }
 

@@ -3,6 +3,7 @@
 // 0 on success, 1 when the input was bad or the work failed.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,9 @@ namespace fusejit::cli {
 // Reads and verifies FILE; on failure prints the errors to stderr and
 // returns nullopt (the command then exits with 1).
 std::optional<Graph> load_graph(const std::string& file);
+// make_backend(name); on failure prints why ("backend cuda: no CUDA driver:
+// ...") to stderr and returns nullptr (the command then exits with 1).
+std::unique_ptr<Backend> open_backend(const std::string& name);
 
 // What `bench` and `demo` share: how to benchmark and what to print.
 struct BenchSettings {
@@ -27,9 +31,10 @@ struct BenchSettings {
   bool tamper = false;
 };
 void add_bench_options(CLI::App* cmd, BenchSettings& settings);
-// Benchmarks both plans of `graph`; prints `title`, the tables and the
-// roofline (or JSON). 0 when both plans computed the right results.
-int run_bench(const Graph& graph, const BenchSettings& settings, const std::string& title);
+// Benchmarks both plans of `graph` on `backend` (settings.backend is not
+// read); prints `title`, the tables and the roofline (or JSON). 0 when both
+// plans computed the right results.
+int run_bench(Backend& backend, const Graph& graph, const BenchSettings& settings, const std::string& title);
 
 void register_check(CLI::App& app, int& exit_code);
 void register_run(CLI::App& app, int& exit_code);

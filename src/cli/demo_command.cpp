@@ -37,11 +37,10 @@ int demo(const DemoOptions& opt) {
   // [4096, 4096] bf16 (32 MiB per tensor, the size of a server's L3; the
   // unfused plan moves eight such tensors), whose reference check takes
   // about a second.
-  BenchSettings settings = opt.settings;
-  if (settings.backend == "auto") {
-    settings.backend = make_cuda_backend().ok() ? "cuda" : "cpu";
-  }
-  const bool gpu = settings.backend == "cuda";
+  const BenchSettings& settings = opt.settings;
+  const std::unique_ptr<Backend> backend = open_backend(settings.backend);
+  if (!backend) return 1;
+  const bool gpu = backend->name() == "cuda";
   const int64_t rows = opt.rows.value_or(gpu ? 16384 : 4096);
   const int64_t cols = opt.cols.value_or(4096);
   const std::optional<DType> dtype = parse_dtype(opt.dtype.value_or("bf16"));
@@ -56,26 +55,19 @@ int demo(const DemoOptions& opt) {
     fmt::print(stderr, "fusejit: error: {}\n", e.what());
     return 1;
   }
-  absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(settings.backend);
-  if (!backend.ok()) {
-    fmt::print(stderr, "fusejit: error: backend {}: {}\n", settings.backend, status_text(backend.status()));
-    return 1;
-  }
   if (!settings.json) {
     fmt::print("fusejit demo: bias -> GeLU -> dropout(p=0.1) -> LayerNorm on [{}, {}] {}\n\n{}\n", rows, cols,
                *dtype, print_graph(graph));
-    {
-      const DeviceSpec device = (*backend)->device();
-      const FusionOptions fusion = fusion_options_for(device);
-      const FusionPlan unfused = make_unfused_plan(graph, fusion);
-      const FusionPlan fused = make_fused_plan(graph, fusion);
-      const PlanComparison predicted = compare_plans(unfused, fused, device);
-      fmt::print("cost model device: {}\n{}\n{}\n{}\n", format_device(device),
-                 format_plan_table(unfused, predicted.unfused), format_plan_table(fused, predicted.fused),
-                 format_saving(predicted));
-    }
+    const DeviceSpec device = backend->device();
+    const FusionOptions fusion = fusion_options_for(device);
+    const FusionPlan unfused = make_unfused_plan(graph, fusion);
+    const FusionPlan fused = make_fused_plan(graph, fusion);
+    const PlanComparison predicted = compare_plans(unfused, fused, device);
+    fmt::print("cost model device: {}\n{}\n{}\n{}\n", format_device(device),
+               format_plan_table(unfused, predicted.unfused), format_plan_table(fused, predicted.fused),
+               format_saving(predicted));
   }
-  return run_bench(graph, settings, "measured:");
+  return run_bench(*backend, graph, settings, "measured:");
 }
 
 }  // namespace

@@ -25,12 +25,8 @@ struct FuzzCommandOptions {
 int fuzz(const FuzzCommandOptions& opt) {
   std::unique_ptr<Backend> backend;
   if (opt.backend != "none") {
-    absl::StatusOr<std::unique_ptr<Backend>> b = make_backend(opt.backend);
-    if (!b.ok()) {
-      fmt::print(stderr, "fusejit: error: backend {}: {}\n", opt.backend, status_text(b.status()));
-      return 1;
-    }
-    backend = *std::move(b);
+    backend = open_backend(opt.backend);
+    if (!backend) return 1;
   }
   if (opt.cuda_compile) {
     if (absl::Status s = nvrtc_status(); !s.ok()) {

@@ -116,14 +116,11 @@ int run(const RunOptions& opt) {
     outputs = interpret(*graph, *inputs, options);
     backend_text = fmt::format("reference, rounding {}", opt.rounding);
   } else {
-    absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(opt.backend);
-    if (!backend.ok()) {
-      fmt::print(stderr, "fusejit: error: backend {}: {}\n", opt.backend, status_text(backend.status()));
-      return 1;
-    }
-    const FusionPlan plan = make_fused_plan(*graph, fusion_options_for((*backend)->device()));
-    outputs = run_plan(**backend, plan, *inputs);
-    backend_text = fmt::format("{} ({}), fused plan of {} kernel{}", (*backend)->name(), (*backend)->description(),
+    const std::unique_ptr<Backend> backend = open_backend(opt.backend);
+    if (!backend) return 1;
+    const FusionPlan plan = make_fused_plan(*graph, fusion_options_for(backend->device()));
+    outputs = run_plan(*backend, plan, *inputs);
+    backend_text = fmt::format("{} ({}), fused plan of {} kernel{}", backend->name(), backend->description(),
                                plan.kernels.size(), plan.kernels.size() == 1 ? "" : "s");
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

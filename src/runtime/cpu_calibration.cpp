@@ -1,7 +1,5 @@
 #include "runtime/cpu_calibration.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -14,6 +12,7 @@
 #include "fusion/plan.h"
 #include "ir/text_format.h"
 #include "runtime/backend.h"
+#include "runtime/file_io.h"
 #include "runtime/host_compiler.h"
 #include "runtime/thread_pool.h"
 
@@ -126,15 +125,11 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   const double launch = probe_launch_us();
   d.launch_overhead_us = launch;
   d.description += "; op throughput of JIT kernels";
-  // Temp file then rename; an unwritable directory only costs the caching.
-  std::filesystem::create_directories(path.parent_path(), ec);
-  const std::string tmp = fmt::format("{}.tmp.{}", path.string(), ::getpid());
-  {
-    std::ofstream out(tmp);
-    out << nlohmann::json{{"key", key}, {"class_tflops", classes}, {"launch_overhead_us", launch}}.dump(2) << "\n";
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  // An unwritable directory only costs the caching (replace_file writes
+  // temp-then-rename, so a concurrent reader never sees half a file).
+  const nlohmann::json cached{{"key", key}, {"class_tflops", classes}, {"launch_overhead_us", launch}};
+  absl::Status saved = ensure_directory(path.parent_path().string());
+  if (saved.ok()) saved = replace_file(path.string(), cached.dump(2) + "\n");
   return d;
 }
 
