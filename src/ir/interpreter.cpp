@@ -193,8 +193,8 @@ void run(Evaluation& ev) {
 
 std::string expected_text(const Node& n) { return fmt::format("{}{}", n.dtype, n.shape); }
 
-// Every graph input present with its dtype, shape and element count, holding
-// values its dtype can represent; no other tensors.
+}  // namespace
+
 absl::Status check_inputs(const Graph& graph, const TensorMap& inputs) {
   std::vector<std::string> names;
   for (int32_t id : graph.inputs()) {
@@ -238,8 +238,6 @@ absl::Status check_inputs(const Graph& graph, const TensorMap& inputs) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs, const InterpretOptions& options) {
   if (absl::Status status = verify(graph); !status.ok()) return status;

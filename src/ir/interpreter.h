@@ -44,6 +44,12 @@ using TensorMap = std::map<std::string, HostTensor>;
 // verify or bad inputs; ResourceExhausted when memory runs out.
 absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs, const InterpretOptions& options = {});
 
+// OK when `inputs` holds every input of `graph` with its dtype, shape and
+// element count, and values its dtype can represent; otherwise
+// InvalidArgument naming the input. interpret() and every backend check
+// their inputs with it.
+absl::Status check_inputs(const Graph& graph, const TensorMap& inputs);
+
 // Inputs for `graph` from HostTensor::random_normal, each input seeded
 // differently from `seed` (so x and b never hold the same values).
 TensorMap random_inputs(const Graph& graph, uint64_t seed);

@@ -26,19 +26,6 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name) {
   return absl::InvalidArgumentError(fmt::format("unknown backend '{}' (expected auto, cpu or cuda)", name));
 }
 
-absl::Status check_plan_inputs(const Graph& graph, const TensorMap& inputs) {
-  for (int32_t id : graph.inputs()) {
-    const Node& n = graph.node(id);
-    auto it = inputs.find(n.name);
-    if (it == inputs.end()) return absl::InvalidArgumentError(fmt::format("missing input {}", describe(n)));
-    if (it->second.dtype != n.dtype || it->second.shape != n.shape) {
-      return absl::InvalidArgumentError(fmt::format("input {}: got {}{}, the graph expects {}{}", n.name,
-                                                    it->second.dtype, it->second.shape, n.dtype, n.shape));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<TensorMap> run_plan(Backend& backend, const FusionPlan& plan, const TensorMap& inputs) {
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
   if (!loaded.ok()) return loaded.status();

@@ -99,10 +99,6 @@ std::vector<std::string> backend_names();  // {"auto", "cpu", "cuda"}
 absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend();
 absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend();
 
-// OK when `inputs` holds every input of `graph` with its dtype and shape;
-// otherwise InvalidArgument naming the input. Backends call it in set_inputs().
-absl::Status check_plan_inputs(const Graph& graph, const TensorMap& inputs);
-
 // Loads `plan`, runs it once on `inputs` and returns its outputs.
 absl::StatusOr<TensorMap> run_plan(Backend& backend, const FusionPlan& plan, const TensorMap& inputs);
 

@@ -50,7 +50,7 @@ class CpuLoadedPlan final : public LoadedPlan {
 
   absl::Status set_inputs(const TensorMap& inputs) override {
     const Graph& g = *plan_.graph;
-    if (absl::Status s = check_plan_inputs(g, inputs); !s.ok()) return s;
+    if (absl::Status s = check_inputs(g, inputs); !s.ok()) return s;
     for (int32_t id : g.inputs()) {
       auto it = buffers_.find(id);
       if (it != buffers_.end()) encode_storage(inputs.at(g.node(id).name), it->second.data());

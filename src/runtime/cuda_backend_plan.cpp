@@ -163,7 +163,7 @@ absl::Status CudaLoadedPlan::load_jit_kernel(int index) {
 }
 
 absl::Status CudaLoadedPlan::set_inputs(const TensorMap& inputs) {
-  if (absl::Status s = check_plan_inputs(*plan_.graph, inputs); !s.ok()) return s;
+  if (absl::Status s = check_inputs(*plan_.graph, inputs); !s.ok()) return s;
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   std::vector<uint8_t> host;
   for (int32_t id : plan_.graph->inputs()) {

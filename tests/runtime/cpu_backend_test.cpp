@@ -174,7 +174,7 @@ TEST(CpuBackend, WrongInputsAreRejectedByName) {
   inputs.at("x").shape = Shape({8, 4});
   absl::Status s = (*loaded)->set_inputs(inputs);
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(std::string(status_text(s)).find("input x"), std::string::npos) << s;
+  EXPECT_NE(std::string(status_text(s)).find("input 'x'"), std::string::npos) << s;
   EXPECT_FALSE((*loaded)->set_inputs({}).ok());
 }
 
