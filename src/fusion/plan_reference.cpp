@@ -9,8 +9,12 @@ InterpretOptions reference_options(const FusionPlan& plan) {
   return options;
 }
 
-absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs) {
-  return interpret(*plan.graph, inputs, reference_options(plan));
+absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs, double perturbation,
+                                         uint64_t seed) {
+  InterpretOptions options = reference_options(plan);
+  options.perturbation = perturbation;
+  options.perturbation_seed = seed;
+  return interpret(*plan.graph, inputs, options);
 }
 
 }  // namespace fusejit

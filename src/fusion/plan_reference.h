@@ -12,6 +12,8 @@
 namespace fusejit {
 
 InterpretOptions reference_options(const FusionPlan& plan);
-absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs);
+// `perturbation` and `seed` as in InterpretOptions (0: the exact reference).
+absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs, double perturbation = 0,
+                                         uint64_t seed = 0);
 
 }  // namespace fusejit

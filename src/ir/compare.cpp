@@ -1,5 +1,6 @@
 #include "ir/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -23,9 +24,8 @@ std::string where(const Shape& shape, int64_t i) {
   return fmt::format("element {} (row {}, column {})", i, i / shape.last(), i % shape.last());
 }
 
-}  // namespace
-
-Comparison compare_tensors(const HostTensor& out, const HostTensor& ref) {
+// ||out - ref|| / max(||ref||, floor) over the finite elements.
+Comparison compare_against(const HostTensor& out, const HostTensor& ref, double floor) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   if (out.shape != ref.shape || out.values.size() != ref.values.size()) {
     return {kNaN, fmt::format("shape {} vs {}", out.shape, ref.shape)};
@@ -44,8 +44,22 @@ Comparison compare_tensors(const HostTensor& out, const HostTensor& ref) {
     diff += (a - b) * (a - b);
     norm += b * b;
   }
-  c.relative_error = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  const double scale = std::max(std::sqrt(norm), floor);
+  c.relative_error = scale > 0 ? std::sqrt(diff) / scale : std::sqrt(diff);
   return c;
+}
+
+}  // namespace
+
+Comparison compare_tensors(const HostTensor& out, const HostTensor& ref) { return compare_against(out, ref, 0); }
+
+Comparison compare_tensors(const HostTensor& out, const HostTensor& ref, const HostTensor& perturbed) {
+  double moved = 0;  // ||perturbed - ref|| over the elements finite in both
+  for (size_t i = 0; i < ref.values.size() && i < perturbed.values.size(); ++i) {
+    const double d = perturbed.values[i] - ref.values[i];
+    if (std::isfinite(d)) moved += d * d;
+  }
+  return compare_against(out, ref, kRoundoffMargin * std::sqrt(moved) / tolerance(ref.dtype));
 }
 
 double relative_error(const HostTensor& out, const HostTensor& ref) { return compare_tensors(out, ref).relative_error; }

@@ -67,6 +67,8 @@ struct Evaluation {
   std::vector<Buffer>& buffers;
   int threads;
   BufferPool& pool;
+  double perturbation = 0;
+  uint64_t perturbation_seed = 0;
   int32_t current = -1;  // the node being evaluated, for error messages
 };
 
@@ -121,10 +123,29 @@ void eval_composite(Evaluation& ev, const Node& node, double* out, RoundTo round
   });
 }
 
+void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round);
+
+// Evaluates node `id` into `out`, rounded where ev.round says. With a
+// perturbation, the values are perturbed first and rounded afterwards, as a
+// kernel's float32 error would be.
 void eval_node(Evaluation& ev, int32_t id, double* out) {
   const Node& node = ev.graph.node(id);
-  const OpInfo& info = node.info();
   const RoundTo round = ev.round[id] ? RoundTo(node.dtype) : std::nullopt;
+  if (ev.perturbation <= 0 || node.op == Op::kCast) return eval_node_values(ev, id, out, round);
+  eval_node_values(ev, id, out, std::nullopt);
+  const int64_t n = node.shape.numel();
+  const uint64_t stream = splitmix64_mix(ev.perturbation_seed ^ splitmix64_mix(static_cast<uint64_t>(id) + 1));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t bits = splitmix64_mix(stream + static_cast<uint64_t>(i));
+    const double u = static_cast<double>(bits >> 11) * 0x1p-52 - 1.0;  // uniform in [-1, 1)
+    out[i] *= 1.0 + ev.perturbation * u;
+  }
+  detail::copy_rounded(out, n, out, round, ev.threads);
+}
+
+void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round) {
+  const Node& node = ev.graph.node(id);
+  const OpInfo& info = node.info();
   const int64_t n = node.shape.numel();
   auto tensor = [&](int i) { return operand_data(ev, node.operands[i]); };
   switch (info.kind) {
@@ -267,7 +288,8 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
   std::vector<Buffer> buffers(n);
   for (int32_t id : graph.inputs()) buffers[id].data = inputs.at(graph.node(id).name).values.data();
   BufferPool pool;
-  Evaluation ev{graph, round, keep, buffers, detail::reference_threads(), pool};
+  Evaluation ev{graph, round, keep, buffers, detail::reference_threads(), pool, options.perturbation,
+                options.perturbation_seed};
   try {
     run(ev);
   } catch (const std::bad_alloc&) {

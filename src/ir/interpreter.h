@@ -32,6 +32,15 @@ enum class Rounding {
 struct InterpretOptions {
   Rounding rounding = Rounding::kEveryOp;
   std::vector<int32_t> stored;  // node ids, for Rounding::kStoredNodes
+  // When > 0, each computed node's float64 values are multiplied by
+  // (1 + perturbation * u), u uniform in [-1, 1] and drawn per element from
+  // `perturbation_seed`, before they are rounded. The distance between such
+  // a run and an unperturbed one estimates how far float32 rounding inside
+  // kernels can legitimately move each output: tiny for well-conditioned
+  // results, large where cancellation amplifies it (the mean of a
+  // LayerNorm's outputs is 0 plus rounding noise). See compare.h.
+  double perturbation = 0;
+  uint64_t perturbation_seed = 0;
 };
 
 using TensorMap = std::map<std::string, HostTensor>;

@@ -367,9 +367,17 @@ std::string check_graph_text(const std::string& text, const FuzzOptions& options
       absl::StatusOr<TensorMap> out = (*loaded)->outputs();
       absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
       if (!out.ok() || !ref.ok()) return fmt::format("{} plan: {}", plan.label, status_text((!out.ok() ? out : ref).status()));
+      // Outputs over the strict tolerance are judged again against the
+      // rounding noise of an ill-conditioned result (compare.h).
+      absl::StatusOr<TensorMap> perturbed = absl::UnknownError("not computed");
       for (int32_t id : plan.graph->outputs()) {
         const Node& n = plan.graph->node(id);
-        const Comparison c = compare_tensors(out->at(n.name), ref->at(n.name));
+        Comparison c = compare_tensors(out->at(n.name), ref->at(n.name));
+        if (!c.within(n.dtype)) {
+          if (!perturbed.ok()) perturbed = interpret_plan(plan, inputs, kRoundoffPerturbation, 11);
+          if (!perturbed.ok()) return fmt::format("{} plan: {}", plan.label, status_text(perturbed.status()));
+          c = compare_tensors(out->at(n.name), ref->at(n.name), perturbed->at(n.name));
+        }
         if (!c.within(n.dtype)) {
           return fmt::format("{} plan on {}: output {} ({}{}) has relative error {:.3g} over the tolerance {:.1g}{}",
                              plan.label, options.backend->name(), n.name, n.dtype, n.shape, c.relative_error,

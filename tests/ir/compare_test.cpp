@@ -1,0 +1,115 @@
+// Comparing results with the reference: the strict relative error, and the
+// roundoff scale that the perturbed reference gives ill-conditioned results.
+#include "ir/compare.h"
+
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ir/interpreter.h"
+#include "ir/text_format.h"
+
+namespace fusejit {
+namespace {
+
+Graph parse(const char* text) {
+  absl::StatusOr<Graph> g = parse_graph(text);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? std::move(*g) : Graph{};
+}
+
+TensorMap interpret_ok(const Graph& g, const TensorMap& inputs, double perturbation = 0, uint64_t seed = 0) {
+  InterpretOptions options;
+  options.perturbation = perturbation;
+  options.perturbation_seed = seed;
+  absl::StatusOr<TensorMap> out = interpret(g, inputs, options);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : TensorMap{};
+}
+
+// LayerNorm of each row of x, then the mean of each row, computed in float32
+// the way a kernel would: the result is 0 plus float32 rounding noise.
+HostTensor mean_of_layer_norm_in_f32(const HostTensor& x, int64_t len) {
+  HostTensor out{DType::kF32, Shape({x.numel() / len}), {}};
+  for (int64_t r = 0; r < x.numel() / len; ++r) {
+    float sum = 0, sq = 0;
+    for (int64_t i = 0; i < len; ++i) sum += static_cast<float>(x.values[r * len + i]);
+    const float mu = sum / static_cast<float>(len);
+    for (int64_t i = 0; i < len; ++i) {
+      const float d = static_cast<float>(x.values[r * len + i]) - mu;
+      sq += d * d;
+    }
+    const float rstd = 1.0f / std::sqrt(sq / static_cast<float>(len) + 1e-5f);
+    float total = 0;
+    for (int64_t i = 0; i < len; ++i) total += (static_cast<float>(x.values[r * len + i]) - mu) * rstd;
+    out.values.push_back(total / static_cast<float>(len));
+  }
+  return out;
+}
+
+TEST(Compare, StrictRelativeError) {
+  const HostTensor ref{DType::kF32, Shape({4}), {1, -2, 3, -4}};
+  HostTensor out = ref;
+  EXPECT_EQ(compare_tensors(out, ref).relative_error, 0);
+  out.values[2] = 3.001;  // 1e-3 / sqrt(30): over f32's tolerance
+  const Comparison c = compare_tensors(out, ref);
+  EXPECT_NEAR(c.relative_error, 1e-3 / std::sqrt(30.0), 1e-9);
+  EXPECT_FALSE(c.within(DType::kF32));
+  EXPECT_TRUE(c.within(DType::kBF16));
+  out.values[2] = std::nan("");
+  EXPECT_FALSE(compare_tensors(out, ref).within(DType::kBF16));
+  EXPECT_NE(compare_tensors(out, ref).mismatch.find("element 2"), std::string::npos);
+}
+
+TEST(Compare, PerturbationMovesEveryComputedValueByAtMostItsSize) {
+  const Graph g = parse("input x: f32[64]\ny = exp(x)\noutput y\n");
+  const TensorMap inputs = random_inputs(g, 3);
+  const TensorMap exact = interpret_ok(g, inputs);
+  const TensorMap moved = interpret_ok(g, inputs, 1e-3, 5);
+  const TensorMap again = interpret_ok(g, inputs, 1e-3, 5);
+  int changed = 0;
+  for (size_t i = 0; i < 64; ++i) {
+    const double e = exact.at("y").values[i], m = moved.at("y").values[i];
+    EXPECT_LE(std::fabs(m - e), 1.001e-3 * std::fabs(e)) << "element " << i;  // plus the f32 rounding of y
+    changed += m != e;
+    EXPECT_EQ(m, again.at("y").values[i]) << "the same seed perturbs the same way";
+  }
+  EXPECT_GT(changed, 48);
+}
+
+// A mean of LayerNorm outputs is mathematically 0: a float32 kernel's answer
+// is rounding noise far over 1e-5 of the float64 reference's (also noise),
+// and only the roundoff scale judges it fairly.
+TEST(Compare, IllConditionedResultJudgedAgainstRoundoffNoise) {
+  const Graph g = parse("input x: f32[16, 8]\ny = layer_norm(x)\nm = mean(y)\noutput m\n");
+  const TensorMap inputs = random_inputs(g, 21);
+  const TensorMap ref = interpret_ok(g, inputs);
+  const TensorMap perturbed = interpret_ok(g, inputs, kRoundoffPerturbation, 11);
+  const HostTensor f32 = mean_of_layer_norm_in_f32(inputs.at("x"), 8);
+  HostTensor out = ref.at("m");
+  out.values = f32.values;
+
+  EXPECT_FALSE(compare_tensors(out, ref.at("m")).within(DType::kF32)) << "strictly, noise is not within 1e-5";
+  const Comparison fair = compare_tensors(out, ref.at("m"), perturbed.at("m"));
+  EXPECT_TRUE(fair.within(DType::kF32)) << fair.relative_error;
+
+  // A real error in the same output still fails: 1e-3 where the terms are ~1.
+  out.values[5] += 1e-3;
+  EXPECT_FALSE(compare_tensors(out, ref.at("m"), perturbed.at("m")).within(DType::kF32));
+}
+
+// A well-conditioned result gains nothing from the perturbed reference.
+TEST(Compare, WellConditionedResultKeepsStrictTolerance) {
+  const Graph g = parse("input x: f32[16, 64]\ny = layer_norm(x)\noutput y\n");
+  const TensorMap inputs = random_inputs(g, 4);
+  const TensorMap ref = interpret_ok(g, inputs);
+  const TensorMap perturbed = interpret_ok(g, inputs, kRoundoffPerturbation, 11);
+  HostTensor out = ref.at("y");
+  for (double& v : out.values) v *= 1 + 3e-5;  // 3x f32's tolerance
+  EXPECT_FALSE(compare_tensors(out, ref.at("y"), perturbed.at("y")).within(DType::kF32));
+  EXPECT_NEAR(compare_tensors(out, ref.at("y"), perturbed.at("y")).relative_error, 3e-5, 1e-6);
+}
+
+}  // namespace
+}  // namespace fusejit
