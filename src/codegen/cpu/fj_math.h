@@ -16,7 +16,7 @@
 // precision result rounded to float, is given on each function.
 //
 // Where the target has an FMA instruction, polynomials and reductions use it
-// explicitly (std::fma, inlined under -fno-math-errno), so results do not
+// explicitly (__builtin_fma, inlined under -fno-math-errno), so results do not
 // depend on -ffp-contract and the backend's -ffp-contract=off costs no speed;
 // without one they use a * b + c. Every step that needs an exact product is
 // exact either way, and the accuracy bounds below hold for both.
@@ -31,13 +31,16 @@
 
 #include "fj_bits.h"
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
-#define FJ_INFINITY (std::numeric_limits<float>::infinity())
-#define FJ_NAN (std::numeric_limits<float>::quiet_NaN())
+// Compiler builtins rather than <cmath> and <limits>: they are the same
+// operations (inlined under -fno-math-errno), and parsing <cmath> was over
+// half of each kernel's compile time.
+#define FJ_INFINITY (__builtin_inff())
+#define FJ_NAN (__builtin_nanf(""))
+static inline float fj_detail_fabs(float x) { return __builtin_fabsf(x); }
+static inline double fj_detail_fabs(double x) { return __builtin_fabs(x); }
 
 
 static inline uint64_t fj_detail_double_as_bits(double x) {
@@ -70,8 +73,8 @@ static inline double fj_detail_select_d(bool c, double a, double b) {
 }
 
 #if defined(__FMA__) || defined(__FP_FAST_FMAF) || defined(__ARM_FEATURE_FMA)
-static inline float fj_detail_fma(float a, float b, float c) { return std::fma(a, b, c); }
-static inline double fj_detail_fma(double a, double b, double c) { return std::fma(a, b, c); }
+static inline float fj_detail_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+static inline double fj_detail_fma(double a, double b, double c) { return __builtin_fma(a, b, c); }
 #else
 static inline float fj_detail_fma(float a, float b, float c) { return a * b + c; }
 static inline double fj_detail_fma(double a, double b, double c) { return a * b + c; }
@@ -91,12 +94,12 @@ static inline T fj_detail_horner(T x, T c0, Rest... rest) {
 // Simple functions: correctly rounded (one IEEE operation each, or two for
 // rsqrt).
 
-static inline float fj_abs(float x) { return std::fabs(x); }
-static inline float fj_sqrt(float x) { return std::sqrt(x); }
+static inline float fj_abs(float x) { return __builtin_fabsf(x); }
+static inline float fj_sqrt(float x) { return __builtin_sqrtf(x); }
 // 1 / sqrt(x) with two correctly rounded operations (<= 1 ulp), never the
 // 12-bit rsqrtps estimate (the compiler may not use it without -ffast-math).
 // rsqrt(+0) = +inf, rsqrt(-0) = -inf, as 1.0 / std::sqrt(x).
-static inline float fj_rsqrt(float x) { return 1.0f / std::sqrt(x); }
+static inline float fj_rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
 static inline float fj_reciprocal(float x) { return 1.0f / x; }
 // NaN -> NaN; -0 -> +0 (the reference's x > 0 ? x : 0).
 static inline float fj_relu(float x) { return fj_detail_select(!(x <= 0.0f), x, 0.0f); }
@@ -242,7 +245,7 @@ static inline float fj_log(float x) {
 // and of the division small in the result. |x| is clamped to 10, where tanh
 // already rounds to 1.
 static inline float fj_tanh(float x) {
-  const float a = std::fabs(x);
+  const float a = fj_detail_fabs(x);
   const float y = a * a;
   const float p = fj_detail_horner(y, -0x1.55555p-2f, 0x1.110fa8p-3f, -0x1.b9da52p-5f, 0x1.6376eep-6f, -0x1.11023p-7f,
                                    0x1.5b6d5ap-9f, -0x1.f9b7d6p-12f);
@@ -262,7 +265,7 @@ static inline float fj_tanh(float x) {
 // damped by erfc / erf < 0.19 here, which is also why a^2 need not be exact.
 // |x| is clamped to 4, where erf already rounds to 1.
 static inline float fj_erf(float x) {
-  const float a = std::fabs(x);
+  const float a = fj_detail_fabs(x);
   const float small = fj_detail_fma(a, fj_detail_erf_small_p(a * a), a);
   const float ac = fj_detail_select(a > 4.0f, 4.0f, a);
   const float inv = 1.0f / (ac + 2.0f);
@@ -281,7 +284,7 @@ static inline float fj_erf(float x) {
 // sigmoid(-inf) = 0, sigmoid(+inf) = 1. With e = exp(-|x|) in (0, 1] nothing
 // overflows: x >= 0: 1 / (1 + e); x < 0: e / (1 + e).
 static inline float fj_sigmoid(float x) {
-  const float e = fj_exp(-std::fabs(x));
+  const float e = fj_exp(-fj_detail_fabs(x));
   return fj_detail_select(x >= 0.0f, 1.0f, e) / (1.0f + e);
 }
 
@@ -294,7 +297,7 @@ static inline float fj_sigmoid(float x) {
 static inline float fj_silu(float x) {
   const bool neg = x < 0.0f;
   int32_t n;
-  const float s = fj_detail_exp_reduce(-std::fabs(x), n);
+  const float s = fj_detail_exp_reduce(-fj_detail_fabs(x), n);
   const float p = 1.0f + s;
   const float d = 1.0f + fj_detail_scale2(p, n);
   const float r = fj_detail_select(neg, fj_detail_scale2((x * p) / d, n), x / d);
@@ -316,7 +319,7 @@ static inline float fj_silu(float x) {
 static inline float fj_gelu_none(float x) {
   const double xd = x;
   const double sq = xd * xd;  // exact
-  double a = std::fabs(xd) * 0.70710678118654752;
+  double a = fj_detail_fabs(xd) * 0.70710678118654752;
   a = fj_detail_select_d(a > 30.0, 30.0, a);  // keeps t finite for x = +-inf
   const double inv = 1.0 / (a + 2.0);
   const double t = (a - 2.0) * inv;
@@ -340,7 +343,7 @@ static inline float fj_gelu_none(float x) {
 static inline float fj_gelu_tanh(float x) {
   const double xd = x;
   const double s = 1.5957691216057308 * (xd + 0.044715 * (xd * xd * xd));  // 2 sqrt(2/pi) (x + 0.044715 x^3)
-  const double e = fj_detail_exp_d(-std::fabs(s));
+  const double e = fj_detail_exp_d(-fj_detail_fabs(s));
   const double r = xd * fj_detail_select_d(s >= 0.0, 1.0, e) / (1.0 + e);
   // Below -708 exp_d has clamped: the result underflows anyway (x * 0 is -0,
   // or NaN for x = -inf, as the formula).
@@ -359,19 +362,19 @@ static inline float fj_gelu_tanh(float x) {
 //   zeros, infinities and overflow fall out of log(0) = -inf, log(inf) = inf
 //   and exp's clamps (double exp(+-708) is far outside float's range).
 static inline float fj_pow(float a, float b) {
-  const double ad = std::fabs(static_cast<double>(a));
+  const double ad = fj_detail_fabs(static_cast<double>(a));
   // log|a| for finite nonzero a (every float is a normal double); 0 and inf
   // (and NaN, handled below) by select. The log_d argument is kept valid.
   const bool normal = (ad > 0.0) & (ad < 0x1p200);
   const double l = fj_detail_log_d(fj_detail_select_d(normal, ad, 1.0));
-  const double log_a = fj_detail_select_d(normal, l, fj_detail_select_d(ad == 0.0, -HUGE_VAL, HUGE_VAL));
+  const double log_a = fj_detail_select_d(normal, l, fj_detail_select_d(ad == 0.0, -__builtin_inf(), __builtin_inf()));
   const double y = static_cast<double>(b) * log_a;
   // exp_d clamps to [-708, 708]; y = -inf, +inf saturate to 0 and inf after
   // rounding to float. (y is NaN for b = +-inf with |a| = 1, handled below.)
   const float mag = static_cast<float>(fj_detail_exp_d(y));
   // Is b an integer, and odd? Every |b| >= 2^24 is an even integer; below,
   // truncate (b clamped first so that the conversion is defined).
-  const float ab = std::fabs(b);
+  const float ab = fj_detail_fabs(b);
   const bool big = ab >= 0x1p24f;  // also true for inf; false for NaN
   const int32_t k = static_cast<int32_t>(fj_detail_select(ab < 0x1p24f, ab, 0.0f));
   const bool small_integer = static_cast<float>(k) == ab;  // false when big (k = 0 then)
