@@ -17,6 +17,8 @@
 //    input are merged at the end (siblings reading the same inputs).
 // 5. A join or merge never creates a cycle between kernels: it is refused
 //    when a third kernel lies on a path between the two.
+// 6. A join or merge never makes a kernel take more than
+//    FusionOptions::max_kernel_tensors tensors (reads plus writes).
 // Nothing is recomputed in two kernels, so no duplication decision arises.
 // The result is deterministic: it depends only on node order.
 #include <algorithm>
@@ -41,7 +43,14 @@ struct Group {
 
 class Partitioner {
  public:
-  explicit Partitioner(const Graph& graph) : graph_(graph), group_of_(graph.num_nodes(), -1) {}
+  Partitioner(const Graph& graph, int max_tensors)
+      : graph_(graph), max_tensors_(max_tensors), group_of_(graph.num_nodes(), -1), users_(graph.num_nodes()) {
+    for (int32_t id = 0; id < graph.num_nodes(); ++id) {
+      for (const Operand& o : graph.node(id).operands) {
+        if (!o.is_literal()) users_[o.node].push_back(id);
+      }
+    }
+  }
 
   std::vector<KernelGroup> run() {
     for (int32_t id = 0; id < graph_.num_nodes(); ++id) place(id);
@@ -118,6 +127,31 @@ class Partitioner {
     return out;
   }
 
+  // Whether one kernel made of the groups `gs` plus node `extra` (-1: none)
+  // takes at most max_tensors_ tensors: what it reads from outside plus what
+  // it writes (a graph output, or a value used by a node outside, counting
+  // users not placed yet, so the count never falls short of the final one).
+  bool fits(std::initializer_list<int> gs, int32_t extra) const {
+    auto inside = [&](int32_t id) {
+      return id == extra || (group_of_[id] >= 0 && std::find(gs.begin(), gs.end(), group_of_[id]) != gs.end());
+    };
+    absl::flat_hash_set<int32_t> reads;
+    int64_t writes = 0;
+    auto count = [&](int32_t id) {
+      for (const Operand& o : graph_.node(id).operands) {
+        if (!o.is_literal() && !inside(o.node)) reads.insert(o.node);
+      }
+      bool written = graph_.is_output(id);
+      for (int32_t u : users_[id]) written = written || !inside(u);
+      writes += written;
+    };
+    for (int g : gs) {
+      for (int32_t id : groups_[g].nodes) count(id);
+    }
+    if (extra >= 0) count(extra);
+    return static_cast<int64_t>(reads.size()) + writes <= max_tensors_;
+  }
+
   // Joining `g` adds edges g -> p for every other producer p; refused if some p already reaches g.
   bool can_join(int g, const std::vector<int>& producers) const {
     for (int p : producers) {
@@ -134,7 +168,7 @@ class Partitioner {
     std::optional<int> target;
     if (kind != OpKind::kMatmul) {
       for (int p : producers) {
-        if (hosts(groups_[p], n) && can_join(p, producers)) {
+        if (hosts(groups_[p], n) && can_join(p, producers) && fits({p}, id)) {
           target = p;
           break;
         }
@@ -159,7 +193,10 @@ class Partitioner {
     if (kind == OpKind::kMatmul) return;
     // Pull in the other producers that can live in this kernel.
     for (int p : producers) {
-      if (p == *target || !groups_[p].alive || !compatible(*target, p) || !can_merge(*target, p)) continue;
+      if (p == *target || !groups_[p].alive || !compatible(*target, p) || !can_merge(*target, p) ||
+          !fits({*target, p}, -1)) {
+        continue;
+      }
       merge(*target, p);
     }
   }
@@ -195,7 +232,7 @@ class Partitioner {
     for (int a = 0; a < static_cast<int>(groups_.size()); ++a) {
       for (int b = a + 1; b < static_cast<int>(groups_.size()); ++b) {
         if (!groups_[a].alive || !groups_[b].alive) continue;
-        if (compatible(a, b) && reads_common_input(a, b) && can_merge(a, b)) merge(a, b);
+        if (compatible(a, b) && reads_common_input(a, b) && can_merge(a, b) && fits({a, b}, -1)) merge(a, b);
       }
     }
   }
@@ -223,7 +260,9 @@ class Partitioner {
   }
 
   const Graph& graph_;
+  const int max_tensors_;
   std::vector<int> group_of_;
+  std::vector<std::vector<int32_t>> users_;
   std::vector<Group> groups_;
 };
 
@@ -232,7 +271,7 @@ class Partitioner {
 FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
   std::vector<int32_t> origin;
   auto expanded = std::make_shared<const Graph>(expand_composites(graph, &origin));
-  std::vector<KernelGroup> groups = Partitioner(*expanded).run();
+  std::vector<KernelGroup> groups = Partitioner(*expanded, options.max_kernel_tensors).run();
   return build_plan("fused", expanded, graph, origin, std::move(groups), options);
 }
 

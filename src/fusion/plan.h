@@ -62,6 +62,12 @@ struct FusionOptions {
   // Longest row (elements) a row kernel keeps on chip; longer rows use the
   // re-read variant. Comes from the target device (cost/device.h).
   int64_t persistent_row_limit = 16384;
+  // Most tensors one kernel takes (reads plus writes). A CUDA kernel's
+  // parameters must fit in 4 KiB on every architecture (32 KiB only from
+  // Volta with CUDA 12.1); 256 pointers are 2 KiB, leaving room for the
+  // scalars. A fused group that would need more is split, so a wide graph
+  // (thousands of inputs added up) still compiles everywhere.
+  int max_kernel_tensors = 256;
 };
 
 // For each node of `kernel` (in kernel.nodes order), the number of the

@@ -257,6 +257,24 @@ TEST(Fusion, NeverMergesAcrossAKernelInBetween) {
   EXPECT_EQ(written(fused, 0).size(), 1u);
 }
 
+// Rule 6: a kernel takes at most max_kernel_tensors tensors. A chain adding
+// up 20 inputs with a limit of 8 tensors: each kernel reads 7 (x0..x6 first,
+// then the running sum and 6 more inputs) and writes 1; the last reads s18
+// and x19.
+TEST(Fusion, KernelsNeverTakeMoreThanTheTensorLimit) {
+  Graph g;
+  Value sum = g.input("x0", DType::kF32, {M, N});
+  for (int i = 1; i < 20; ++i) sum = sum + g.input("x" + std::to_string(i), DType::kF32, {M, N});
+  g.output("y", sum);
+  FusionOptions options;
+  options.max_kernel_tensors = 8;
+  const FusionPlan fused = make_fused_plan(g, options);
+  ASSERT_EQ(fused.kernels.size(), 4u) << describe(fused);  // 7 + 6 + 6 + 1 inputs = 20
+  for (const Kernel& k : fused.kernels) EXPECT_LE(k.reads.size() + k.writes.size(), 8u) << k.name;
+  // With the default limit (256) the chain is one kernel.
+  EXPECT_EQ(make_fused_plan(g).kernels.size(), 1u);
+}
+
 TEST(Fusion, PlansAreDeterministic) {
   auto build = [] {
     Graph g;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
@@ -164,6 +165,39 @@ TEST(CpuBackend, DropoutMaskIsTheReferenceMaskBitForBit) {
 TEST(CpuBackend, AMatmulWhoseResultIsUnusedRuns) {
   const Graph g = parse("input x: f32[3, 64]\ninput w: bf16[64, 4]\nm = matmul(x, w)\ny = sigmoid(x)\noutput y\n");
   expect_both_plans_match(g);
+}
+
+// Found by `fusejit fuzz`: dropout of a tensor of one element (its operand
+// is a single value, not an array), and dropout of a per-row value inside a
+// row kernel, which draws at the row's index, not at its first element's.
+TEST(CpuBackend, DropoutOfSingleValues) {
+  for (const char* text : {"input x: f16[1]\ny = dropout(x, p=0.1, seed=94)\noutput y\n",
+                           "input x: f32[1, 1]\ny = dropout(x, p=0.5, seed=448)\noutput y\n",
+                           "input x: bf16[2, 5, 5, 17]\ns = sum(x)\ny = dropout(s, p=0.1, seed=54)\noutput y\n",
+                           "input x: f32[64, 8]\nm = max(x)\nd = dropout(m, p=0.5, seed=7)\ny = sub(x, d)\noutput y, d\n"}) {
+    expect_both_plans_match(parse(text));
+  }
+}
+
+// A kernel takes at most FusionOptions::max_kernel_tensors tensors: 600
+// inputs added up are split into kernels that each fit, and still compute
+// the sum.
+TEST(CpuBackend, GraphWiderThanOneKernelsParameters) {
+  std::string text;
+  for (int i = 0; i < 600; ++i) text += fmt::format("input x{}: f32[3, 5]\n", i);
+  std::string prev = "x0";
+  for (int i = 1; i < 600; ++i) {
+    text += fmt::format("s{} = add({}, x{})\n", i, prev, i);
+    prev = fmt::format("s{}", i);
+  }
+  text += "output " + prev + "\n";
+  const Graph g = parse(text);
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(fused.kernels.size(), 3u) << describe(fused);
+  for (const Kernel& k : fused.kernels) {
+    EXPECT_LE(static_cast<int>(k.reads.size() + k.writes.size()), FusionOptions{}.max_kernel_tensors) << k.name;
+  }
+  expect_matches_reference(fused, random_inputs(g, 3));
 }
 
 TEST(CpuBackend, WrongInputsAreRejectedByName) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
@@ -297,6 +298,27 @@ TEST(CudaBackendKernels, RowsOfOneElementCompile) {
     for (const CudaKernelSource& k : emit_cuda(make_fused_plan(parse_or_throw(text)))) {
       absl::StatusOr<CompiledKernel> compiled = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
       EXPECT_TRUE(compiled.ok()) << text << compiled.status();
+    }
+  }
+}
+
+// The kernels of a graph too wide for one kernel's parameters (fusion splits
+// it at FusionOptions::max_kernel_tensors; 5000 pointers would overflow
+// even the 32 KiB parameter space of sm_70+), and dropout of single values.
+TEST(CudaBackendKernels, WideGraphsAndDropoutOfSingleValuesCompile) {
+  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  std::string wide;
+  for (int i = 0; i < 300; ++i) wide += fmt::format("input x{}: f32[3, 5]\n", i);
+  wide += "s1 = add(x0, x1)\n";
+  for (int i = 2; i < 300; ++i) wide += fmt::format("s{} = add(s{}, x{})\n", i, i - 1, i);
+  wide += "output s299\n";
+  for (const std::string& text : {wide, std::string("input x: f16[1]\ny = dropout(x, p=0.1, seed=94)\noutput y\n"),
+                                  std::string("input x: bf16[2, 5, 17]\ns = sum(x)\ny = dropout(s, p=0.1, seed=54)\n"
+                                              "output y\n")}) {
+    const FusionPlan plan = make_fused_plan(parse_or_throw(text));
+    for (const CudaKernelSource& k : emit_cuda(plan)) {
+      absl::StatusOr<CompiledKernel> compiled = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
+      EXPECT_TRUE(compiled.ok()) << describe(plan) << compiled.status();
     }
   }
 }

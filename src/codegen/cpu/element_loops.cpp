@@ -21,8 +21,8 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
       step = Step::kReduce;
     } else if (!space_.per_element(id)) {
       step = Step::kScalar;
-    } else if (n.op == Op::kDropout) {
-      step = Step::kDropout;
+    } else if (n.op == Op::kDropout && per_element_operand(n)) {
+      step = Step::kDropout;  // dropout of a single value stays in the element loop, one Philox call per element
     }
     if (step == Step::kLoop && !groups_.empty() && groups_.back().step == Step::kLoop) {
       groups_.back().nodes.push_back(id);
@@ -53,6 +53,11 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
   std::sort(arrays_.begin(), arrays_.end(), [&](int32_t a, int32_t b) {
     return std::find(kernel.nodes.begin(), kernel.nodes.end(), a) < std::find(kernel.nodes.begin(), kernel.nodes.end(), b);
   });
+}
+
+bool ElementLoops::per_element_operand(const Node& n) const {
+  const Operand& o = n.operands[0];
+  return !o.is_literal() && space_.per_element(o.node);
 }
 
 std::string ElementLoops::array_name(const Graph& graph, int32_t id) { return "a_" + graph.node(id).name; }
@@ -104,7 +109,7 @@ void ElementLoops::write(SourceWriter& w) const {
       case Step::kScalar:
         w.line("const float {} = {};", value_name(g_, id),
                emit::as_computed(g_, kernel_, id,
-                                 node_expression(n, operands, fmt::format("(unsigned long long)({})", space_.first_index))));
+                                 node_expression(n, operands, fmt::format("(unsigned long long)({})", space_.single_index))));
         break;
       case Step::kDropout:
         w.line("{};", dropout_span_call(n, array_of(operands[0]), array_name(g_, id), space_.count,

@@ -23,6 +23,10 @@ namespace fusejit::cpu_emit {
 struct ElementSpace {
   std::string count;       // elements per loop: "n" (a tile) or "kN" (a row)
   std::string first_index; // global element index of slot 0: "i" or "row * kN"
+  // Global element index of a value that is one per loop (a per-row value,
+  // an element of an [M, 1] tensor): "row" in row kernels. Dropout of such a
+  // value draws its random number at this index.
+  std::string single_index;
   // Whether a node of the kernel, or a read, has one value per element of
   // the loop (else one value for all of them: a per-row value, a scalar).
   std::function<bool(int32_t)> per_element;
@@ -49,6 +53,7 @@ class ElementLoops {
   };
 
   std::string operand(const Operand& o, const Group& group) const;
+  bool per_element_operand(const Node& n) const;
   bool streamed(int32_t id) const;
   void write_loop(SourceWriter& w, const Group& group) const;
   void write_stores_of_arrays(SourceWriter& w) const;

@@ -48,7 +48,7 @@ class PointwiseEmitter {
       if (varies(id)) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));
     }
     const ElementLoops loops(g_, kernel_,
-                             {"n", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); },
+                             {"n", "i", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); },
                               [this](int32_t id) { return streams(g_, id); }});
     for (int32_t id : loops.arrays()) w_.line("alignas(64) float {}[kTile];", ElementLoops::array_name(g_, id));
     w_.open("for (long long i = begin; i < end;)");

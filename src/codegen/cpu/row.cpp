@@ -45,7 +45,7 @@ class RowEmitter {
     // Arrays padded to 16 floats (64 bytes), so each one starts aligned.
     w_.line("constexpr long long kStride = (kN + 15) / 16 * 16;");
     const ElementLoops loops(g_, kernel_,
-                             {"kN", "row * kN",
+                             {"kN", "row * kN", "row",
                               [this](int32_t id) { return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id); },
                               [this](int32_t id) { return streams(g_, id); }});
     std::vector<std::string> arrays;
