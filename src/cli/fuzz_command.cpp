@@ -1,7 +1,10 @@
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,7 +23,34 @@ struct FuzzCommandOptions {
   bool cuda_compile = false;
   std::string arch = "sm_90";
   bool json = false;
+  std::vector<std::string> files;  // --check: these graphs instead of random ones
 };
+
+// --check: each file (a reproducer an earlier run printed, or any graph) is
+// checked as a generated graph would be, without shrinking.
+int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
+  int failed = 0;
+  int64_t kernels = 0;
+  nlohmann::json failures = nlohmann::json::array();
+  for (const std::string& file : opt.files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      fmt::print(stderr, "fusejit: error: cannot read {}\n", file);
+      return 1;
+    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string what = check_graph_text(text, options, &kernels);
+    failed += !what.empty();
+    if (!what.empty()) failures.push_back({{"file", file}, {"what", what}, {"graph", text}});
+    if (!opt.json) fmt::print("{}: {}\n", file, what.empty() ? "ok" : "MISMATCH: " + what);
+  }
+  if (opt.json) {
+    fmt::print("{}\n", nlohmann::json{{"graphs", opt.files.size()}, {"kernels", kernels}, {"mismatches", failed},
+                                      {"failures", failures}}
+                           .dump(2));
+  }
+  return failed == 0 ? 0 : 1;
+}
 
 int fuzz(const FuzzCommandOptions& opt) {
   std::unique_ptr<Backend> backend;
@@ -40,6 +70,7 @@ int fuzz(const FuzzCommandOptions& opt) {
   options.backend = backend.get();
   options.cuda_compile = opt.cuda_compile;
   options.cuda_arch = opt.arch;
+  if (!opt.files.empty()) return check_files(opt, options);
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (tty) options.progress = [](std::string_view line) { fmt::print(stderr, "\r\033[K{}", line); };
   const FuzzResult r = run_fuzz(options);
@@ -78,6 +109,8 @@ void register_fuzz(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--cuda-compile", opt->cuda_compile, "also compile every kernel of both plans with NVRTC");
   cmd->add_option("--arch", opt->arch, "architecture for --cuda-compile")->capture_default_str();
+  cmd->add_option("--check", opt->files, "check these graph files (e.g. a printed reproducer) instead of random graphs")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", opt->json, "print one JSON object: graphs, kernels, mismatches, failures");
   cmd->callback([opt, &exit_code] { exit_code = fuzz(*opt); });
 }

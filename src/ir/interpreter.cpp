@@ -125,6 +125,34 @@ void eval_composite(Evaluation& ev, const Node& node, double* out, RoundTo round
 
 void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round);
 
+// The magnitude a float32 rounding error of each element of reduction or
+// matmul `node` scales with: the same op over the absolute values of its
+// operands (the sum of |terms|, the shape of its error bound), not the
+// result, which cancellation can make arbitrarily small. Empty for other ops:
+// their error scales with the result itself.
+std::vector<double> error_scale(Evaluation& ev, const Node& node) {
+  const OpKind kind = node.info().kind;
+  if (kind != OpKind::kReduce && kind != OpKind::kMatmul) return {};
+  std::vector<std::vector<double>> abs_operands;
+  for (const Operand& o : node.operands) {
+    const double* x = operand_data(ev, o);
+    std::vector<double> a(x, x + ev.graph.node(o.node).shape.numel());
+    for (double& v : a) v = std::fabs(v);
+    abs_operands.push_back(std::move(a));
+  }
+  std::vector<double> scale(static_cast<size_t>(node.shape.numel()));
+  const Shape& a = ev.graph.node(node.operands[0].node).shape;
+  if (kind == OpKind::kReduce) {
+    detail::eval_reduce(node.info(), abs_operands[0].data(), a.numel() / a.last(), a.last(), scale.data(), std::nullopt,
+                        ev.threads);
+  } else {
+    const Shape& b = ev.graph.node(node.operands[1].node).shape;
+    detail::eval_matmul(abs_operands[0].data(), abs_operands[1].data(), a.numel() / a.last(), a.last(), b[1],
+                        scale.data(), std::nullopt, ev.threads);
+  }
+  return scale;
+}
+
 // Evaluates node `id` into `out`, rounded where ev.round says. With a
 // perturbation, the values are perturbed first and rounded afterwards, as a
 // kernel's float32 error would be.
@@ -133,12 +161,14 @@ void eval_node(Evaluation& ev, int32_t id, double* out) {
   const RoundTo round = ev.round[id] ? RoundTo(node.dtype) : std::nullopt;
   if (ev.perturbation <= 0 || node.op == Op::kCast) return eval_node_values(ev, id, out, round);
   eval_node_values(ev, id, out, std::nullopt);
+  const std::vector<double> scale = error_scale(ev, node);
   const int64_t n = node.shape.numel();
   const uint64_t stream = splitmix64_mix(ev.perturbation_seed ^ splitmix64_mix(static_cast<uint64_t>(id) + 1));
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t bits = splitmix64_mix(stream + static_cast<uint64_t>(i));
     const double u = static_cast<double>(bits >> 11) * 0x1p-52 - 1.0;  // uniform in [-1, 1)
-    out[i] *= 1.0 + ev.perturbation * u;
+    const double magnitude = scale.empty() ? out[i] : scale[static_cast<size_t>(i)];
+    if (std::isfinite(magnitude)) out[i] += ev.perturbation * u * magnitude;
   }
   detail::copy_rounded(out, n, out, round, ev.threads);
 }

@@ -32,9 +32,11 @@ enum class Rounding {
 struct InterpretOptions {
   Rounding rounding = Rounding::kEveryOp;
   std::vector<int32_t> stored;  // node ids, for Rounding::kStoredNodes
-  // When > 0, each computed node's float64 values are multiplied by
-  // (1 + perturbation * u), u uniform in [-1, 1] and drawn per element from
-  // `perturbation_seed`, before they are rounded. The distance between such
+  // When > 0, each computed node's float64 values are moved by
+  // perturbation * u * magnitude, u uniform in [-1, 1] and drawn per element
+  // from `perturbation_seed`, before they are rounded. The magnitude is the
+  // value itself, or for a reduction or matmul the same op over the absolute
+  // values of its terms (what its rounding error scales with). The distance between such
   // a run and an unperturbed one estimates how far float32 rounding inside
   // kernels can legitimately move each output: tiny for well-conditioned
   // results, large where cancellation amplifies it (the mean of a

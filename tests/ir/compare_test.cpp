@@ -2,6 +2,7 @@
 // roundoff scale that the perturbed reference gives ill-conditioned results.
 #include "ir/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -76,6 +77,21 @@ TEST(Compare, PerturbationMovesEveryComputedValueByAtMostItsSize) {
     EXPECT_EQ(m, again.at("y").values[i]) << "the same seed perturbs the same way";
   }
   EXPECT_GT(changed, 48);
+}
+
+// A reduction's perturbation scales with the sum of |terms| (its rounding
+// error bound), not with its result: 1000 - 999.75 is 0.25, but a float32
+// sum of those terms is off by up to ~1000 ulps of 0.25.
+TEST(Compare, ReductionsArePerturbedInProportionToTheirTerms) {
+  const Graph g = parse("input x: f32[1, 2]\ns = sum(x)\noutput s\n");
+  const TensorMap inputs{{"x", HostTensor{DType::kF32, Shape({1, 2}), {1000.0, -999.75}}}};
+  double largest = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    const TensorMap moved = interpret_ok(g, inputs, 1e-6, seed);
+    largest = std::max(largest, std::fabs(moved.at("s").values[0] - 0.25));
+  }
+  EXPECT_GT(largest, 1e-6 * 0.25 * 100) << "moved in proportion to the result only";
+  EXPECT_LE(largest, 1e-6 * 1999.75 * 1.001);
 }
 
 // A mean of LayerNorm outputs is mathematically 0: a float32 kernel's answer
