@@ -344,16 +344,20 @@ std::string check_graph_text(const std::string& text, const FuzzOptions& options
     const TensorMap inputs = random_inputs(*graph, 7);
     for (const FusionPlan& plan : {make_unfused_plan(*graph, fusion), make_fused_plan(*graph, fusion)}) {
       if (options.cuda_compile) {
-        for (size_t k = 0; k < plan.kernels.size(); ++k) {
-          if (plan.kernels[k].kind == KernelKind::kMatmul) continue;
-          const CudaKernelSource source = emit_cuda_kernel(plan, static_cast<int>(k));
-          absl::StatusOr<CompiledKernel> compiled =
-              compile_cuda(source.name, source.source, {.arch = options.cuda_arch}, &KernelCache::global());
-          ++*kernels;
-          if (!compiled.ok()) {
-            return fmt::format("{} plan: NVRTC failed on {}: {}", plan.label, source.name,
-                               status_text(compiled.status()).substr(0, 2000));
+        // The whole plan as one program first (cheap); only when that fails,
+        // kernel by kernel, to name the kernel NVRTC rejects.
+        const CudaCompileOptions cuda{.arch = options.cuda_arch};
+        const std::vector<CudaKernelSource> sources = emit_cuda(plan);
+        *kernels += static_cast<int64_t>(sources.size());
+        if (!compile_cuda(plan.label + "_plan", cuda_plan_program(plan), cuda, &KernelCache::global()).ok()) {
+          for (const CudaKernelSource& source : sources) {
+            absl::StatusOr<CompiledKernel> compiled = compile_cuda(source.name, source.source, cuda, nullptr);
+            if (!compiled.ok()) {
+              return fmt::format("{} plan: NVRTC failed on {}: {}", plan.label, source.name,
+                                 status_text(compiled.status()).substr(0, 2000));
+            }
           }
+          return fmt::format("{} plan: NVRTC rejects the plan's kernels together, accepts each alone", plan.label);
         }
       }
       if (options.backend == nullptr) continue;

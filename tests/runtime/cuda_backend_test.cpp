@@ -323,6 +323,24 @@ TEST(CudaBackendKernels, WideGraphsAndDropoutOfSingleValuesCompile) {
   }
 }
 
+// A whole plan as one NVRTC program (what `fusejit fuzz --cuda-compile`
+// checks): the helpers once, every kernel under its own name.
+TEST(CudaBackendKernels, PlanProgramHoldsEveryKernelOnce) {
+  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  const FusionPlan plan = make_unfused_plan(parse_or_throw(
+      "input x: bf16[8, 64]\ninput b: bf16[64]\nh = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.1, seed=42)\n"
+      "y = layer_norm(d)\noutput y\n"));
+  const std::string program = cuda_plan_program(plan);
+  const std::vector<CudaKernelSource> kernels = emit_cuda(plan);
+  ASSERT_GE(kernels.size(), 4u);
+  for (const CudaKernelSource& k : kernels) {
+    EXPECT_NE(program.find(")\n" + k.name + "("), std::string::npos) << k.name;  // after __launch_bounds__(N)
+  }
+  EXPECT_EQ(program.find(kCudaHelpersBegin), program.rfind(kCudaHelpersBegin)) << "helpers more than once";
+  absl::StatusOr<CompiledKernel> compiled = compile_cuda("plan", program, {.arch = "sm_90"}, nullptr);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+}
+
 // ---- On a machine with a GPU ----
 
 class GpuBackend : public ::testing::Test {

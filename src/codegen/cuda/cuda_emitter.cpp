@@ -29,6 +29,15 @@ std::string without_helpers(const std::string& source) {
   return source.substr(0, begin) + source.substr(after);
 }
 
+std::string cuda_plan_program(const FusionPlan& plan) {
+  std::string program = fmt::format("{}\n{}\n{}\n", kCudaHelpersBegin, cuda_helpers_source(), kCudaHelpersEnd);
+  for (const CudaKernelSource& k : emit_cuda(plan)) {
+    program += fmt::format("namespace fj_kernel_{} {{\n{}\n}}  // namespace fj_kernel_{}\n", k.name,
+                           without_helpers(k.source), k.name);
+  }
+  return program;
+}
+
 std::vector<CudaKernelSource> emit_cuda(const FusionPlan& plan) {
   std::vector<CudaKernelSource> out;
   for (int i = 0; i < static_cast<int>(plan.kernels.size()); ++i) {
