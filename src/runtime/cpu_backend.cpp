@@ -32,7 +32,9 @@ double us_since(std::chrono::steady_clock::time_point start) {
 
 struct CpuKernel {
   CpuKernelSource source;
-  std::unique_ptr<HostKernel> compiled;
+  std::shared_ptr<const HostModule> module;  // shared by the kernels compiled together
+  HostModule::Entry entry = nullptr;
+  double compile_ms = 0;  // its share of its module's compile
   std::vector<void*> args;
 };
 
@@ -71,7 +73,7 @@ class CpuLoadedPlan final : public LoadedPlan {
   absl::Status run_kernel(size_t k) override {
     CpuKernel& kernel = kernels_.at(k);
     std::atomic<int> failed{0};
-    const HostKernel::Entry entry = kernel.compiled->entry();
+    const HostModule::Entry entry = kernel.entry;
     void* const* args = kernel.args.data();
     ThreadPool::global().parallel_for(kernel.source.count, kernel.source.grain, [&](int64_t begin, int64_t end) {
       if (entry(args, begin, end) != 0) failed = 1;
@@ -122,8 +124,10 @@ class CpuLoadedPlan final : public LoadedPlan {
     return absl::OkStatus();
   }
 
-  // Compiles the kernels on a few threads at once: the host compiler is a
-  // process per kernel, and a plan's kernels are independent.
+  // Compiles the kernels as one module per hardware thread at most, the
+  // modules at the same time: the host compiler is a process per module,
+  // and each run pays start-up, parsing and linking once for all its
+  // kernels (cpu_module_source), while several runs use several cores.
   absl::Status compile() {
     for (size_t i = 0; i < plan_.kernels.size(); ++i) {
       CpuKernel k;
@@ -131,23 +135,37 @@ class CpuLoadedPlan final : public LoadedPlan {
       for (const KernelParam& p : k.source.params) k.args.push_back(buffers_.at(p.node).data());
       kernels_.push_back(std::move(k));
     }
-    std::vector<absl::Status> status(kernels_.size());
+    const size_t modules = std::min<size_t>(kernels_.size(), std::max(1u, std::thread::hardware_concurrency()));
+    // Module m holds kernels [first(m), first(m + 1)): consecutive, as even as can be.
+    auto first = [&](size_t m) { return m * kernels_.size() / std::max<size_t>(modules, 1); };
+    std::vector<absl::Status> status(modules);
     std::atomic<size_t> next{0};
     auto work = [&] {
-      for (size_t i = next++; i < kernels_.size(); i = next++) {
-        absl::StatusOr<std::unique_ptr<HostKernel>> c =
-            compile_host_kernel(kernels_[i].source.name, kernels_[i].source.source, &KernelCache::global());
-        if (c.ok()) {
-          kernels_[i].compiled = *std::move(c);
-        } else {
-          status[i] = c.status();
+      for (size_t m = next++; m < modules; m = next++) {
+        std::vector<const CpuKernelSource*> sources;
+        std::vector<std::string> entries;
+        for (size_t i = first(m); i < first(m + 1); ++i) {
+          sources.push_back(&kernels_[i].source);
+          entries.push_back(kernels_[i].source.name);
+        }
+        const std::string name =
+            entries.size() == 1 ? entries.front() : fmt::format("{}..{}", entries.front(), entries.back());
+        absl::StatusOr<std::unique_ptr<HostModule>> c =
+            compile_host_module(name, cpu_module_source(sources), entries, &KernelCache::global());
+        if (!c.ok()) {
+          status[m] = c.status();
+          continue;
+        }
+        std::shared_ptr<const HostModule> module = *std::move(c);
+        for (size_t i = first(m); i < first(m + 1); ++i) {
+          kernels_[i].module = module;
+          kernels_[i].entry = module->entry(kernels_[i].source.name);
+          kernels_[i].compile_ms = module->compile_ms() / static_cast<double>(entries.size());
         }
       }
     };
-    const size_t threads =
-        std::min<size_t>(kernels_.size(), std::max(1u, std::thread::hardware_concurrency()));
     std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    for (size_t t = 1; t < modules; ++t) pool.emplace_back(work);
     work();
     for (std::thread& t : pool) t.join();
     for (const absl::Status& s : status) {
@@ -156,8 +174,8 @@ class CpuLoadedPlan final : public LoadedPlan {
     for (const CpuKernel& k : kernels_) {
       infos_.push_back({.name = k.source.name,
                         .executed_by = "jit",
-                        .compile_ms = k.compiled->compile_ms(),
-                        .cache_hit = k.compiled->cache_hit()});
+                        .compile_ms = k.compile_ms,
+                        .cache_hit = k.module->cache_hit()});
     }
     return absl::OkStatus();
   }

@@ -200,29 +200,37 @@ absl::StatusOr<HostCompiler> find_host_compiler() {
   return compiler;
 }
 
-HostKernel::~HostKernel() {
+HostModule::~HostModule() {
   if (handle_ != nullptr) dlclose(handle_);
   if (fd_ >= 0) close(fd_);
 }
 
-absl::StatusOr<std::unique_ptr<HostKernel>> compile_host_kernel(const std::string& name, const std::string& source,
+HostModule::Entry HostModule::entry(const std::string& kernel) const {
+  for (const auto& [name, entry] : entries_) {
+    if (name == kernel) return entry;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::string& name, const std::string& source,
+                                                                const std::vector<std::string>& entries,
                                                                 KernelCache* cache) {
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<HostCompiler> compiler = find_host_compiler();
   if (!compiler.ok()) return compiler.status();
-  std::unique_ptr<HostKernel> kernel(new HostKernel());
-  kernel->name_ = name;
-  kernel->cache_key_ = cache_key(*compiler, source);
+  std::unique_ptr<HostModule> module(new HostModule());
+  module->name_ = name;
+  module->cache_key_ = cache_key(*compiler, source);
   dump_files_if_requested(name, {{".cpp", &source}});
 
   std::string object;
   if (cache != nullptr) {
-    if (std::optional<CacheEntry> entry = cache->lookup(kernel->cache_key_); entry && entry->blobs.contains(kObjectBlob)) {
+    if (std::optional<CacheEntry> entry = cache->lookup(module->cache_key_); entry && entry->blobs.contains(kObjectBlob)) {
       object = entry->blobs.at(kObjectBlob);
-      kernel->cache_hit_ = true;
+      module->cache_hit_ = true;
     }
   }
-  if (!kernel->cache_hit_) {
+  if (!module->cache_hit_) {
     absl::StatusOr<TempDir> dir = TempDir::make();
     if (!dir.ok()) return dir.status();
     const std::string stem = kernel_file_stem(name);
@@ -247,25 +255,28 @@ absl::StatusOr<std::unique_ptr<HostKernel>> compile_host_kernel(const std::strin
           .log = r->output,
           .source = source,
       });
-      const std::string file_name = fmt::format("{}-{}.txt", stem, kernel->cache_key_.substr(0, 12));
+      const std::string file_name = fmt::format("{}-{}.txt", stem, module->cache_key_.substr(0, 12));
       absl::StatusOr<std::string> path = write_compile_report(file_name, text);
       return absl::InvalidArgumentError(text + (path.ok() ? fmt::format("report: {}", *path)
                                                           : fmt::format("(could not write a report: {})",
                                                                         status_text(path.status()))));
     }
     object = *std::move(built);
-    if (cache != nullptr) cache->store(kernel->cache_key_, CacheEntry{.blobs = {{kObjectBlob, object}, {kLogBlob, r->output}}});
+    if (cache != nullptr) cache->store(module->cache_key_, CacheEntry{.blobs = {{kObjectBlob, object}, {kLogBlob, r->output}}});
   }
   absl::StatusOr<LoadedObject> loaded = load_object(name, object);
   if (!loaded.ok()) return loaded.status();
-  kernel->handle_ = loaded->handle;
-  kernel->fd_ = loaded->fd;
-  kernel->entry_ = reinterpret_cast<HostKernel::Entry>(dlsym(kernel->handle_, name.c_str()));
-  if (kernel->entry_ == nullptr) {
-    return absl::InternalError(fmt::format("the compiled kernel '{}' has no entry point of that name", name));
+  module->handle_ = loaded->handle;
+  module->fd_ = loaded->fd;
+  for (const std::string& entry : entries) {
+    auto address = reinterpret_cast<HostModule::Entry>(dlsym(module->handle_, entry.c_str()));
+    if (address == nullptr) {
+      return absl::InternalError(fmt::format("the compiled module '{}' has no entry point '{}'", name, entry));
+    }
+    module->entries_.emplace_back(entry, address);
   }
-  kernel->compile_ms_ = ms_since(start);
-  return kernel;
+  module->compile_ms_ = ms_since(start);
+  return module;
 }
 
 }  // namespace fusejit

@@ -20,11 +20,13 @@
 // A failed compile is an InvalidArgument status with the compiler's command,
 // its output and the numbered source, also written to a report file whose
 // path ends the message; a missing compiler is Unavailable, naming what was
-// tried. FUSEJIT_DUMP=DIR also writes DIR/NAME.cpp for every kernel.
+// tried. FUSEJIT_DUMP=DIR also writes DIR/NAME.cpp for every module compiled
+// (a kernel, or "FIRST..LAST" for several kernels compiled together).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <absl/status/status.h>
@@ -43,37 +45,42 @@ struct HostCompiler {
 absl::StatusOr<HostCompiler> find_host_compiler();
 std::vector<std::string> host_compile_flags();
 
-// A kernel compiled and loaded into the process; unloaded on destruction.
-class HostKernel {
+// A shared object of one or more kernels, compiled and loaded into the
+// process; unloaded on destruction (entry points die with it).
+class HostModule {
  public:
   using Entry = int (*)(void* const* args, long long begin, long long end);
 
-  ~HostKernel();
-  HostKernel(const HostKernel&) = delete;
-  HostKernel& operator=(const HostKernel&) = delete;
+  ~HostModule();
+  HostModule(const HostModule&) = delete;
+  HostModule& operator=(const HostModule&) = delete;
 
   const std::string& name() const { return name_; }
-  Entry entry() const { return entry_; }
+  // The entry point `kernel` (one of those named at compile time).
+  Entry entry(const std::string& kernel) const;
   double compile_ms() const { return compile_ms_; }  // compile (or cache lookup) and load
   bool cache_hit() const { return cache_hit_; }
   const std::string& cache_key() const { return cache_key_; }
 
  private:
-  friend absl::StatusOr<std::unique_ptr<HostKernel>> compile_host_kernel(const std::string&, const std::string&,
+  friend absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::string&, const std::string&,
+                                                                         const std::vector<std::string>&,
                                                                          KernelCache*);
-  HostKernel() = default;
+  HostModule() = default;
   std::string name_;
   void* handle_ = nullptr;
   int fd_ = -1;  // the in-memory file the object was loaded from
-  Entry entry_ = nullptr;
+  std::vector<std::pair<std::string, Entry>> entries_;
   double compile_ms_ = 0;
   bool cache_hit_ = false;
   std::string cache_key_;
 };
 
-// name: the extern "C" entry point (the kernel's name). cache: nullptr
-// compiles every time.
-absl::StatusOr<std::unique_ptr<HostKernel>> compile_host_kernel(const std::string& name, const std::string& source,
+// name: names the module in reports and file names (a kernel's name when it
+// holds one kernel). entries: the extern "C" entry points it must define.
+// cache: nullptr compiles every time.
+absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::string& name, const std::string& source,
+                                                                const std::vector<std::string>& entries,
                                                                 KernelCache* cache);
 
 }  // namespace fusejit

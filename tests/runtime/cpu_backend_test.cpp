@@ -222,9 +222,9 @@ TEST(CpuBackend, KernelsAreCachedAcrossLoads) {
 }
 
 TEST(HostCompiler, ACompileErrorReportsTheLogAndNumberedSource) {
-  absl::StatusOr<std::unique_ptr<HostKernel>> k =
-      compile_host_kernel("broken", "extern \"C\" int broken(void* const*, long long, long long) {\n  return x;\n}\n",
-                          nullptr);
+  absl::StatusOr<std::unique_ptr<HostModule>> k =
+      compile_host_module("broken", "extern \"C\" int broken(void* const*, long long, long long) {\n  return x;\n}\n",
+                          {"broken"}, nullptr);
   ASSERT_FALSE(k.ok());
   const std::string message(status_text(k.status()));
   EXPECT_NE(message.find("failed to compile kernel 'broken'"), std::string::npos) << message;
@@ -233,6 +233,23 @@ TEST(HostCompiler, ACompileErrorReportsTheLogAndNumberedSource) {
   const size_t at = message.rfind("report: ");
   ASSERT_NE(at, std::string::npos) << message;
   EXPECT_TRUE(std::filesystem::exists(message.substr(at + 8))) << message;
+}
+
+// Several kernels in one module: each entry point is its own function, and
+// asking for an entry the source lacks is an error naming it.
+TEST(HostCompiler, OneModuleHoldsSeveralEntryPoints) {
+  const std::string source =
+      "extern \"C\" int one(void* const*, long long, long long) { return 1; }\n"
+      "extern \"C\" int two(void* const*, long long, long long) { return 2; }\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("pair", source, {"one", "two"}, nullptr);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->entry("one")(nullptr, 0, 0), 1);
+  EXPECT_EQ((*m)->entry("two")(nullptr, 0, 0), 2);
+  EXPECT_EQ((*m)->entry("three"), nullptr);
+  absl::StatusOr<std::unique_ptr<HostModule>> missing = compile_host_module("pair", source, {"one", "three"}, nullptr);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(std::string(status_text(missing.status())).find("no entry point 'three'"), std::string::npos)
+      << missing.status();
 }
 
 TEST(HostCompiler, AMissingCompilerIsAClearErrorFromTheCommandLine) {

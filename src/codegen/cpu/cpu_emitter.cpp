@@ -31,6 +31,21 @@ std::vector<CpuKernelSource> emit_cpu(const FusionPlan& plan) {
   return out;
 }
 
+std::string cpu_module_source(const std::vector<const CpuKernelSource*>& kernels) {
+  if (kernels.size() == 1) return kernels[0]->source;
+  std::string module = fmt::format("{}\n{}{}\n", kCpuHelpersBegin, cpu_helpers_source(), kCpuHelpersEnd);
+  for (const CpuKernelSource* k : kernels) {
+    // The kernel's header comment, then everything after its copy of the helpers.
+    const size_t begin = k->source.find(kCpuHelpersBegin);
+    const size_t end = k->source.find(kCpuHelpersEnd);
+    const std::string own = begin == std::string::npos || end == std::string::npos
+                                ? k->source
+                                : k->source.substr(0, begin) + k->source.substr(end + kCpuHelpersEnd.size());
+    module += fmt::format("namespace fj_kernel_{} {{\n{}\n}}  // namespace fj_kernel_{}\n", k->name, own, k->name);
+  }
+  return module;
+}
+
 namespace cpu_emit {
 
 bool streams(const Graph& graph, int32_t id) {
