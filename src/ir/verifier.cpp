@@ -7,6 +7,22 @@
 #include "ir/infer.h"
 
 namespace fusejit {
+namespace {
+
+// The most bytes one value may take: 256 TiB, far beyond the memory of any
+// machine fusejit runs on, yet small enough that the cost model can add up
+// in int64 the bytes every kernel of a plan reads and writes: overflowing
+// that takes 2^15 accesses to values of this size. Without a limit,
+// f32[2^62] verified and numel x dtype size overflowed in the cost model
+// (found by tests/fuzz; tests/fuzz/regressions/huge_*.fj).
+constexpr int64_t kMaxValueBytes = int64_t{1} << 48;
+
+bool too_large(const Node& n) {
+  int64_t bytes = 0;
+  return __builtin_mul_overflow(n.shape.numel(), dtype_size(n.dtype), &bytes) || bytes > kMaxValueBytes;
+}
+
+}  // namespace
 
 std::string diagnostic_prefix(const Graph& graph, SourceLoc loc) {
   if (loc.line <= 0) return "error: ";
@@ -38,6 +54,9 @@ std::vector<std::string> verify_graph(const Graph& graph) {
         report(n, fmt::format("input {}: extents must be positive, got {}", n.name, n.shape));
       } else if (n.shape.numel_overflows()) {
         report(n, fmt::format("input {}: the number of elements of {} overflows", n.name, n.shape));
+      } else if (too_large(n)) {
+        report(n, fmt::format("input {}: {}{} takes more than the 256 TiB (2^48 bytes) a value may take", n.name,
+                              n.dtype, n.shape));
       }
       continue;
     }
@@ -58,6 +77,9 @@ std::vector<std::string> verify_graph(const Graph& graph) {
     if (check.node.dtype != n.dtype || check.node.shape != n.shape) {
       report(n, fmt::format("{} is recorded as {}{} but {} gives {}{}", n.name, n.dtype, n.shape, n.info().name,
                             check.node.dtype, check.node.shape));
+    } else if (too_large(n)) {
+      report(n, fmt::format("{}: {} gives {}{}, more than the 256 TiB (2^48 bytes) a value may take", n.name,
+                            n.info().name, n.dtype, n.shape));
     }
   }
 

@@ -76,6 +76,11 @@ const Case kCases[] = {
     {"ExtentOverflowsInt64", "input x: f32[99999999999999999999]" OUTPUT, "1:14",
      "extent '99999999999999999999' does not fit in a 64-bit integer"},
     {"ElementCountOverflows", "input x: f32[4294967296, 4294967296]" OUTPUT, "1:26", "overflows a 64-bit integer"},
+    // Found by the parser fuzzer (tests/fuzz): sizes in bytes overflowed in the cost model.
+    {"InputOver256TiB", "input x: f32[70368744177665]" OUTPUT, "1:7",
+     "input x: f32[70368744177665] takes more than the 256 TiB (2^48 bytes) a value may take"},
+    {"ResultOver256TiB", "input a: f32[16777216, 1]\ninput b: f32[1, 16777216]\ny = add(a, b)\noutput y\n", "3:1",
+     "y: add gives f32[16777216, 16777216], more than the 256 TiB (2^48 bytes) a value may take"},
 
     // Attributes.
     {"UnknownAttribute", PRELUDE "y = gelu(x, approx=tanh)\noutput y\n", "3:13", "gelu has no attribute 'approx'"},
@@ -200,6 +205,35 @@ TEST(MalformedInputTest, StopsAfterAHundredErrors) {
             "<input>:1:1: error: expected a statement ('input NAME: DTYPE[...]', 'NAME = OP(...)' or "
             "'output NAME'), found '?'");
   EXPECT_EQ(lines[100], "<input>:100:1: error: too many errors (100); stopping here");
+}
+
+// tests/fuzz/regressions/huge_extent_bytes_overflow.fj: f32[2^63 - 1] has a
+// number of elements that fits in int64 but not its size in bytes; it used to
+// verify, and the cost model's numel x 4 overflowed.
+TEST(MalformedInputTest, ValuesOver256TiBAreRejectedWhereTheyAreDefined) {
+  absl::StatusOr<Graph> g = parse_graph("input x: f32[9223372036854775807]\ny = exp(x)\noutput y\n", "huge.fj");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(lines_of(g.status()),
+            (std::vector<std::string>{
+                "huge.fj:1:7: error: input x: f32[9223372036854775807] takes more than the 256 TiB (2^48 bytes) a "
+                "value may take",
+                "huge.fj:2:1: error: y: exp gives f32[9223372036854775807], more than the 256 TiB (2^48 bytes) a "
+                "value may take",
+            }));
+}
+
+TEST(MalformedInputTest, ValuesOfExactly256TiBAreAcceptedAndCostedWithoutOverflow) {
+  absl::StatusOr<Graph> g = parse_graph(
+      "input x: bf16[2, 70368744177664]\ninput w: bf16[70368744177664]\ny = layer_norm(x)\nz = add(x, w)\n"
+      "output y, z\n");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const DeviceSpec device = gpu_device("h100");
+  const FusionPlan unfused = make_unfused_plan(*g, fusion_options_for(device));
+  const FusionPlan fused = make_fused_plan(*g, fusion_options_for(device));
+  const PlanComparison c = compare_plans(unfused, fused, device);
+  EXPECT_GT(c.unfused.bytes, int64_t{1} << 50);
+  EXPECT_GT(c.fused.bytes, int64_t{1} << 49);
+  EXPECT_GE(c.bytes_saved, 0);
 }
 
 TEST(MalformedInputTest, HugeLinesAreRejectedWithShortMessages) {
