@@ -330,8 +330,8 @@ TEST(CudaBackendKernels, PlanProgramHoldsEveryKernelOnce) {
   const FusionPlan plan = make_unfused_plan(parse_or_throw(
       "input x: bf16[8, 64]\ninput b: bf16[64]\nh = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.1, seed=42)\n"
       "y = layer_norm(d)\noutput y\n"));
-  const std::string program = cuda_plan_program(plan);
   const std::vector<CudaKernelSource> kernels = emit_cuda(plan);
+  const std::string program = cuda_plan_program(kernels);
   ASSERT_GE(kernels.size(), 4u);
   for (const CudaKernelSource& k : kernels) {
     EXPECT_NE(program.find(")\n" + k.name + "("), std::string::npos) << k.name;  // after __launch_bounds__(N)

@@ -2,6 +2,7 @@
 
 #include "codegen/cpu/cpu_emit_common.h"
 #include "codegen/expr.h"
+#include "codegen/translation_unit.h"
 #include "ir/error.h"
 
 namespace fusejit {
@@ -33,17 +34,9 @@ std::vector<CpuKernelSource> emit_cpu(const FusionPlan& plan) {
 
 std::string cpu_module_source(const std::vector<const CpuKernelSource*>& kernels) {
   if (kernels.size() == 1) return kernels[0]->source;
-  std::string module = fmt::format("{}\n{}{}\n", kCpuHelpersBegin, cpu_helpers_source(), kCpuHelpersEnd);
-  for (const CpuKernelSource* k : kernels) {
-    // The kernel's header comment, then everything after its copy of the helpers.
-    const size_t begin = k->source.find(kCpuHelpersBegin);
-    const size_t end = k->source.find(kCpuHelpersEnd);
-    const std::string own = begin == std::string::npos || end == std::string::npos
-                                ? k->source
-                                : k->source.substr(0, begin) + k->source.substr(end + kCpuHelpersEnd.size());
-    module += fmt::format("namespace fj_kernel_{} {{\n{}\n}}  // namespace fj_kernel_{}\n", k->name, own, k->name);
-  }
-  return module;
+  std::vector<std::pair<std::string_view, std::string_view>> parts;
+  for (const CpuKernelSource* k : kernels) parts.emplace_back(k->name, k->source);
+  return one_translation_unit(kCpuHelpersBegin, cpu_helpers_source(), kCpuHelpersEnd, parts);
 }
 
 namespace cpu_emit {

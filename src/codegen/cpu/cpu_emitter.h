@@ -57,10 +57,9 @@ inline constexpr int64_t kCpuTile = 256;
 CpuKernelSource emit_cpu_kernel(const FusionPlan& plan, int index);
 std::vector<CpuKernelSource> emit_cpu(const FusionPlan& plan);
 
-// Several kernels as one translation unit: the helpers once, then each
-// kernel's own code in a namespace of its own (extern "C" keeps its entry
-// point's name). One compiler run for several kernels saves the start-up,
-// parsing and linking each run pays (a third of a small kernel's compile).
+// Several kernels as one translation unit (codegen/translation_unit.h):
+// one compiler run for several kernels saves the start-up, parsing and
+// linking each run pays (a third of a small kernel's compile).
 std::string cpu_module_source(const std::vector<const CpuKernelSource*>& kernels);
 
 // The helpers every generated kernel starts with (src/codegen/cpu/fj_*.h),

@@ -1,6 +1,7 @@
 #include "codegen/cuda/cuda_emitter.h"
 
 #include "codegen/cuda/emit_kernels.h"
+#include "codegen/translation_unit.h"
 
 namespace fusejit {
 
@@ -21,21 +22,13 @@ CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index) {
 }
 
 std::string without_helpers(const std::string& source) {
-  const size_t begin = source.find(kCudaHelpersBegin);
-  const size_t end = source.find(kCudaHelpersEnd);
-  if (begin == std::string::npos || end == std::string::npos) return source;
-  size_t after = source.find('\n', end);
-  after = after == std::string::npos ? source.size() : after + 1;
-  return source.substr(0, begin) + source.substr(after);
+  return without_section(source, kCudaHelpersBegin, kCudaHelpersEnd);
 }
 
-std::string cuda_plan_program(const FusionPlan& plan) {
-  std::string program = fmt::format("{}\n{}\n{}\n", kCudaHelpersBegin, cuda_helpers_source(), kCudaHelpersEnd);
-  for (const CudaKernelSource& k : emit_cuda(plan)) {
-    program += fmt::format("namespace fj_kernel_{} {{\n{}\n}}  // namespace fj_kernel_{}\n", k.name,
-                           without_helpers(k.source), k.name);
-  }
-  return program;
+std::string cuda_plan_program(const std::vector<CudaKernelSource>& kernels) {
+  std::vector<std::pair<std::string_view, std::string_view>> parts;
+  for (const CudaKernelSource& k : kernels) parts.emplace_back(k.name, k.source);
+  return one_translation_unit(kCudaHelpersBegin, cuda_helpers_source(), kCudaHelpersEnd, parts);
 }
 
 std::vector<CudaKernelSource> emit_cuda(const FusionPlan& plan) {

@@ -24,11 +24,11 @@ inline constexpr std::string_view kCudaHelpersEnd = "// ---- end of fusejit devi
 // `source` without the helper block: the part a reviewer reads.
 std::string without_helpers(const std::string& source);
 
-// Every CUDA kernel of `plan` as one NVRTC program: the helpers once, then
-// each kernel in a namespace of its own (extern "C" keeps its name). NVRTC
-// spends most of a small kernel's compile on the helpers and the fp16/bf16
-// headers, so checking that a whole plan compiles this way (`fusejit fuzz
-// --cuda-compile`) costs about one kernel's compile instead of one per kernel.
-std::string cuda_plan_program(const FusionPlan& plan);
+// The kernels of a plan (emit_cuda) as one NVRTC program
+// (codegen/translation_unit.h). NVRTC spends most of a small kernel's
+// compile on the helpers and the fp16/bf16 headers, so checking that a whole
+// plan compiles this way (`fusejit fuzz --cuda-compile`) costs about one
+// kernel's compile instead of one per kernel.
+std::string cuda_plan_program(const std::vector<CudaKernelSource>& kernels);
 
 }  // namespace fusejit
