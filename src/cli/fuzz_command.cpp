@@ -1,7 +1,5 @@
 #include <unistd.h>
 
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "runtime/file_io.h"
 #include "runtime/fuzz.h"
 
 namespace fusejit::cli {
@@ -33,15 +32,14 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
   int64_t kernels = 0;
   nlohmann::json failures = nlohmann::json::array();
   for (const std::string& file : opt.files) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-      fmt::print(stderr, "fusejit: error: cannot read {}\n", file);
+    const absl::StatusOr<std::string> text = read_whole_file(file);
+    if (!text.ok()) {
+      fmt::print(stderr, "fusejit: error: {}\n", status_text(text.status()));
       return 1;
     }
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string what = check_graph_text(text, options, &kernels);
+    const std::string what = check_graph_text(*text, options, &kernels);
     failed += !what.empty();
-    if (!what.empty()) failures.push_back({{"file", file}, {"what", what}, {"graph", text}});
+    if (!what.empty()) failures.push_back({{"file", file}, {"what", what}, {"graph", *text}});
     if (!opt.json) fmt::print("{}: {}\n", file, what.empty() ? "ok" : "MISMATCH: " + what);
   }
   if (opt.json) {

@@ -123,6 +123,25 @@ TEST(RunCli, JitBackendsAgreeWithTheReference) {
   EXPECT_LT(relative_error(*a, *b), tolerance(DType::kBF16));
 }
 
+// `fusejit fuzz --check`: saved graphs (reproducers) are checked like
+// generated ones, each reported by file; one that fails makes the exit code 1.
+TEST(FuzzCli, CheckReportsEveryFile) {
+  const std::string dir = make_temp_dir("fusejit-fuzz-check");
+  write_file(dir + "/good.fj", "input x: f32[5, 17]\ns = sum(x)\ny = dropout(s, p=0.5, seed=3)\noutput y\n");
+  write_file(dir + "/bad.fj", "input x: f32[4]\ny = exp(z)\noutput y\n");
+  auto good = run_fusejit("fuzz --backend cpu --check " + dir + "/good.fj");
+  EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+  EXPECT_TRUE(has(good.out, dir + "/good.fj: ok")) << good.out;
+  auto both = run_fusejit("fuzz --backend cpu --json --check " + dir + "/good.fj " + dir + "/bad.fj");
+  EXPECT_EQ(both.exit_code, 1) << both.out << both.err;
+  const nlohmann::json j = nlohmann::json::parse(both.out);
+  EXPECT_EQ(j["graphs"], 2);
+  EXPECT_EQ(j["mismatches"], 1);
+  ASSERT_EQ(j["failures"].size(), 1u);
+  EXPECT_EQ(j["failures"][0]["file"], dir + "/bad.fj");
+  EXPECT_TRUE(has(j["failures"][0]["what"].get<std::string>(), "'z'")) << j.dump(2);
+}
+
 TEST(RunCli, CudaBackendWithoutAGpuSaysWhy) {
   if (make_cuda_backend().ok()) GTEST_SKIP() << "this machine has a usable GPU";
   const std::string dir = make_temp_dir("fusejit-run-cuda");

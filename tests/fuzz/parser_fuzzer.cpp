@@ -168,11 +168,12 @@ void check_later_stages(const Graph& graph) {
     check_plan(unfused);
     check_plan(fused);
     const PlanComparison comparison = compare_plans(unfused, fused, device);
-    const std::string report = format_device(device) + format_plan_table(unfused, comparison.unfused) +
-                               format_plan_table(fused, comparison.fused) + format_saving(comparison) +
-                               comparison_json(device, unfused, fused, comparison).dump() + describe(unfused) +
-                               describe(fused);
-    check(!report.empty(), "the plan report is empty");
+    // Formatted for what formatting exercises (no throw, no sanitizer
+    // report); what the report says is the CLI tests' business.
+    static_cast<void>(format_device(device) + format_plan_table(unfused, comparison.unfused) +
+                      format_plan_table(fused, comparison.fused) + format_saving(comparison) +
+                      comparison_json(device, unfused, fused, comparison).dump() + describe(unfused) +
+                      describe(fused));
     check_sources(unfused);
     check_sources(fused);
     const bool has_row_kernel = std::any_of(fused.kernels.begin(), fused.kernels.end(),
