@@ -126,16 +126,40 @@ static inline void fj_dropout_groups(const float* x, float* y, int64_t groups, u
   }
 }
 
+// Dropout of the count (< 4) elements from global index first_index, which
+// lie in one group of four: one Philox call and no loop. (A loop here was
+// vectorised and unrolled like the main one, for at most three elements, and
+// tripled the kernel's compile time.)
+static inline void fj_dropout_partial(const float* x, float* y, int64_t count, unsigned long long first_index,
+                                      uint32_t threshold, float scale, uint32_t k0, uint32_t k1) {
+  if (count <= 0) return;
+  const unsigned long long group = first_index >> 2;
+  uint32_t w[4];
+  fj_philox(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), k0, k1, w[0], w[1], w[2], w[3]);
+  const uint32_t lane = static_cast<uint32_t>(first_index & 3u);
+  y[0] = fj_dropout_apply(x[0], w[lane], threshold, scale);
+  if (count > 1) y[1] = fj_dropout_apply(x[1], w[lane + 1], threshold, scale);
+  if (count > 2) y[2] = fj_dropout_apply(x[2], w[lane + 2], threshold, scale);
+}
+
 // Dropout of the n elements y[i] = dropout(x[i]) with global indices
-// first_index + i, for any first_index: single elements up to the next
-// multiple of 4, whole groups (vectorised), then single elements again.
+// first_index + i, for any first_index: the elements up to the next multiple
+// of 4, whole groups (vectorised), then the last few elements.
 // y may equal x (in place); otherwise they must not overlap.
+// Not inlined: it is called once per tile, and one copy per module instead of
+// one per call site keeps a kernel with several dropouts quick to compile.
+#if defined(__clang__)
+__attribute__((noinline))
+#else
+__attribute__((noinline, noclone))
+#endif
 static inline void fj_dropout_span(const float* x, float* y, int64_t n, unsigned long long first_index,
                                    uint32_t threshold, float scale, uint32_t k0, uint32_t k1) {
   int64_t head = static_cast<int64_t>((4u - (first_index & 3u)) & 3u);
   head = head < n ? head : n;
-  for (int64_t i = 0; i < head; ++i) y[i] = fj_dropout(x[i], first_index + i, threshold, scale, k0, k1);
+  fj_dropout_partial(x, y, head, first_index, threshold, scale, k0, k1);
   const int64_t groups = (n - head) / 4;
   fj_dropout_groups(x + head, y + head, groups, (first_index + head) >> 2, threshold, scale, k0, k1);
-  for (int64_t i = head + 4 * groups; i < n; ++i) y[i] = fj_dropout(x[i], first_index + i, threshold, scale, k0, k1);
+  const int64_t done = head + 4 * groups;
+  fj_dropout_partial(x + done, y + done, n - done, first_index + done, threshold, scale, k0, k1);
 }
