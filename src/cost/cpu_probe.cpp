@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cost/device.h"
+#include "cost/host_cpu.h"
 #include "fusejit_version.h"
 #include "ir/philox.h"
 
@@ -61,15 +62,6 @@ int64_t cache_size(int level) {
     return value;
   }
   return 0;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
 }
 
 // Copy bandwidth counted as STREAM does: bytes read + bytes written.
@@ -167,7 +159,7 @@ DeviceSpec cpu_identity() {
   d.name = "cpu";
   d.measured = true;
   d.compute_units = thread_count();
-  d.description = fmt::format("{}, {} threads (measured on this machine)", cpu_model(), thread_count());
+  d.description = fmt::format("{}, {} threads (measured on this machine)", host_cpu_model(), thread_count());
   d.cache_bytes = std::max(cache_size(3), cache_size(2));
   // A row stays in the per-core L2 (a quarter of it, leaving room for the
   // other operands); 1 MiB of L2 is assumed when sysfs does not say.
@@ -240,7 +232,7 @@ DeviceSpec measure_cpu_device() {
 }
 
 DeviceSpec cpu_device() {
-  const std::string model = cpu_model();
+  const std::string model = host_cpu_model();
   const std::filesystem::path path = std::filesystem::path(cache_directory()) / "cpu-device.json";
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {

@@ -7,16 +7,10 @@
 
 #include "fusion/plan_reference.h"
 #include "ir/compare.h"
+#include "runtime/statistics.h"
 
 namespace fusejit {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 void say(const BenchOptions& options, const std::string& line) {
   if (options.progress) options.progress(line);

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -14,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cpu/cpu_emitter.h"
+#include "cost/host_cpu.h"
 #include "ir/error.h"
 #include "runtime/backend.h"
 #include "runtime/cpu_calibration.h"
@@ -186,25 +186,13 @@ class CpuLoadedPlan final : public LoadedPlan {
   std::vector<LoadedKernelInfo> infos_;
 };
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("model name")) {
-      const size_t colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  }
-  return "unknown CPU";
-}
-
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(HostCompiler compiler) : compiler_(std::move(compiler)) {}
 
   std::string_view name() const override { return "cpu"; }
   std::string description() const override {
-    return fmt::format("{}, {} threads, {}", cpu_model(), ThreadPool::global().size(), compiler_.identity);
+    return fmt::format("{}, {} threads, {}", host_cpu_model(), ThreadPool::global().size(), compiler_.identity);
   }
   // Calibrated with JIT kernels on first use (cached on disk after that).
   DeviceSpec device() const override {

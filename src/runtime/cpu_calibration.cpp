@@ -15,6 +15,7 @@
 #include "runtime/file_io.h"
 #include "runtime/host_compiler.h"
 #include "runtime/thread_pool.h"
+#include "runtime/statistics.h"
 
 namespace fusejit {
 namespace {
@@ -44,11 +45,6 @@ constexpr Probe kProbes[] = {
 // server L3 with two threads, and a millisecond or more of work per run, so
 // that waking the pool's threads (tens of microseconds) does not count.
 constexpr int64_t kElementsPerThread = 1 << 20;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe) {
   const int64_t threads = ThreadPool::global().size();

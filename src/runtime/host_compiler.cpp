@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 
@@ -18,6 +17,7 @@
 #include <absl/strings/str_split.h>
 #include <fmt/format.h>
 
+#include "cost/host_cpu.h"
 #include "fusejit_version.h"
 #include "ir/error.h"
 #include "runtime/compile_report.h"
@@ -94,19 +94,9 @@ class TempDir {
   std::string path_;
 };
 
-// The model and feature flags of this CPU, which -march=native compiles for.
-std::string cpu_identity() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, model, flags;
-  while (std::getline(in, line) && (model.empty() || flags.empty())) {
-    if (model.empty() && line.starts_with("model name")) model = line;
-    if (flags.empty() && line.starts_with("flags")) flags = line;
-  }
-  return model + "\n" + flags;
-}
-
 std::string cache_key(const HostCompiler& compiler, const std::string& source) {
-  static const std::string cpu = cpu_identity();
+  // The model and feature flags of this CPU, which -march=native compiles for.
+  static const std::string cpu = host_cpu_identity();
   Sha256 hash;
   auto field = [&hash](std::string_view label, std::string_view value) {
     hash.update(fmt::format("{} {}\n", label, value.size())).update(value).update("\n");

@@ -1,0 +1,30 @@
+#include "cost/host_cpu.h"
+
+#include <fstream>
+
+namespace fusejit {
+namespace {
+
+// The first line of /proc/cpuinfo starting with key (empty if none).
+std::string cpuinfo_line(const std::string& key) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with(key)) return line;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string host_cpu_model() {
+  const std::string line = cpuinfo_line("model name");
+  const size_t colon = line.find(':');
+  if (colon == std::string::npos) return "unknown CPU";
+  const size_t value = line.find_first_not_of(" \t", colon + 1);
+  return value == std::string::npos ? "unknown CPU" : line.substr(value);
+}
+
+std::string host_cpu_identity() { return cpuinfo_line("model name") + "\n" + cpuinfo_line("flags"); }
+
+}  // namespace fusejit

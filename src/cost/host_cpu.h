@@ -1,0 +1,17 @@
+// What /proc/cpuinfo says about the CPU this process runs on: the model name
+// shown to users, and the identity (model and feature flags) that decides
+// whether code compiled with -march=native here may run.
+#pragma once
+
+#include <string>
+
+namespace fusejit {
+
+// The "model name" of the first CPU, or "unknown CPU".
+std::string host_cpu_model();
+
+// The model name and feature-flag lines of the first CPU, verbatim; empty
+// where /proc/cpuinfo cannot be read.
+std::string host_cpu_identity();
+
+}  // namespace fusejit
