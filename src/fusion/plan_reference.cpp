@@ -1,5 +1,11 @@
 #include "fusion/plan_reference.h"
 
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "ir/compare.h"
+
 namespace fusejit {
 
 InterpretOptions reference_options(const FusionPlan& plan) {
@@ -9,12 +15,60 @@ InterpretOptions reference_options(const FusionPlan& plan) {
   return options;
 }
 
-absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs, double perturbation,
-                                         uint64_t seed) {
+absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs,
+                                         const ReferenceVariant& variant) {
   InterpretOptions options = reference_options(plan);
-  options.perturbation = perturbation;
-  options.perturbation_seed = seed;
+  options.perturbation = variant.perturbation;
+  options.perturbation_seed = variant.perturbation_seed;
+  options.float32_intermediates = variant.float32_intermediates;
   return interpret(*plan.graph, inputs, options);
+}
+
+absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const TensorMap& inputs,
+                                               const TensorMap& outputs) {
+  // The references, in the order they are consulted, each computed once, at
+  // the first output that needs it.
+  const ReferenceVariant variants[] = {
+      {},
+      {.perturbation = kRoundoffPerturbation, .perturbation_seed = 11},
+      {.float32_intermediates = true},
+      {.perturbation = kRoundoffPerturbation, .perturbation_seed = 11, .float32_intermediates = true},
+  };
+  std::optional<TensorMap> references[std::size(variants)];
+  auto reference = [&](size_t v) -> absl::StatusOr<const TensorMap*> {
+    if (!references[v]) {
+      absl::StatusOr<TensorMap> r = interpret_plan(plan, inputs, variants[v]);
+      if (!r.ok()) return r.status();
+      references[v] = *std::move(r);
+    }
+    return &*references[v];
+  };
+
+  for (int32_t id : plan.graph->outputs()) {
+    const Node& n = plan.graph->node(id);
+    const auto out = outputs.find(n.name);
+    if (out == outputs.end()) return fmt::format("output {} is missing", n.name);
+    std::optional<Comparison> first;  // against the float64 reference: what a failure reports
+    bool passed = false;
+    for (size_t base : {0, 2}) {  // float64, then float32 intermediates
+      absl::StatusOr<const TensorMap*> exact = reference(base);
+      if (!exact.ok()) return exact.status();
+      Comparison c = compare_tensors(out->second, (*exact)->at(n.name));
+      if (!first) first = c;
+      if (!c.within(n.dtype)) {
+        absl::StatusOr<const TensorMap*> perturbed = reference(base + 1);
+        if (!perturbed.ok()) return perturbed.status();
+        c = compare_tensors(out->second, (*exact)->at(n.name), (*perturbed)->at(n.name));
+      }
+      if ((passed = c.within(n.dtype))) break;
+    }
+    if (!passed) {
+      return fmt::format("output {} ({}{}) has relative error {:.3g} over the tolerance {:.1g}{}", n.name, n.dtype,
+                         n.shape, first->relative_error, tolerance(n.dtype),
+                         first->mismatch.empty() ? "" : "; " + first->mismatch);
+    }
+  }
+  return std::string();
 }
 
 }  // namespace fusejit

@@ -4,6 +4,9 @@
 // what that plan should compute, not with another plan's rounding.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include <absl/status/statusor.h>
 
 #include "fusion/plan.h"
@@ -12,8 +15,31 @@
 namespace fusejit {
 
 InterpretOptions reference_options(const FusionPlan& plan);
-// `perturbation` and `seed` as in InterpretOptions (0: the exact reference).
-absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs, double perturbation = 0,
-                                         uint64_t seed = 0);
+
+// Variants of the reference run (InterpretOptions has the details).
+struct ReferenceVariant {
+  double perturbation = 0;  // 0: the exact reference
+  uint64_t perturbation_seed = 0;
+  bool float32_intermediates = false;
+};
+
+absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs,
+                                         const ReferenceVariant& variant = {});
+
+// Judges `outputs`, a backend's results of `plan` on `inputs`. An output
+// passes when it is within its dtype's tolerance (compare.h) of
+//   1. the float64 reference, or
+//   2. the same, allowing for the rounding noise of an ill-conditioned
+//      result (the reference rerun with perturbed intermediates), or
+//   3. the reference computed with float32 intermediates (strictly, or
+//      allowing for noise as in 2): where float32 overflows inside a kernel
+//      (LayerNorm of values near 1e20 squares them to infinity), float32
+//      arithmetic gives another answer than float64, and a kernel computing
+//      in float32 is held to that answer, everywhere else in the tensor too.
+// The later references are computed only when an output fails the earlier
+// ones. Returns "" when every output passes, else a description of the
+// first that does not (name, dtype, shape, error, first disagreement).
+absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const TensorMap& inputs,
+                                               const TensorMap& outputs);
 
 }  // namespace fusejit

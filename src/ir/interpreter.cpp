@@ -69,6 +69,7 @@ struct Evaluation {
   BufferPool& pool;
   double perturbation = 0;
   uint64_t perturbation_seed = 0;
+  bool float32_intermediates = false;  // InterpretOptions::float32_intermediates
   int32_t current = -1;  // the node being evaluated, for error messages
 };
 
@@ -115,7 +116,7 @@ void eval_composite(Evaluation& ev, const Node& node, double* out, RoundTo round
       std::vector<Buffer> sub_buffers(sub.num_nodes());
       sub_buffers[0].data = xdata + first_row * len;
       for (size_t i = 1; i < node.operands.size(); ++i) sub_buffers[i].data = operand_data(ev, node.operands[i]);
-      Evaluation inner{sub, sub_round, sub_keep, sub_buffers, /*threads=*/1, pool};
+      Evaluation inner{sub, sub_round, sub_keep, sub_buffers, /*threads=*/1, pool, 0, 0, ev.float32_intermediates};
       run(inner);
       detail::copy_rounded(sub_buffers[result].data, sub.node(result).shape.numel(), out + first_row * len, round, 1);
       for (Buffer& b : sub_buffers) pool.give(std::move(b.owned));
@@ -158,7 +159,9 @@ std::vector<double> error_scale(Evaluation& ev, const Node& node) {
 // kernel's float32 error would be.
 void eval_node(Evaluation& ev, int32_t id, double* out) {
   const Node& node = ev.graph.node(id);
-  const RoundTo round = ev.round[id] ? RoundTo(node.dtype) : std::nullopt;
+  const RoundTo round = ev.round[id]                ? RoundTo(node.dtype)
+                        : ev.float32_intermediates ? RoundTo(DType::kF32)
+                                                   : std::nullopt;
   if (ev.perturbation <= 0 || node.op == Op::kCast) return eval_node_values(ev, id, out, round);
   eval_node_values(ev, id, out, std::nullopt);
   const std::vector<double> scale = error_scale(ev, node);
@@ -319,7 +322,7 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
   for (int32_t id : graph.inputs()) buffers[id].data = inputs.at(graph.node(id).name).values.data();
   BufferPool pool;
   Evaluation ev{graph, round, keep, buffers, detail::reference_threads(), pool, options.perturbation,
-                options.perturbation_seed};
+                options.perturbation_seed, options.float32_intermediates};
   try {
     run(ev);
   } catch (const std::bad_alloc&) {

@@ -43,6 +43,13 @@ struct InterpretOptions {
   // LayerNorm's outputs is 0 plus rounding noise). See compare.h.
   double perturbation = 0;
   uint64_t perturbation_seed = 0;
+  // When true, every value that is not rounded to its dtype is rounded to
+  // float32 instead, as a kernel holding it in a float32 register does: the
+  // same precision and above all the same range (the square of 1e20 is
+  // infinity in float32, not 1e40). A kernel whose float32 intermediates
+  // overflow where float64 ones do not is then compared with what float32
+  // arithmetic gives, rather than called wrong (see fuzz.cpp).
+  bool float32_intermediates = false;
 };
 
 using TensorMap = std::map<std::string, HostTensor>;

@@ -370,28 +370,10 @@ std::string check_graph_text(const std::string& text, const FuzzOptions& options
       if (s.ok()) s = (*loaded)->run();
       if (!s.ok()) return fmt::format("{} plan: {}", plan.label, status_text(s));
       absl::StatusOr<TensorMap> out = (*loaded)->outputs();
-      absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
-      if (!out.ok() || !ref.ok()) return fmt::format("{} plan: {}", plan.label, status_text((!out.ok() ? out : ref).status()));
-      // Outputs over the strict tolerance are judged again against the
-      // rounding noise of an ill-conditioned result (compare.h).
-      std::optional<TensorMap> perturbed;  // computed at the first such output
-      for (int32_t id : plan.graph->outputs()) {
-        const Node& n = plan.graph->node(id);
-        Comparison c = compare_tensors(out->at(n.name), ref->at(n.name));
-        if (!c.within(n.dtype)) {
-          if (!perturbed) {
-            absl::StatusOr<TensorMap> p = interpret_plan(plan, inputs, kRoundoffPerturbation, 11);
-            if (!p.ok()) return fmt::format("{} plan: {}", plan.label, status_text(p.status()));
-            perturbed = *std::move(p);
-          }
-          c = compare_tensors(out->at(n.name), ref->at(n.name), perturbed->at(n.name));
-        }
-        if (!c.within(n.dtype)) {
-          return fmt::format("{} plan on {}: output {} ({}{}) has relative error {:.3g} over the tolerance {:.1g}{}",
-                             plan.label, options.backend->name(), n.name, n.dtype, n.shape, c.relative_error,
-                             tolerance(n.dtype), c.mismatch.empty() ? "" : "; " + c.mismatch);
-        }
-      }
+      if (!out.ok()) return fmt::format("{} plan: {}", plan.label, status_text(out.status()));
+      absl::StatusOr<std::string> wrong = first_wrong_output(plan, inputs, *out);
+      if (!wrong.ok()) return fmt::format("{} plan: {}", plan.label, status_text(wrong.status()));
+      if (!wrong->empty()) return fmt::format("{} plan on {}: {}", plan.label, options.backend->name(), *wrong);
     }
   } catch (const std::exception& e) {
     return fmt::format("exception: {}", e.what());

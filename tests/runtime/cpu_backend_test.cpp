@@ -200,6 +200,32 @@ TEST(CpuBackend, GraphWiderThanOneKernelsParameters) {
   expect_matches_reference(fused, random_inputs(g, 3));
 }
 
+// Found by the fuzzer: LayerNorm of a row near 1e25 squares its deviations
+// to infinity in float32, and the kernel returns zeros where float64 gives
+// the normalised row. That is float32 arithmetic, not a wrong kernel: the
+// outputs equal the reference computed with float32 intermediates, and the
+// rows that do not overflow still match the float64 reference.
+TEST(CpuBackend, Float32OverflowInsideLayerNormMatchesFloat32Arithmetic) {
+  const Graph g = parse("input x: f32[3, 256]\ny = layer_norm(x)\noutput y\n");
+  TensorMap inputs = random_inputs(g, 9);
+  for (int64_t c = 0; c < 256; ++c) inputs.at("x").values[256 + c] = static_cast<float>(inputs.at("x").values[256 + c] * 1e25);
+  for (const FusionPlan& plan : {make_unfused_plan(g), make_fused_plan(g)}) {
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_TRUE((*loaded)->set_inputs(inputs).ok());
+    ASSERT_TRUE((*loaded)->poison_outputs().ok());
+    ASSERT_TRUE((*loaded)->run().ok());
+    absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+    ASSERT_TRUE(out.ok()) << out.status();
+    absl::StatusOr<TensorMap> exact = interpret_plan(plan, inputs);
+    ASSERT_TRUE(exact.ok());
+    EXPECT_FALSE(compare_tensors(out->at("y"), exact->at("y")).within(DType::kF32)) << plan.label;
+    absl::StatusOr<std::string> verdict = first_wrong_output(plan, inputs, *out);
+    ASSERT_TRUE(verdict.ok()) << verdict.status();
+    EXPECT_EQ(*verdict, "") << plan.label;
+  }
+}
+
 TEST(CpuBackend, WrongInputsAreRejectedByName) {
   const Graph g = parse("input x: f32[4, 8]\ny = exp(x)\noutput y\n");
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(make_fused_plan(g));
