@@ -17,6 +17,13 @@ std::optional<Graph> load_graph(const std::string& file) {
     fmt::print(stderr, "{}\n", status_text(graph.status()));
     return std::nullopt;
   }
+  // Not an error (a graph being edited often has loose ends), but the user
+  // should know that no plan computes these, and where they are.
+  for (int32_t id : graph->unused_nodes()) {
+    const Node& n = graph->node(id);
+    warn(fmt::format("{}:{}:{}: '{}' is not used by any output; it is not computed", file, n.loc.line, n.loc.col,
+                     n.name));
+  }
   return *std::move(graph);
 }
 

@@ -1,6 +1,8 @@
 // The fusion pass. Rules, applied to the graph with composites expanded,
 // visiting nodes in topological order:
 //
+// 0. A node no output depends on is not computed (nor is anything only it
+//    reads).
 // 1. A matmul is a kernel of its own (a library call) and a fusion boundary.
 // 2. An elementwise node joins the kernel of one of its producers when the
 //    node runs over that kernel's iteration space: the same shape for a
@@ -44,8 +46,13 @@ struct Group {
 class Partitioner {
  public:
   Partitioner(const Graph& graph, int max_tensors)
-      : graph_(graph), max_tensors_(max_tensors), group_of_(graph.num_nodes(), -1), users_(graph.num_nodes()) {
+      : graph_(graph),
+        max_tensors_(max_tensors),
+        live_(graph.reaches_outputs()),
+        group_of_(graph.num_nodes(), -1),
+        users_(graph.num_nodes()) {
     for (int32_t id = 0; id < graph.num_nodes(); ++id) {
+      if (!live_[id]) continue;  // computed nowhere, so it reads nothing
       for (const Operand& o : graph.node(id).operands) {
         if (!o.is_literal()) users_[o.node].push_back(id);
       }
@@ -53,7 +60,9 @@ class Partitioner {
   }
 
   std::vector<KernelGroup> run() {
-    for (int32_t id = 0; id < graph_.num_nodes(); ++id) place(id);
+    for (int32_t id = 0; id < graph_.num_nodes(); ++id) {
+      if (live_[id]) place(id);
+    }
     merge_siblings();
     return ordered_groups();
   }
@@ -261,6 +270,7 @@ class Partitioner {
 
   const Graph& graph_;
   const int max_tensors_;
+  const std::vector<bool> live_;  // Graph::reaches_outputs(): the nodes worth computing
   std::vector<int> group_of_;
   std::vector<std::vector<int32_t>> users_;
   std::vector<Group> groups_;

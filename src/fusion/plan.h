@@ -78,7 +78,8 @@ struct FusionOptions {
 // cost model and the code generators both follow it.
 std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel);
 
-// One kernel per user op, as an eager framework runs the graph.
+// One kernel per user op, as an eager framework runs the graph. In both
+// plans, ops that no output depends on (Graph::unused_nodes) are not computed.
 FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options = {});
 // The fused plan (see fuse.cpp for the rules).
 FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options = {});

@@ -124,10 +124,11 @@ FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options) {
   auto expanded = std::make_shared<const Graph>(expand_composites(graph, &origin));
   std::vector<KernelGroup> groups;
   std::vector<int> group_of_user_node(graph.num_nodes(), -1);
+  const std::vector<bool> live = expanded->reaches_outputs();
   for (int32_t id = 0; id < expanded->num_nodes(); ++id) {
     const Node& user = graph.node(origin[id]);
     const OpKind kind = user.info().kind;
-    if (kind == OpKind::kInput) continue;
+    if (kind == OpKind::kInput || !live[id]) continue;  // nothing uses a dead value: not computed
     int& group = group_of_user_node[origin[id]];
     if (group < 0) {
       group = static_cast<int>(groups.size());

@@ -103,6 +103,28 @@ std::vector<int32_t> Graph::inputs() const {
   return ids;
 }
 
+std::vector<bool> Graph::reaches_outputs() const {
+  std::vector<bool> live(nodes_.size(), false);
+  for (int32_t o : outputs_) live[o] = true;
+  // Operands precede their users, so one backward sweep suffices.
+  for (int32_t i = num_nodes(); i-- > 0;) {
+    if (!live[i]) continue;
+    for (const Operand& o : nodes_[i].operands) {
+      if (!o.is_literal()) live[o.node] = true;
+    }
+  }
+  return live;
+}
+
+std::vector<int32_t> Graph::unused_nodes() const {
+  const std::vector<bool> live = reaches_outputs();
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; i < num_nodes(); ++i) {
+    if (!live[i] && nodes_[i].op != Op::kInput) ids.push_back(i);
+  }
+  return ids;
+}
+
 std::optional<int32_t> Graph::find(std::string_view name) const {
   auto it = by_name_.find(absl::string_view(name.data(), name.size()));
   if (it == by_name_.end()) return std::nullopt;

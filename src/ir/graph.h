@@ -87,6 +87,11 @@ class Graph {
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<int32_t>& outputs() const { return outputs_; }
   std::vector<int32_t> inputs() const;
+  // For each node, whether an output depends on it: the outputs and, through
+  // operands, everything they read. Plans compute only these nodes.
+  std::vector<bool> reaches_outputs() const;
+  // The computed (non-input) nodes no output depends on, in node order.
+  std::vector<int32_t> unused_nodes() const;
   std::optional<int32_t> find(std::string_view name) const;
   bool is_output(int32_t id) const;
 

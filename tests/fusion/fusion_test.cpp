@@ -233,6 +233,23 @@ TEST(Fusion, SingleOpGraph) {
   }
 }
 
+// Values no output depends on are not computed by either plan, and neither
+// is what only they read: the bytes are those of the live ops alone.
+TEST(Fusion, OpsNoOutputDependsOnAreNotComputed) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {M, N});
+  auto w = g.input("w", DType::kF32, {M, N});  // read only by dead ops
+  auto dead = exp(add(x, w));
+  g.output("y", relu(x));
+  (void)sum(dead);
+  EXPECT_EQ(g.unused_nodes().size(), 3u);  // add, exp, sum
+  for (const FusionPlan& plan : {make_unfused_plan(g), make_fused_plan(g)}) {
+    ASSERT_EQ(kinds(plan), (Strings{"pointwise"})) << describe(plan);
+    EXPECT_EQ(plan.kernels[0].user_ops, (Strings{"relu"}));
+    EXPECT_EQ(cost_of(plan).bytes, 2 * M * N * 4);
+  }
+}
+
 TEST(Fusion, VectorPrologueOfAnotherShapeIsItsOwnKernel) {
   Graph g;
   auto x = g.input("x", DType::kF32, {M, N});
