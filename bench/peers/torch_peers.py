@@ -10,8 +10,11 @@ examples/graphs/) and built op by op with torch functions, so PyTorch runs the
 same ops on tensors of the same shapes and dtypes (its dropout draws its own
 mask, which costs the same). Timing: CUDA events after a warm-up on the GPU,
 time.perf_counter on the CPU; the median of --reps runs, with the L2 cache
-flushed before each on the GPU, as `fusejit bench` does. Needs PyTorch; it
-uses nothing from the network.
+flushed before each on the GPU, as `fusejit bench` does. On the CPU PyTorch
+gets as many threads as fusejit uses (one per hardware thread; its own
+default is one per physical core). torch.compile needs PyTorch 2; with an
+older one (Debian 12 packages 1.13 as python3-torch) that column says so.
+Needs PyTorch; it uses nothing from the network.
 """
 import argparse
 import json
@@ -142,13 +145,21 @@ def main():
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="PyTorch's CPU threads (default: every hardware thread, as fusejit)")
     args = parser.parse_args()
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    has_compile = hasattr(torch, "compile")
+    if not has_compile and not args.no_compile:
+        print(f"torch.compile: not in torch {torch.__version__} (it needs PyTorch 2); that column is empty")
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     graphs = args.graphs or sorted(os.path.join(root, "examples", "graphs", f)
                                    for f in os.listdir(os.path.join(root, "examples", "graphs")) if f.endswith(".fj"))
     flush = torch.empty(256 << 20, dtype=torch.uint8, device=args.device) if args.device == "cuda" else None
     rows = []
-    print(f"device: {torch.cuda.get_device_name() if args.device == 'cuda' else 'cpu'}, torch {torch.__version__}")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu, {torch.get_num_threads()} threads"
+    print(f"device: {where}, torch {torch.__version__}")
     print(f"{'graph':<34} {'eager us':>10} {'compile us':>11} {'fusejit unfused':>16} {'fusejit fused':>14} "
           f"{'fused vs eager':>15} {'fused vs compile':>17}")
     for graph in graphs:
@@ -165,7 +176,7 @@ def main():
         with torch.no_grad():
             eager_us = time_us(eager, tensors, args.device, args.reps, flush)
             compile_us = None
-            if not args.no_compile:
+            if has_compile and not args.no_compile:
                 try:
                     compiled = torch.compile(eager)
                     compile_us = time_us(compiled, tensors, args.device, args.reps, flush)
@@ -188,7 +199,8 @@ def main():
             print(f"  fusejit bench failed: {error}", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"device": args.device, "torch": torch.__version__, "graphs": rows}, out, indent=2)
+            json.dump({"device": args.device, "torch": torch.__version__, "threads": torch.get_num_threads(),
+                       "graphs": rows}, out, indent=2)
 
 
 if __name__ == "__main__":

@@ -591,6 +591,10 @@ std::vector<JitLoop> jit_loops() {
 // Scalar std:: versions and the span helper, for the throughput report and
 // the dropout check (not themselves expected to vectorise).
 const char* const kJitExtras = R"(
+struct jit_max_combine {
+  float operator()(float acc, float x) const { return fj_maximum(acc, x); }
+};
+float jit_reduce_max(const float* x, int64_t n) { return fj_reduce_span(x, n, -FJ_INFINITY, jit_max_combine()); }
 void jit_dropout_span(const float* x, float* y, int64_t n, unsigned long long first, uint32_t t, float s,
                       uint32_t k0, uint32_t k1) { fj_dropout_span(x, y, n, first, t, s, k0, k1); }
 void std_exp(const float* x, float* y, int64_t n) { for (int64_t c = 0; c < n; ++c) y[c] = std::exp(x[c]); }
@@ -613,8 +617,9 @@ class CpuHelpersJit : public ::testing::TestWithParam<const char*> {
     dir_ = testing::make_temp_dir("fusejit-cpu-helpers");
     std::ostringstream src;
     src << "#include \"codegen/cpu/fj_math.h\"\n#include \"codegen/cpu/fj_types.h\"\n"
-           "#include \"codegen/cpu/fj_philox.h\"\n#include <cmath>\n#include <cstdint>\nextern \"C\" {\n";
-    int line = 7;
+           "#include \"codegen/cpu/fj_philox.h\"\n#include \"codegen/cpu/fj_kernel.h\"\n#include <cmath>\n"
+           "#include <cstdint>\nextern \"C\" {\n";
+    int line = 8;
     for (const JitLoop& loop : jit_loops()) {
       src << loop.body << "\n";
       loop_lines_[loop.tag] = line++;
@@ -679,6 +684,17 @@ void CpuHelpersJit::expect_every_loop_vectorised() const {
                                 (compiler_.clang ? R"(:\d+: remark: vectorized loop)" : R"(:\d+: optimized: loop vectorized)"));
   EXPECT_TRUE(std::regex_search(compile_.err, group_report))
       << "fj_dropout_span's group loop (fj_philox.h line " << group_line << ") was not vectorised:\n"
+      << compile_.err;
+  // fj_reduce_span's lanes, instantiated here for the NaN-propagating max
+  // only (the SLP vectoriser left that one scalar).
+  const std::string kernel_h = testing::read_file(std::string(FUSEJIT_SOURCE_DIR) + "/src/codegen/cpu/fj_kernel.h");
+  const size_t lanes = kernel_h.find("for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], v[c + j]);");
+  ASSERT_NE(lanes, std::string::npos);
+  const int lanes_line = 1 + static_cast<int>(std::count(kernel_h.begin(), kernel_h.begin() + lanes, '\n'));
+  const std::regex lanes_report("fj_kernel\\.h:" + std::to_string(lanes_line) +
+                                (compiler_.clang ? R"(:\d+: remark: vectorized loop)" : R"(:\d+: optimized: loop vectorized)"));
+  EXPECT_TRUE(std::regex_search(compile_.err, lanes_report))
+      << "fj_reduce_span's max (fj_kernel.h line " << lanes_line << ") was not vectorised:\n"
       << compile_.err;
 }
 
@@ -834,6 +850,22 @@ TEST_P(CpuHelpersJit, CompiledLikeKernelsVectorisedAndExact) {
   {
     SCOPED_TRACE("compiled dropout");
     expect_dropout_matches_reference();
+  }
+  {
+    SCOPED_TRACE("compiled max reduction");
+    using Reduce = float (*)(const float*, int64_t);
+    Reduce reduce_max = sym<Reduce>("jit_reduce_max");
+    ASSERT_NE(reduce_max, nullptr);
+    std::vector<float> xs = sample_inputs();
+    xs.erase(std::remove_if(xs.begin(), xs.end(), [](float v) { return std::isnan(v); }), xs.end());
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{1000}, static_cast<int64_t>(xs.size())}) {
+      EXPECT_EQ(reduce_max(xs.data(), n), *std::max_element(xs.begin(), xs.begin() + n)) << "n " << n;
+    }
+    for (int64_t at : {int64_t{0}, int64_t{7}, int64_t{16}, int64_t{999}}) {
+      std::vector<float> with_nan(xs.begin(), xs.begin() + 1000);
+      with_nan[at] = std::numeric_limits<float>::quiet_NaN();
+      EXPECT_TRUE(std::isnan(reduce_max(with_nan.data(), 1000))) << "NaN at " << at;
+    }
   }
   report_throughput();
 }
