@@ -675,27 +675,25 @@ void CpuHelpersJit::expect_every_loop_vectorised() const {
                                         << ") was not vectorised:\n"
                                         << compile_.err;
   }
-  // fj_dropout_span's own group loop, reported at its line in fj_philox.h.
-  const std::string header = testing::read_file(std::string(FUSEJIT_SOURCE_DIR) + "/src/codegen/cpu/fj_philox.h");
-  const size_t at = header.find("for (int64_t g = 0; g < run; ++g)");
-  ASSERT_NE(at, std::string::npos);
-  const int group_line = 1 + static_cast<int>(std::count(header.begin(), header.begin() + at, '\n'));
-  const std::regex group_report("fj_philox\\.h:" + std::to_string(group_line) +
-                                (compiler_.clang ? R"(:\d+: remark: vectorized loop)" : R"(:\d+: optimized: loop vectorized)"));
-  EXPECT_TRUE(std::regex_search(compile_.err, group_report))
-      << "fj_dropout_span's group loop (fj_philox.h line " << group_line << ") was not vectorised:\n"
-      << compile_.err;
-  // fj_reduce_span's lanes, instantiated here for the NaN-propagating max
-  // only (the SLP vectoriser left that one scalar).
-  const std::string kernel_h = testing::read_file(std::string(FUSEJIT_SOURCE_DIR) + "/src/codegen/cpu/fj_kernel.h");
-  const size_t lanes = kernel_h.find("for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], v[c + j]);");
-  ASSERT_NE(lanes, std::string::npos);
-  const int lanes_line = 1 + static_cast<int>(std::count(kernel_h.begin(), kernel_h.begin() + lanes, '\n'));
-  const std::regex lanes_report("fj_kernel\\.h:" + std::to_string(lanes_line) +
-                                (compiler_.clang ? R"(:\d+: remark: vectorized loop)" : R"(:\d+: optimized: loop vectorized)"));
-  EXPECT_TRUE(std::regex_search(compile_.err, lanes_report))
-      << "fj_reduce_span's max (fj_kernel.h line " << lanes_line << ") was not vectorised:\n"
-      << compile_.err;
+  // Loops inside the headers, reported at their line there.
+  auto expect_header_loop_vectorised = [&](const std::string& header, const std::string& loop, const char* what) {
+    const std::string text = testing::read_file(std::string(FUSEJIT_SOURCE_DIR) + "/src/codegen/cpu/" + header);
+    const size_t at = text.find(loop);
+    ASSERT_NE(at, std::string::npos) << loop;
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + at, '\n'));
+    std::string escaped = header;
+    escaped.insert(escaped.find('.'), "\\");
+    const std::regex report(escaped + ":" + std::to_string(line) +
+                            (compiler_.clang ? R"(:\d+: remark: vectorized loop)" : R"(:\d+: optimized: loop vectorized)"));
+    EXPECT_TRUE(std::regex_search(compile_.err, report))
+        << what << " (" << header << " line " << line << ") was not vectorised:\n"
+        << compile_.err;
+  };
+  expect_header_loop_vectorised("fj_philox.h", "for (int64_t g = 0; g < run; ++g)", "fj_dropout_span's group loop");
+  // Instantiated here for the NaN-propagating max only (the SLP vectoriser
+  // left that one scalar).
+  expect_header_loop_vectorised("fj_kernel.h", "for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], v[c + j]);",
+                                "fj_reduce_span's max");
 }
 
 void CpuHelpersJit::expect_accurate() const {

@@ -26,16 +26,24 @@ Backend& cpu() {
   return *backend;
 }
 
-// Runs `plan` on the CPU with poisoned outputs and checks every output
-// against the reference result of that plan.
+// The outputs of `plan` run on the CPU with poisoned outputs (so that an
+// element no kernel writes shows up).
+absl::StatusOr<TensorMap> run_on_cpu(const FusionPlan& plan, const TensorMap& inputs,
+                                     const LoadOptions& options = {}) {
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan, options);
+  if (!loaded.ok()) return loaded.status();
+  absl::Status s = (*loaded)->set_inputs(inputs);
+  if (s.ok()) s = (*loaded)->poison_outputs();
+  if (s.ok()) s = (*loaded)->run();
+  if (!s.ok()) return s;
+  return (*loaded)->outputs();
+}
+
+// Runs `plan` on the CPU and checks every output against the reference
+// result of that plan.
 void expect_matches_reference(const FusionPlan& plan, const TensorMap& inputs, const LoadOptions& options = {}) {
   SCOPED_TRACE(print_graph(*plan.graph) + describe(plan));
-  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan, options);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  ASSERT_TRUE((*loaded)->set_inputs(inputs).ok());
-  ASSERT_TRUE((*loaded)->poison_outputs().ok());
-  ASSERT_TRUE((*loaded)->run().ok());
-  absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+  absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs, options);
   ASSERT_TRUE(out.ok()) << out.status();
   absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
   ASSERT_TRUE(ref.ok()) << ref.status();
@@ -210,12 +218,7 @@ TEST(CpuBackend, Float32OverflowInsideLayerNormMatchesFloat32Arithmetic) {
   TensorMap inputs = random_inputs(g, 9);
   for (int64_t c = 0; c < 256; ++c) inputs.at("x").values[256 + c] = static_cast<float>(inputs.at("x").values[256 + c] * 1e25);
   for (const FusionPlan& plan : {make_unfused_plan(g), make_fused_plan(g)}) {
-    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    ASSERT_TRUE((*loaded)->set_inputs(inputs).ok());
-    ASSERT_TRUE((*loaded)->poison_outputs().ok());
-    ASSERT_TRUE((*loaded)->run().ok());
-    absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+    absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs);
     ASSERT_TRUE(out.ok()) << out.status();
     absl::StatusOr<TensorMap> exact = interpret_plan(plan, inputs);
     ASSERT_TRUE(exact.ok());
