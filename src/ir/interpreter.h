@@ -48,7 +48,8 @@ struct InterpretOptions {
   // same precision and above all the same range (the square of 1e20 is
   // infinity in float32, not 1e40). A kernel whose float32 intermediates
   // overflow where float64 ones do not is then compared with what float32
-  // arithmetic gives, rather than called wrong (see fuzz.cpp).
+  // arithmetic gives, rather than called wrong (first_wrong_output in
+  // fusion/plan_reference.h).
   bool float32_intermediates = false;
 };
 

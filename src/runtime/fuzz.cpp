@@ -1,7 +1,6 @@
 #include "runtime/fuzz.h"
 
 #include <algorithm>
-#include <optional>
 #include <random>
 #include <regex>
 #include <set>
@@ -14,7 +13,6 @@
 #include "codegen/cuda/cuda_emitter.h"
 #include "cost/cost_model.h"
 #include "fusion/plan_reference.h"
-#include "ir/compare.h"
 #include "ir/error.h"
 #include "ir/host_tensor.h"
 #include "ir/text_format.h"
