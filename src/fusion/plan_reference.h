@@ -39,7 +39,10 @@ absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap
 // The later references are computed only when an output fails the earlier
 // ones. Returns "" when every output passes, else a description of the
 // first that does not (name, dtype, shape, error, first disagreement).
+// A caller that already holds reference 1 (interpret_plan(plan, inputs))
+// passes it as `float64_reference` so that it is not computed again.
 absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const TensorMap& inputs,
-                                               const TensorMap& outputs);
+                                               const TensorMap& outputs,
+                                               const TensorMap* float64_reference = nullptr);
 
 }  // namespace fusejit

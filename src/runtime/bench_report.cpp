@@ -61,6 +61,7 @@ nlohmann::json run_json(const PlanBench& p) {
           {"max_rel_error", std::isnan(p.max_rel_error) ? nlohmann::json() : nlohmann::json(p.max_rel_error)},
           {"correct", p.correct},
           {"mismatch", p.mismatch},
+          {"beyond_float64_tolerance", p.beyond_float64_tolerance},
           {"kernels", kernels}};
 }
 
@@ -80,7 +81,10 @@ std::string format_bench(const BenchResult& r) {
                    r.reps);
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
     t += fmt::format("check {}: max relative error {:.3g} against the reference: {}\n", p->label, p->max_rel_error,
-                     p->correct ? "ok" : "WRONG: " + p->mismatch);
+                     !p->correct                   ? "WRONG: " + p->mismatch
+                     : p->beyond_float64_tolerance ? "ok (outside the float64 tolerance, but within the rounding "
+                                                     "noise of an ill-conditioned result or of float32 arithmetic)"
+                                                   : "ok");
   }
   t += "\n" + plan_table(r, r.unfused) + "\n" + plan_table(r, r.fused) + "\n";
   t += fmt::format("speedup of fused over unfused: measured {:.2f}x ({:.1f} us -> {:.1f} us), predicted {:.2f}x "

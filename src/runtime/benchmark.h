@@ -61,8 +61,12 @@ struct PlanBench {
   double effective_gbps = 0;
   std::vector<KernelBench> kernels;
   double max_rel_error = 0;  // over the outputs, against the reference of this plan
-  bool correct = false;      // every output within its dtype's tolerance
-  std::string mismatch;      // what was wrong, when not correct
+  bool correct = false;      // every output passes first_wrong_output (plan_reference.h)
+  // Some output is outside its dtype's tolerance of the float64 reference
+  // yet correct: within the rounding noise of an ill-conditioned result, or
+  // what float32 arithmetic gives where it overflows inside a kernel.
+  bool beyond_float64_tolerance = false;
+  std::string mismatch;  // what was wrong, when not correct
 };
 
 struct BenchResult {

@@ -72,6 +72,26 @@ TEST(PlanReference, Float32OverflowInsideAKernelIsJudgedByFloat32Arithmetic) {
   EXPECT_NE(*verdict, "");
 }
 
+// bench passes the float64 reference it already computed; the judgement
+// is made against that reference, not a recomputed one.
+TEST(PlanReference, AGivenFloat64ReferenceIsTheOneUsed) {
+  const FusionPlan plan = layer_norm_plan();
+  const TensorMap inputs = layer_norm_inputs();
+  absl::StatusOr<TensorMap> exact = interpret_plan(plan, inputs);
+  ASSERT_TRUE(exact.ok());
+  absl::StatusOr<std::string> verdict = first_wrong_output(plan, inputs, *exact, &*exact);
+  ASSERT_TRUE(verdict.ok());
+  EXPECT_EQ(*verdict, "");
+  TensorMap shifted = *exact;
+  for (double& v : shifted.at("y").values) v += 1;
+  verdict = first_wrong_output(plan, inputs, shifted, &shifted);
+  ASSERT_TRUE(verdict.ok());
+  EXPECT_EQ(*verdict, "") << "judged against the reference given";
+  verdict = first_wrong_output(plan, inputs, shifted);
+  ASSERT_TRUE(verdict.ok());
+  EXPECT_NE(*verdict, "") << "judged against the reference it computes";
+}
+
 TEST(PlanReference, MissingOutputIsReported) {
   const FusionPlan plan = layer_norm_plan();
   absl::StatusOr<std::string> verdict = first_wrong_output(plan, layer_norm_inputs(), {});
