@@ -8,12 +8,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "codegen/cpu/cpu_emitter.h"
 #include "fusejit_version.h"
 #include "fusion/plan.h"
 #include "ir/text_format.h"
 #include "runtime/backend.h"
 #include "runtime/file_io.h"
 #include "runtime/host_compiler.h"
+#include "runtime/sha256.h"
 #include "runtime/thread_pool.h"
 #include "runtime/statistics.h"
 
@@ -46,10 +48,14 @@ constexpr Probe kProbes[] = {
 // that waking the pool's threads (tens of microseconds) does not count.
 constexpr int64_t kElementsPerThread = 1 << 20;
 
+absl::StatusOr<Graph> probe_graph(const Probe& probe) {
+  return parse_graph(fmt::format("input x: f32[{}, {}]\n{}\noutput y\n", ThreadPool::global().size(),
+                                 kElementsPerThread, probe.statements));
+}
+
 absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe) {
   const int64_t threads = ThreadPool::global().size();
-  absl::StatusOr<Graph> g = parse_graph(fmt::format("input x: f32[{}, {}]\n{}\noutput y\n", threads,
-                                                    kElementsPerThread, probe.statements));
+  absl::StatusOr<Graph> g = probe_graph(probe);
   if (!g.ok()) return g.status();
   const FusionPlan plan = make_fused_plan(*g);
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
@@ -81,18 +87,28 @@ double probe_launch_us() {
   return median(us);
 }
 
-std::string calibration_key() {
-  absl::StatusOr<HostCompiler> compiler = find_host_compiler();
-  return fmt::format("fusejit {} | {} | {} threads | {}", FUSEJIT_VERSION, compiler.ok() ? compiler->identity : "?",
-                     ThreadPool::global().size(), cpu_device().description);
-}
-
 }  // namespace
+
+std::string cpu_calibration_key() {
+  // The probes' generated source, helpers included: a change to the CPU
+  // math or the kernel templates changes the throughput measured, so a
+  // cached calibration of other kernels must not be used.
+  std::string sources;
+  for (const Probe& p : kProbes) {
+    absl::StatusOr<Graph> g = probe_graph(p);
+    if (!g.ok()) return "";  // the probes are constants: cannot happen
+    for (const CpuKernelSource& k : emit_cpu(make_fused_plan(*g))) sources += k.source;
+  }
+  absl::StatusOr<HostCompiler> compiler = find_host_compiler();
+  return fmt::format("fusejit {} | {} | {} threads | {} | kernels sha256 {}", FUSEJIT_VERSION,
+                     compiler.ok() ? compiler->identity : "?", ThreadPool::global().size(),
+                     cpu_device().description, sha256_hex(sources));
+}
 
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   DeviceSpec d = cpu_device();
   const std::filesystem::path path = std::filesystem::path(cache_directory()) / "cpu-device-jit.json";
-  const std::string key = calibration_key();
+  const std::string key = cpu_calibration_key();
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
     std::ifstream in(path);

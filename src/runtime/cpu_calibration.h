@@ -9,6 +9,8 @@
 // cpu-device.json (cpu-device-jit.json), keyed by the compiler and the CPU.
 #pragma once
 
+#include <string>
+
 #include <absl/status/statusor.h>
 
 #include "cost/device.h"
@@ -16,6 +18,11 @@
 namespace fusejit {
 
 class Backend;
+
+// What a cached calibration is valid for: fusejit's version, the compiler,
+// the thread count, the CPU, and a digest of the probe kernels' source (so
+// that new CPU math or kernel templates are measured again).
+std::string cpu_calibration_key();
 
 // cpu_device() with the JIT's class throughputs and launch overhead.
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& cpu_backend);
