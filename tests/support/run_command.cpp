@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
+#include <vector>
 
 namespace fusejit::testing {
 
@@ -23,9 +25,48 @@ void write_file(const std::string& path, const std::string& contents) {
   out << contents;
 }
 
+namespace {
+
+// The directories make_temp_dir made, removed when the test process exits
+// (each test runs in a process of its own under ctest), so that a test run
+// leaves nothing in the temp directory. FUSEJIT_KEEP_TEST_DIRS=1 keeps them,
+// to look at after a failure.
+class TempDirRegistry {
+ public:
+  void add(const std::string& dir) { dirs_.push_back(dir); }
+  ~TempDirRegistry() {
+    if (std::getenv("FUSEJIT_KEEP_TEST_DIRS") != nullptr) return;
+    for (const std::string& dir : dirs_) {
+      std::error_code ec;
+      // Tests make read-only directories (a cache that cannot be written).
+      std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+      for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        std::error_code ignored;
+        if (it->is_directory(ignored)) {
+          std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all,
+                                       std::filesystem::perm_options::add, ignored);
+        }
+      }
+      std::filesystem::remove_all(dir, ec);
+    }
+  }
+
+ private:
+  std::vector<std::string> dirs_;
+};
+
+TempDirRegistry& temp_dirs() {
+  static TempDirRegistry registry;
+  return registry;
+}
+
+}  // namespace
+
 std::string make_temp_dir(const std::string& stem) {
   std::string pattern = (std::filesystem::temp_directory_path() / (stem + "-XXXXXX")).string();
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
+  temp_dirs().add(pattern);
   return pattern;
 }
 

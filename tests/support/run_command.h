@@ -15,7 +15,8 @@ struct CommandResult {
 CommandResult run_command(const std::string& command_line);
 // run_command("<fusejit binary> " + args).
 CommandResult run_fusejit(const std::string& args);
-// A fresh, empty directory under the system temp directory.
+// A fresh, empty directory under the system temp directory, removed with its
+// contents when the process exits (unless FUSEJIT_KEEP_TEST_DIRS is set).
 std::string make_temp_dir(const std::string& stem);
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& contents);

@@ -267,11 +267,19 @@ static inline float fj_tanh(float x) {
   return fj_detail_with_sign_of(fj_detail_select(a < 0.875f, small, big), x);
 }
 
+// G(t) = erfcx(a) (a + 2), t = (a - 2) / (a + 2), a >= 0, so that
+// erfc(a) = exp(-a^2) G(t) / (a + 2): degree 11 (fit "erfc": relative error
+// 2^-25.8 over a in [0, 10.25]). Shared by erf and gelu.
+static inline float fj_detail_erfcx_g(float t) {
+  return fj_detail_horner(t, 0x1.058672p+0f, -0x1.5fd386p-1f, 0x1.1e2d88p-2f, -0x1.2a892ep-5f, -0x1.6012e6p-6f,
+                          0x1.a8d52cp-8f, 0x1.868b08p-9f, -0x1.c8d32ap-11f, -0x1.bb8676p-12f, 0x1.371da2p-13f,
+                          -0x1.c37ab4p-15f, -0x1.76509ap-14f);
+}
+
 // erf: <= 1 ulp. erf(+-inf) = +-1, erf(+-0) = +-0 (computed on |x|).
 // |x| < 1: x + x P(x^2). Beyond: 1 - erfc(|x|) with
-//   erfc(a) = exp(-a^2) G(t) / (a + 2),  t = (a - 2) / (a + 2),
-// G(t) = erfcx(a) (a + 2) of degree 11 in t (fit "erfc": relative error
-// 2^-25.8 over a in [0, 10.25]). erfc's error (a few 2^-24 relative) is
+//   erfc(a) = exp(-a^2) G(t) / (a + 2),  t = (a - 2) / (a + 2)
+// (fj_detail_erfcx_g). erfc's error (a few 2^-24 relative) is
 // damped by erfc / erf < 0.19 here, which is also why a^2 need not be exact.
 // |x| is clamped to 4, where erf already rounds to 1.
 static inline float fj_erf(float x) {
@@ -280,9 +288,7 @@ static inline float fj_erf(float x) {
   const float ac = fj_detail_select(a > 4.0f, 4.0f, a);
   const float inv = 1.0f / (ac + 2.0f);
   const float t = (ac - 2.0f) * inv;
-  const float g = fj_detail_horner(t, 0x1.058672p+0f, -0x1.5fd386p-1f, 0x1.1e2d88p-2f, -0x1.2a892ep-5f, -0x1.6012e6p-6f,
-                                   0x1.a8d52cp-8f, 0x1.868b08p-9f, -0x1.c8d32ap-11f, -0x1.bb8676p-12f, 0x1.371da2p-13f,
-                                   -0x1.c37ab4p-15f, -0x1.76509ap-14f);
+  const float g = fj_detail_erfcx_g(t);
   int32_t n;
   const float s = fj_detail_exp_reduce(-(ac * ac), n);  // n in [-23, -1] here
   const float gi = g * inv;
@@ -337,9 +343,7 @@ static inline float fj_gelu_none(float x) {
   const float a = fj_detail_fabs(xc) * 0x1.6a09e6p-1f;  // 1 / sqrt 2
   const float inv = 1.0f / (a + 2.0f);
   const float t = (a - 2.0f) * inv;
-  const float g = fj_detail_horner(t, 0x1.058672p+0f, -0x1.5fd386p-1f, 0x1.1e2d88p-2f, -0x1.2a892ep-5f, -0x1.6012e6p-6f,
-                                   0x1.a8d52cp-8f, 0x1.868b08p-9f, -0x1.c8d32ap-11f, -0x1.bb8676p-12f, 0x1.371da2p-13f,
-                                   -0x1.c37ab4p-15f, -0x1.76509ap-14f);
+  const float g = fj_detail_erfcx_g(t);
   int32_t n;
   const float s = fj_detail_exp_reduce(-0.5f * sq, n);  // n in [-173, 0] (clamped at -120)
   // 0.5 erfc(a) = c 2^n

@@ -32,21 +32,28 @@ static inline void fj_philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uin
   c2 = n2;
 }
 
-// Philox4x32-10 of the counter (c0, c1, c2, c3) under key (k0, k1); the key
-// is bumped by the Weyl constants before rounds 2..10 (as in Random123).
+// The ten rounds, the key bumped by the Weyl constants before rounds 2..10
+// (as in Random123), spelled out (no inner loop to unroll first); State is
+// a word (uint32_t) or a vector of them (fj_u64x4).
+template <typename State, void (*Round)(State&, State&, State&, State&, uint32_t, uint32_t)>
+static inline void fj_philox_rounds(State& c0, State& c1, State& c2, State& c3, uint32_t k0, uint32_t k1) {
+  const uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  Round(c0, c1, c2, c3, k0, k1);
+  Round(c0, c1, c2, c3, k0 + 1u * kW0, k1 + 1u * kW1);
+  Round(c0, c1, c2, c3, k0 + 2u * kW0, k1 + 2u * kW1);
+  Round(c0, c1, c2, c3, k0 + 3u * kW0, k1 + 3u * kW1);
+  Round(c0, c1, c2, c3, k0 + 4u * kW0, k1 + 4u * kW1);
+  Round(c0, c1, c2, c3, k0 + 5u * kW0, k1 + 5u * kW1);
+  Round(c0, c1, c2, c3, k0 + 6u * kW0, k1 + 6u * kW1);
+  Round(c0, c1, c2, c3, k0 + 7u * kW0, k1 + 7u * kW1);
+  Round(c0, c1, c2, c3, k0 + 8u * kW0, k1 + 8u * kW1);
+  Round(c0, c1, c2, c3, k0 + 9u * kW0, k1 + 9u * kW1);
+}
+
+// Philox4x32-10 of the counter (c0, c1, c2, c3) under key (k0, k1).
 static inline void fj_philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
                                     uint32_t& w0, uint32_t& w1, uint32_t& w2, uint32_t& w3) {
-  const uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  fj_philox_round(c0, c1, c2, c3, k0, k1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 1u * kW0, k1 + 1u * kW1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 2u * kW0, k1 + 2u * kW1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 3u * kW0, k1 + 3u * kW1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 4u * kW0, k1 + 4u * kW1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 5u * kW0, k1 + 5u * kW1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 6u * kW0, k1 + 6u * kW1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 7u * kW0, k1 + 7u * kW1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 8u * kW0, k1 + 8u * kW1);
-  fj_philox_round(c0, c1, c2, c3, k0 + 9u * kW0, k1 + 9u * kW1);
+  fj_philox_rounds<uint32_t, fj_philox_round>(c0, c1, c2, c3, k0, k1);
   w0 = c0;
   w1 = c1;
   w2 = c2;
@@ -141,17 +148,7 @@ static inline void fj_dropout_block16(const float* x, float* y, uint32_t lo, uin
                                       float scale, uint32_t k0, uint32_t k1) {
   const unsigned long long l = lo, h = hi;
   fj_u64x4 c0 = {l, l + 1, l + 2, l + 3}, c1 = {h, h, h, h}, c2 = {0, 0, 0, 0}, c3 = {0, 0, 0, 0};
-  const uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  fj_philox_round_x4(c0, c1, c2, c3, k0, k1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 1u * kW0, k1 + 1u * kW1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 2u * kW0, k1 + 2u * kW1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 3u * kW0, k1 + 3u * kW1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 4u * kW0, k1 + 4u * kW1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 5u * kW0, k1 + 5u * kW1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 6u * kW0, k1 + 6u * kW1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 7u * kW0, k1 + 7u * kW1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 8u * kW0, k1 + 8u * kW1);
-  fj_philox_round_x4(c0, c1, c2, c3, k0 + 9u * kW0, k1 + 9u * kW1);
+  fj_philox_rounds<fj_u64x4, fj_philox_round_x4>(c0, c1, c2, c3, k0, k1);
   // Words (w0 w1) and (w2 w3) of each group as 32-bit pairs, then in the
   // elements' order: groups 0 and 1, groups 2 and 3.
   const fj_u64x4 w01 = (c0 & 0xffffffffull) | (c1 << 32);
