@@ -1,6 +1,8 @@
 // The seed figures of DESIGN.md §5, worked by hand, reproduced by the model.
 #include <gtest/gtest.h>
 
+#include "support/run_command.h"
+
 #include "fusejit.h"
 
 namespace fusejit {
@@ -99,7 +101,7 @@ TEST(CostModel, FusionSavingOfTheDemoChain) {
 }
 
 TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
-  const std::string dir = ::testing::TempDir() + "/fusejit-cost-cache";
+  const std::string dir = testing::make_temp_dir("fusejit-cost-cache");  // fresh: measured, not read
   setenv("FUSEJIT_CACHE_DIR", dir.c_str(), 1);
   const DeviceSpec first = cpu_device();
   EXPECT_TRUE(first.measured);
