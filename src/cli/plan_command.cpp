@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -5,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "runtime/cpu_calibration.h"
 
 namespace fusejit::cli {
 namespace {
@@ -15,14 +17,19 @@ struct PlanOptions {
   bool json = false;
 };
 
+// A device of find_device(), the CPU as the CPU backend runs it (op
+// throughput of its JIT kernels) where there is one.
+absl::StatusOr<DeviceSpec> device_as_modelled(const std::string& name) {
+  if (name == "cpu") {
+    if (absl::StatusOr<std::unique_ptr<Backend>> cpu = make_cpu_backend(); cpu.ok()) return (*cpu)->device();
+  }
+  return find_device(name);
+}
+
 int plan(const PlanOptions& opt) {
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;
-  absl::StatusOr<DeviceSpec> device = find_device(opt.device);
-  // The CPU as the CPU backend runs it (op throughput of its JIT kernels).
-  if (opt.device == "cpu") {
-    if (absl::StatusOr<std::unique_ptr<Backend>> cpu = make_cpu_backend(); cpu.ok()) device = (*cpu)->device();
-  }
+  absl::StatusOr<DeviceSpec> device = device_as_modelled(opt.device);
   if (!device.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(device.status()));
     return 1;
@@ -49,6 +56,37 @@ int plan(const PlanOptions& opt) {
   return 0;
 }
 
+// The datasheet GPUs, then this CPU as `plan --device cpu` and the CPU
+// backend model it (op throughput of its JIT kernels). The CPU's figures are
+// measured once and cached; a measurement taken while the machine was busy
+// would stay, so --remeasure measures both caches again.
+int devices(bool remeasure) {
+  if (remeasure) {
+    for (const std::string& path : {cpu_device_cache_path(), cpu_calibration_cache_path()}) {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      if (ec) {
+        fmt::print(stderr, "fusejit: error: cannot remove {} to measure again: {}\n", path, ec.message());
+        return 1;
+      }
+    }
+  }
+  for (const std::string& name : device_names()) {
+    absl::StatusOr<DeviceSpec> device = device_as_modelled(name);
+    if (!device.ok()) {
+      fmt::print(stderr, "fusejit: error: {}\n", status_text(device.status()));
+      return 1;
+    }
+    fmt::print("{}", format_device(*device));
+    if (name == "cpu") {
+      fmt::print("  {} in {} and {}; `fusejit devices --remeasure` measures again\n",
+                 remeasure ? "measured now, cached" : "cached", cpu_device_cache_path(), cpu_calibration_cache_path());
+    }
+    fmt::print("\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
 void register_plan(CLI::App& app, int& exit_code) {
@@ -62,11 +100,10 @@ void register_plan(CLI::App& app, int& exit_code) {
 }
 
 void register_devices(CLI::App& app, int& exit_code) {
+  auto remeasure = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("devices", "List the devices of the cost model with their ridge points");
-  cmd->callback([&exit_code] {
-    for (const std::string& name : device_names()) fmt::print("{}\n", format_device(*find_device(name)));
-    exit_code = 0;
-  });
+  cmd->add_flag("--remeasure", *remeasure, "measure this CPU again (bandwidth, FMA peak, op throughput of JIT kernels)");
+  cmd->callback([remeasure, &exit_code] { exit_code = devices(*remeasure); });
 }
 
 }  // namespace fusejit::cli

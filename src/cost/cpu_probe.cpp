@@ -231,9 +231,13 @@ DeviceSpec measure_cpu_device() {
   return d;
 }
 
+std::string cpu_device_cache_path() {
+  return (std::filesystem::path(cache_directory()) / "cpu-device.json").string();
+}
+
 DeviceSpec cpu_device() {
   const std::string model = host_cpu_model();
-  const std::filesystem::path path = std::filesystem::path(cache_directory()) / "cpu-device.json";
+  const std::filesystem::path path = cpu_device_cache_path();
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
     std::ifstream in(path);

@@ -55,6 +55,8 @@ DeviceSpec gpu_device(std::string_view name);  // h100, h200 or a100; the name m
 DeviceSpec cpu_device();
 // Measures without the cache (a few seconds).
 DeviceSpec measure_cpu_device();
+// Where cpu_device() caches its figures: cache_directory()/cpu-device.json.
+std::string cpu_device_cache_path();
 
 // The directory fusejit caches in (not created).
 std::string cache_directory();

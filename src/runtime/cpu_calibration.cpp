@@ -89,6 +89,10 @@ double probe_launch_us() {
 
 }  // namespace
 
+std::string cpu_calibration_cache_path() {
+  return (std::filesystem::path(cache_directory()) / "cpu-device-jit.json").string();
+}
+
 std::string cpu_calibration_key() {
   // The probes' generated source, helpers included: a change to the CPU
   // math or the kernel templates changes the throughput measured, so a
@@ -107,7 +111,7 @@ std::string cpu_calibration_key() {
 
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   DeviceSpec d = cpu_device();
-  const std::filesystem::path path = std::filesystem::path(cache_directory()) / "cpu-device-jit.json";
+  const std::filesystem::path path = cpu_calibration_cache_path();
   const std::string key = cpu_calibration_key();
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {

@@ -24,6 +24,10 @@ class Backend;
 // that new CPU math or kernel templates are measured again).
 std::string cpu_calibration_key();
 
+// Where calibrated_cpu_device() caches its figures:
+// cache_directory()/cpu-device-jit.json.
+std::string cpu_calibration_cache_path();
+
 // cpu_device() with the JIT's class throughputs and launch overhead.
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& cpu_backend);
 

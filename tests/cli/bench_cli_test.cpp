@@ -120,6 +120,32 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   EXPECT_TRUE(has(bad.err, ".svg or .png")) << bad.err;
 }
 
+// `fusejit devices` shows the CPU as plan and bench model it, says where
+// its figures are cached, and --remeasure replaces them (a measurement
+// taken on a busy machine would otherwise stay).
+TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
+  const std::string dir = make_temp_dir("fusejit-devices");
+  const std::string env = "FUSEJIT_CACHE_DIR=" + dir + " ";
+  auto first = run_command(env + FUSEJIT_CLI_PATH + " devices");
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  for (const char* text : {"h100:", "h200:", "cpu:", "op throughput of JIT kernels", "/cpu-device.json and "}) {
+    EXPECT_TRUE(has(first.out, text)) << text << "\n" << first.out;
+  }
+  // A figure in the cache is what is shown, until --remeasure.
+  const std::string path = dir + "/cpu-device.json";
+  nlohmann::json cached = nlohmann::json::parse(testing::read_file(path));
+  cached["bandwidth_gbps"] = 12345.0;
+  write_file(path, cached.dump());
+  auto from_cache = run_command(env + FUSEJIT_CLI_PATH + " devices");
+  ASSERT_EQ(from_cache.exit_code, 0) << from_cache.err;
+  EXPECT_TRUE(has(from_cache.out, "bandwidth 12345 GB/s")) << from_cache.out;
+  auto again = run_command(env + FUSEJIT_CLI_PATH + " devices --remeasure");
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_FALSE(has(again.out, "bandwidth 12345 GB/s")) << again.out;
+  EXPECT_TRUE(has(again.out, "measured now, cached in")) << again.out;
+  EXPECT_NE(nlohmann::json::parse(testing::read_file(path))["bandwidth_gbps"].get<double>(), 12345.0);
+}
+
 TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
   auto r = run_fusejit("demo --backend cpu --rows 32 --cols 512 --reps 2");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
