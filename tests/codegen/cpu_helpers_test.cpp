@@ -695,7 +695,9 @@ void CpuHelpersJit::expect_every_loop_vectorised() const {
   // With AVX2 the groups go through explicit vector code (fj_dropout_block16),
   // checked bit for bit by expect_dropout_matches_reference; without it,
   // through a loop the compiler must vectorise.
-  if (sym<int (*)()>("jit_philox_avx2")() == 0) {
+  const bool avx2_philox = sym<int (*)()>("jit_philox_avx2")() != 0;
+  if (std::string(GetParam()) == "-mno-avx2") EXPECT_FALSE(avx2_philox) << "-mno-avx2 must take the scalar loop";
+  if (!avx2_philox) {
     expect_header_loop_vectorised("fj_philox.h", "for (int64_t g = 0; g < run; ++g)", "fj_dropout_span's group loop");
   }
   // Instantiated here for the NaN-propagating max only (the SLP vectoriser
@@ -876,10 +878,20 @@ TEST_P(CpuHelpersJit, CompiledLikeKernelsVectorisedAndExact) {
   report_throughput();
 }
 
+// On x86 also without AVX2, as a CPU without it compiles the kernels: the
+// scalar Philox loop of fj_dropout_groups instead of fj_dropout_block16.
+#if defined(__x86_64__) || defined(__i386__)
+INSTANTIATE_TEST_SUITE_P(Flags, CpuHelpersJit, ::testing::Values("", "-ffp-contract=off", "-mno-avx2"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           const std::string flag = info.param;
+                           return flag.empty() ? "AsDesigned" : flag == "-mno-avx2" ? "WithoutAvx2" : "NoFpContract";
+                         });
+#else
 INSTANTIATE_TEST_SUITE_P(Flags, CpuHelpersJit, ::testing::Values("", "-ffp-contract=off"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param).empty() ? "AsDesigned" : "NoFpContract";
                          });
+#endif
 
 }  // namespace
 }  // namespace fusejit
