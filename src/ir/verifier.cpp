@@ -1,5 +1,7 @@
 #include "ir/verifier.h"
 
+#include <vector>
+
 #include <absl/container/flat_hash_set.h>
 #include <absl/strings/str_join.h>
 #include <fmt/format.h>
@@ -10,12 +12,37 @@ namespace fusejit {
 namespace {
 
 // The most bytes one value may take: 256 TiB, far beyond the memory of any
-// machine fusejit runs on, yet small enough that the cost model can add up
-// in int64 the bytes every kernel of a plan reads and writes: overflowing
-// that takes 2^15 accesses to values of this size. Without a limit,
-// f32[2^62] verified and numel x dtype size overflowed in the cost model
-// (found by tests/fuzz; tests/fuzz/regressions/huge_*.fj).
+// machine fusejit runs on. Without a limit, f32[2^62] verified and numel x
+// dtype size overflowed in the cost model (found by tests/fuzz;
+// tests/fuzz/regressions/huge_*.fj).
 constexpr int64_t kMaxValueBytes = int64_t{1} << 48;
+
+// The most bytes a plan of the graph may move, by the bound in
+// plan_traffic_bound(): the cost model adds them up in int64.
+constexpr double kMaxPlanTrafficBytes = 0x1p62;
+
+// An upper bound on the bytes any plan of `graph` reads and writes, fused or
+// not: a kernel reads a value only for an op of its own that uses it,
+// re-reading a row at most once per reduction stage (at most one stage per
+// reduction of the graph), and writes each value once. So the traffic is at
+// most (reductions + 1) x the sum over values of bytes x (uses + 1).
+double plan_traffic_bound(const Graph& graph) {
+  std::vector<double> uses(graph.num_nodes(), 0.0);
+  double reductions = 0;
+  for (int32_t id = 0; id < graph.num_nodes(); ++id) {
+    const Node& n = graph.node(id);
+    if (n.info().kind == OpKind::kReduce) reductions += 1;
+    for (const Operand& o : n.operands) {
+      if (!o.is_literal()) uses[o.node] += 1;
+    }
+  }
+  double traffic = 0;
+  for (int32_t id = 0; id < graph.num_nodes(); ++id) {
+    const Node& n = graph.node(id);
+    traffic += static_cast<double>(n.shape.numel()) * dtype_size(n.dtype) * (uses[id] + 1);
+  }
+  return (reductions + 1) * traffic;
+}
 
 bool too_large(const Node& n) {
   int64_t bytes = 0;
@@ -80,6 +107,15 @@ std::vector<std::string> verify_graph(const Graph& graph) {
     } else if (too_large(n)) {
       report(n, fmt::format("{}: {} gives {}{}, more than the 256 TiB (2^48 bytes) a value may take", n.name,
                             n.info().name, n.dtype, n.shape));
+    }
+  }
+
+  if (errors.empty()) {  // every value has a valid shape and dtype
+    if (const double bound = plan_traffic_bound(graph); bound > kMaxPlanTrafficBytes) {
+      errors.push_back(fmt::format(
+          "error: the graph is too large to plan: its values, counted once per use and once per reduction, "
+          "come to {:.3g} bytes, over the 2^62 a plan's byte counts may reach ({} values)",
+          bound, graph.num_nodes()));
     }
   }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
@@ -234,6 +235,35 @@ TEST(MalformedInputTest, ValuesOfExactly256TiBAreAcceptedAndCostedWithoutOverflo
   EXPECT_GT(c.unfused.bytes, int64_t{1} << 50);
   EXPECT_GT(c.fused.bytes, int64_t{1} << 49);
   EXPECT_GE(c.bytes_saved, 0);
+}
+
+// A 256 TiB value read by many reductions: the byte counts of a plan, added
+// up in int64 by the cost model, could overflow. Graphs whose traffic bound
+// passes 2^62 are refused; those under it are costed exactly.
+std::string means_of_a_256_tib_value(int means) {
+  std::string text = "input x: f32[8388608, 8388608]\n";
+  std::string outputs;
+  for (int i = 0; i < means; ++i) {
+    text += fmt::format("m{} = mean(x)\n", i);
+    outputs += fmt::format("{}m{}", i == 0 ? "" : ", ", i);
+  }
+  return text + "output " + outputs + "\n";
+}
+
+TEST(MalformedInputTest, GraphsWhosePlansCouldOverflowTheByteCountsAreRejected) {
+  absl::StatusOr<Graph> g = parse_graph(means_of_a_256_tib_value(200), "means.fj");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(lines_of(g.status()).size(), 1u);
+  EXPECT_NE(status_text(g.status()).find("error: the graph is too large to plan"), std::string::npos)
+      << status_text(g.status());
+
+  absl::StatusOr<Graph> fits = parse_graph(means_of_a_256_tib_value(60), "means.fj");
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  const DeviceSpec device = gpu_device("h100");
+  const PlanComparison c = compare_plans(make_unfused_plan(*fits, fusion_options_for(device)),
+                                         make_fused_plan(*fits, fusion_options_for(device)), device);
+  EXPECT_GT(c.unfused.bytes, int64_t{60} << 48);  // each mean reads x at least once
+  EXPECT_GT(c.fused.bytes, int64_t{1} << 48);
 }
 
 TEST(MalformedInputTest, HugeLinesAreRejectedWithShortMessages) {
