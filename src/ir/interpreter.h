@@ -35,8 +35,9 @@ struct InterpretOptions {
   // When > 0, each computed node's float64 values are moved by
   // perturbation * u * magnitude, u uniform in [-1, 1] and drawn per element
   // from `perturbation_seed`, before they are rounded. The magnitude is the
-  // value itself, or for a reduction or matmul the same op over the absolute
-  // values of its terms (what its rounding error scales with). The distance between such
+  // value itself, or for a reduction or matmul of n terms the same op over
+  // the absolute values of its terms times sqrt(n) (what its rounding error
+  // scales with). The distance between such
   // a run and an unperturbed one estimates how far float32 rounding inside
   // kernels can legitimately move each output: tiny for well-conditioned
   // results, large where cancellation amplifies it (the mean of a
