@@ -87,13 +87,8 @@ double probe_launch_us() {
   return median(us);
 }
 
-}  // namespace
-
-std::string cpu_calibration_cache_path() {
-  return (std::filesystem::path(cache_directory()) / "cpu-device-jit.json").string();
-}
-
-std::string cpu_calibration_key() {
+// cpu_calibration_key() for the CPU as cpu_device() describes it.
+std::string calibration_key(const DeviceSpec& cpu) {
   // The probes' generated source, helpers included: a change to the CPU
   // math or the kernel templates changes the throughput measured, so a
   // cached calibration of other kernels must not be used.
@@ -106,13 +101,21 @@ std::string cpu_calibration_key() {
   absl::StatusOr<HostCompiler> compiler = find_host_compiler();
   return fmt::format("fusejit {} | {} | {} threads | {} | kernels sha256 {}", FUSEJIT_VERSION,
                      compiler.ok() ? compiler->identity : "?", ThreadPool::global().size(),
-                     cpu_device().description, sha256_hex(sources));
+                     cpu.description, sha256_hex(sources));
 }
+
+}  // namespace
+
+std::string cpu_calibration_cache_path() {
+  return (std::filesystem::path(cache_directory()) / "cpu-device-jit.json").string();
+}
+
+std::string cpu_calibration_key() { return calibration_key(cpu_device()); }
 
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   DeviceSpec d = cpu_device();
   const std::filesystem::path path = cpu_calibration_cache_path();
-  const std::string key = cpu_calibration_key();
+  const std::string key = calibration_key(d);
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
     std::ifstream in(path);

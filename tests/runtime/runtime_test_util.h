@@ -43,11 +43,7 @@ class ScopedEnv {
 class TempDir {
  public:
   explicit TempDir(const std::string& stem) : path_(make_temp_dir(stem)) {}
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
-    std::filesystem::remove_all(path_, ec);
-  }
+  ~TempDir() { remove_temp_dir(path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::string& path() const { return path_; }

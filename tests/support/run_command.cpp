@@ -25,6 +25,21 @@ void write_file(const std::string& path, const std::string& contents) {
   out << contents;
 }
 
+void remove_temp_dir(const std::string& dir) {
+  std::error_code ec;
+  // Tests make read-only directories (a cache that cannot be written).
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code ignored;
+    if (it->is_directory(ignored)) {
+      std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all, std::filesystem::perm_options::add,
+                                   ignored);
+    }
+  }
+  std::filesystem::remove_all(dir, ec);
+}
+
 namespace {
 
 // The directories make_temp_dir made, removed when the test process exits
@@ -36,20 +51,7 @@ class TempDirRegistry {
   void add(const std::string& dir) { dirs_.push_back(dir); }
   ~TempDirRegistry() {
     if (std::getenv("FUSEJIT_KEEP_TEST_DIRS") != nullptr) return;
-    for (const std::string& dir : dirs_) {
-      std::error_code ec;
-      // Tests make read-only directories (a cache that cannot be written).
-      std::filesystem::permissions(dir, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
-      for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-        std::error_code ignored;
-        if (it->is_directory(ignored)) {
-          std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all,
-                                       std::filesystem::perm_options::add, ignored);
-        }
-      }
-      std::filesystem::remove_all(dir, ec);
-    }
+    for (const std::string& dir : dirs_) remove_temp_dir(dir);
   }
 
  private:

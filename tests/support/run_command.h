@@ -18,6 +18,8 @@ CommandResult run_fusejit(const std::string& args);
 // A fresh, empty directory under the system temp directory, removed with its
 // contents when the process exits (unless FUSEJIT_KEEP_TEST_DIRS is set).
 std::string make_temp_dir(const std::string& stem);
+// Removes `dir` and its contents, read-only subdirectories included.
+void remove_temp_dir(const std::string& dir);
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& contents);
 
