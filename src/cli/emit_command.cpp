@@ -17,6 +17,7 @@ struct EmitOptions {
   std::string target = "cuda";
   std::string arch = "sm_90";
   std::string out = "fusejit-kernels";
+  std::string access = "vector";
   bool unfused = false;
   bool json = false;
 };
@@ -63,7 +64,8 @@ int emit(const EmitOptions& opt) {
       if (!opt.json) fmt::print("  {:<36} library matmul (cuBLAS), no generated source\n", kernel.name);
       continue;
     }
-    const CudaKernelSource source = emit_cuda_kernel(plan, i);
+    const CudaKernelSource source =
+        emit_cuda_kernel(plan, i, opt.access == "scalar" ? CudaAccess::kScalar : CudaAccess::kVector);
     absl::StatusOr<CompiledKernel> compiled =
         compile_cuda(source.name, source.source, compile_options, &KernelCache::global());
     if (!compiled.ok()) {
@@ -81,14 +83,16 @@ int emit(const EmitOptions& opt) {
     const int64_t spills = compiled->ptxas.spill_store_bytes + compiled->ptxas.spill_load_bytes;
     if (opt.json) {
       kernels.push_back({{"name", kernel.name}, {"source", cu}, {"ptx", ptx}, {"ptxas_report", report},
-                         {"variant", cuda_variant_name(source.variant)}, {"arch", compiled->arch},
+                         {"variant", cuda_variant_name(source.variant)},
+                         {"access", source.access == CudaAccess::kVector ? "vector" : "scalar"},
+                         {"entry", source.name}, {"arch", compiled->arch},
                          {"compile_ms", compiled->compile_ms}, {"cache_hit", compiled->cache_hit},
                          {"registers", compiled->ptxas.registers}, {"spill_bytes", spills},
                          {"shared_bytes", compiled->ptxas.shared_bytes}});
     } else {
-      fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  ({})\n", kernel.name,
+      fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  ({}, {})\n", kernel.name,
                  compiled->compile_ms, compiled->cache_hit ? "hit" : "miss", compiled->ptxas.registers, spills,
-                 cuda_variant_name(source.variant));
+                 cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }
   if (opt.json) fmt::print("{}\n", nlohmann::json{{"kernels", kernels}}.dump(2));
@@ -105,6 +109,11 @@ void register_emit(CLI::App& app, int& exit_code) {
   cmd->add_option("--arch", opt->arch, "GPU architecture: sm_XX (CUBIN) or compute_XX (PTX only)")
       ->capture_default_str();
   cmd->add_option("--out", opt->out, "directory for the kernels and plan.txt")->capture_default_str();
+  cmd->add_option("--access", opt->access,
+                  "which variant to write: vector (16-byte accesses, launched on aligned buffers) or scalar "
+                  "(compiled when a buffer is not 16-byte aligned)")
+      ->check(CLI::IsMember({"vector", "scalar"}))
+      ->capture_default_str();
   cmd->add_flag("--unfused", opt->unfused, "emit the unfused plan (one kernel per op) instead of the fused one");
   cmd->add_flag("--json", opt->json, "print one JSON object instead of lines");
   cmd->callback([opt, &exit_code] { exit_code = emit(*opt); });

@@ -27,17 +27,31 @@ enum class CudaVariant : uint8_t {
 };
 std::string_view cuda_variant_name(CudaVariant v);
 
+// The global memory accesses a generated CUDA kernel is compiled for. A
+// kernel exists in two variants when its innermost extent is a multiple of
+// the vector width: 16-byte accesses, launched when every pointer is 16-byte
+// aligned, and element-wise accesses, compiled only when a plan's buffers
+// are not. One variant per NVRTC program keeps the other's code out of the
+// compile (about a fifth of the fused demo kernel's cold compile time).
+enum class CudaAccess : uint8_t {
+  kVector,  // 16-byte accesses; falls back to kScalar where there is no vector path
+  kScalar,  // one element per access, any alignment
+};
+std::string_view cuda_access_name(CudaAccess a);
+
 struct CudaKernelSource {
-  std::string name;    // the extern "C" entry point
+  // The extern "C" entry point: the plan kernel's name, with "_scalar" for
+  // the element-wise variant of a kernel that also has a vector one.
+  std::string name;
   std::string source;  // a complete translation unit (helpers embedded)
   CudaVariant variant = CudaVariant::kPointwise;
   std::vector<KernelParam> params;
-  // After the pointers the kernel takes: the element count (pointwise) or
-  // the row count (row kernels) as a 64-bit integer, then `int aligned`:
-  // 1 when every pointer is 16-byte aligned, which enables 16-byte accesses.
+  CudaAccess access = CudaAccess::kScalar;  // what this source was emitted for
+  // After the pointers the kernel takes one more argument: the element count
+  // (pointwise) or the row count (row kernels) as a 64-bit integer.
   int64_t count = 0;
   int vector_width = 1;         // elements per 16-byte access of the narrowest tensor
-  bool has_vector_path = false; // false: `aligned` is ignored (extent not a multiple of vector_width)
+  bool has_vector_path = false; // a kVector variant exists (innermost extent a multiple of vector_width)
   int block_threads = 256;      // blockDim.x
   int rows_per_block = 1;       // blockDim.y (warp per row)
   bool index_64bit = false;     // element indices need 64 bits (2^31 elements or more)

@@ -31,12 +31,16 @@ bool all_aligned(const std::vector<cuda::DevicePtr>& pointers) {
   return std::all_of(pointers.begin(), pointers.end(), [](cuda::DevicePtr p) { return p % 16 == 0; });
 }
 
-LaunchConfig launch_config(const CudaKernelSource& kernel, bool aligned, int sm_count, int max_threads_per_sm) {
+CudaAccess access_for(const std::vector<cuda::DevicePtr>& pointers) {
+  return all_aligned(pointers) ? CudaAccess::kVector : CudaAccess::kScalar;
+}
+
+LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm) {
   LaunchConfig c;
   int64_t blocks = 1;
   if (kernel.variant == CudaVariant::kPointwise) {
     c.block.x = static_cast<unsigned>(kernel.block_threads);
-    const bool vector = kernel.has_vector_path && aligned;
+    const bool vector = kernel.access == CudaAccess::kVector;
     const int64_t steps = vector ? ceil_div(kernel.count, kernel.vector_width) : kernel.count;
     blocks = ceil_div(steps, kernel.block_threads);
   } else if (kernel.variant == CudaVariant::kWarpPerRow) {

@@ -6,13 +6,13 @@
 // generated kernel is grid-stride, so any grid of at least one block is
 // correct and the grid size is a performance choice only.
 //   pointwise:      blockDim (block_threads); the loop runs over vector
-//                   groups of vector_width elements when the kernel has a
-//                   vector path and `aligned` is 1, else over elements.
+//                   groups of vector_width elements in the kVector variant,
+//                   over elements in the kScalar one.
 //   warp per row:   blockDim (32, rows_per_block); row = blockIdx.x *
 //                   blockDim.y + threadIdx.y, striding gridDim.x * blockDim.y.
 //   block per row,
 //   re-read:        blockDim (block_threads); row = blockIdx.x, striding gridDim.x.
-// Kernel arguments: the pointers in params order, `long long count`, `int aligned`.
+// Kernel arguments: the pointers in params order, then `long long count`.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +29,15 @@ struct LaunchConfig {
   cuda::Dim3 block;
 };
 
-// Whether every pointer is 16-byte aligned: the kernels' vector path needs it.
+// Whether every pointer is 16-byte aligned: the kernels' vector variant needs it.
 bool all_aligned(const std::vector<cuda::DevicePtr>& pointers);
+// The variant to compile for a kernel whose buffers are `pointers`.
+CudaAccess access_for(const std::vector<cuda::DevicePtr>& pointers);
 
 // The grid covers the work once (a block per 256 elements or vector groups,
 // per rows_per_block rows, per row), capped at one full wave of resident
 // blocks (SMs × max_threads_per_sm / threads per block) that then strides.
-LaunchConfig launch_config(const CudaKernelSource& kernel, bool aligned, int sm_count, int max_threads_per_sm);
+LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm);
 
 // The device for the cost model. A GPU whose name says H100, H200 or A100
 // starts from that datasheet; SM count, L2 size and (when plausible) the

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "codegen/cuda/cuda_emitter.h"
+#include "codegen/kernel_names.h"
 #include "ir/error.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
@@ -137,7 +138,12 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
 }
 
 absl::Status CudaLoadedPlan::load_jit_kernel(int index) {
-  CudaKernelSource source = emit_cuda_kernel(plan_, index);
+  std::vector<cuda::DevicePtr> pointers;
+  for (const KernelParam& p : emit::kernel_params(plan_, plan_.kernels[index])) pointers.push_back(buffers_.at(p.node).ptr);
+  // Buffers never move once allocated, so the variant chosen here from
+  // their addresses holds for every launch: a misaligned buffer can never
+  // take the 16-byte path.
+  CudaKernelSource source = emit_cuda_kernel(plan_, index, access_for(pointers));
   absl::StatusOr<CompiledKernel> compiled =
       compile_cuda(source.name, source.source, {.arch = gpu_->arch()}, &KernelCache::global());
   if (!compiled.ok()) return compiled.status();
@@ -149,10 +155,10 @@ absl::Status CudaLoadedPlan::load_jit_kernel(int index) {
   JitKernel kernel;
   kernel.module = *std::move(module);
   kernel.function = *function;
-  for (const KernelParam& p : source.params) kernel.pointers.push_back(buffers_.at(p.node).ptr);
+  kernel.pointers = std::move(pointers);
   source.source.clear();
   kernel.meta = std::move(source);
-  infos_.push_back({.name = kernel.meta.name,
+  infos_.push_back({.name = plan_.kernels[index].name,
                     .executed_by = "jit",
                     .compile_ms = compiled->compile_ms,
                     .cache_hit = compiled->cache_hit,
@@ -201,15 +207,11 @@ absl::Status CudaLoadedPlan::about_kernel(size_t k, const absl::Status& s) const
 absl::Status CudaLoadedPlan::launch(size_t k) {
   if (MatmulStep* step = std::get_if<MatmulStep>(&steps_[k])) return step->launch(*gpu_);
   JitKernel& kernel = std::get<JitKernel>(steps_[k]);
-  // Computed from the pointers themselves, so a misaligned buffer can never take the vector path.
-  int aligned = all_aligned(kernel.pointers) ? 1 : 0;
   long long count = kernel.meta.count;
   std::vector<void*> args;
   for (cuda::DevicePtr& p : kernel.pointers) args.push_back(&p);
   args.push_back(&count);
-  args.push_back(&aligned);
-  const LaunchConfig config =
-      launch_config(kernel.meta, aligned != 0, gpu_->info().sm_count, gpu_->max_threads_per_sm());
+  const LaunchConfig config = launch_config(kernel.meta, gpu_->info().sm_count, gpu_->max_threads_per_sm());
   return cuda::launch_kernel(kernel.function, config.grid, config.block, 0, nullptr, args.data());
 }
 

@@ -346,7 +346,12 @@ std::string check_graph_text(const std::string& text, const FuzzOptions& options
         // The whole plan as one program first (cheap); only when that fails,
         // kernel by kernel, to name the kernel NVRTC rejects.
         const CudaCompileOptions cuda{.arch = options.cuda_arch};
-        const std::vector<CudaKernelSource> sources = emit_cuda(plan);
+        // Both variants of each kernel: a GPU compiles the scalar one when a
+        // buffer is not 16-byte aligned.
+        std::vector<CudaKernelSource> sources = emit_cuda(plan);
+        for (CudaKernelSource& scalar : emit_cuda(plan, CudaAccess::kScalar)) {
+          if (scalar.has_vector_path) sources.push_back(std::move(scalar));
+        }
         *kernels += static_cast<int64_t>(sources.size());
         if (!compile_cuda(plan.label + "_plan", cuda_plan_program(sources), cuda, &KernelCache::global()).ok()) {
           for (const CudaKernelSource& source : sources) {

@@ -248,5 +248,28 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   std::filesystem::remove_all(dir);
 }
 
+// The variant for buffers that are not 16-byte aligned: a different entry
+// point, compiled and cached apart from the vector one, with no 16-byte access.
+TEST(CliEmit, ScalarVariantIsWrittenOnRequest) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  const std::string dir = testing::make_temp_dir("fusejit-emit-scalar");
+  const std::string command = "FUSEJIT_CACHE_DIR=" + dir + "/cache " + FUSEJIT_CLI_PATH + " emit " + kExamples +
+                              "/residual_layernorm.fj --json --out " + dir;
+  for (const char* access : {"vector", "scalar"}) {
+    auto run = testing::run_command(command + " --access " + access);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const nlohmann::json k = nlohmann::json::parse(run.out)["kernels"][0];
+    EXPECT_EQ(k["access"], access);
+    EXPECT_EQ(k["cache_hit"], false) << access;
+    const bool vector = std::string(access) == "vector";
+    EXPECT_EQ(k["entry"], vector ? k["name"].get<std::string>() : k["name"].get<std::string>() + "_scalar");
+    const std::string ptx = testing::read_file(dir + "/" + k["ptx"].get<std::string>());
+    EXPECT_EQ(ptx.find(".v4.") != std::string::npos, vector) << access;
+  }
+  auto bad = testing::run_command(command + " --access wide");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--access"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace fusejit

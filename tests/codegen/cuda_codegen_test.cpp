@@ -111,14 +111,16 @@ class CudaNvrtcTest : public ::testing::Test {
   }
 };
 
-// Every distinct kernel source of `graph`'s fused and unfused plans compiles
-// for `arch`; returns how many were compiled.
+// Every distinct kernel source of `graph`'s fused and unfused plans, in
+// both access variants, compiles for `arch`; returns how many were compiled.
 int compile_all(const Graph& graph, const std::string& arch, std::set<std::string>& seen) {
   CudaCompileOptions options;
   options.arch = arch;
   int compiled = 0;
   for (const FusionPlan& plan : {make_unfused_plan(graph), make_fused_plan(graph)}) {
-    for (const CudaKernelSource& k : emit_cuda(plan)) {
+    std::vector<CudaKernelSource> kernels = emit_cuda(plan);
+    for (CudaKernelSource& k : emit_cuda(plan, CudaAccess::kScalar)) kernels.push_back(std::move(k));
+    for (const CudaKernelSource& k : kernels) {
       if (!seen.insert(arch + k.source).second) continue;
       absl::StatusOr<CompiledKernel> result = compile_cuda(k.name, k.source, options, nullptr);
       EXPECT_TRUE(result.ok()) << k.name << " for " << arch << ":\n" << status_text(result.status());

@@ -26,6 +26,7 @@
 namespace fusejit {
 namespace {
 
+using cuda_backend::access_for;
 using cuda_backend::all_aligned;
 using cuda_backend::device_spec_for;
 using cuda_backend::launch_config;
@@ -70,45 +71,46 @@ TEST(CudaBackend, WithoutADriverSaysWhy) {
 }
 
 CudaKernelSource kernel_meta(CudaVariant variant, int64_t count, int block_threads, int rows_per_block = 1,
-                             int vector_width = 1, bool has_vector_path = false) {
+                             int vector_width = 1, CudaAccess access = CudaAccess::kScalar) {
   CudaKernelSource k;
   k.variant = variant;
   k.count = count;
   k.block_threads = block_threads;
   k.rows_per_block = rows_per_block;
   k.vector_width = vector_width;
-  k.has_vector_path = has_vector_path;
+  k.has_vector_path = access == CudaAccess::kVector;
+  k.access = access;
   return k;
 }
 
 TEST(CudaBackendLaunch, PointwiseGridCoversVectorGroupsOrElementsUpToOneWave) {
-  const CudaKernelSource k = kernel_meta(CudaVariant::kPointwise, 8 * 1000, 256, 1, 8, true);
-  LaunchConfig vec = launch_config(k, /*aligned=*/true, 132, 2048);
+  const CudaKernelSource k = kernel_meta(CudaVariant::kPointwise, 8 * 1000, 256, 1, 8, CudaAccess::kVector);
+  LaunchConfig vec = launch_config(k, 132, 2048);
   EXPECT_EQ(vec.block.x, 256u);
   EXPECT_EQ(vec.block.y, 1u);
   EXPECT_EQ(vec.grid.x, 4u);  // 1000 groups of 8 / 256 threads
-  LaunchConfig scalar = launch_config(k, /*aligned=*/false, 132, 2048);
-  EXPECT_EQ(scalar.grid.x, 32u);  // 8000 elements / 256
-  // No vector path: `aligned` changes nothing.
-  const CudaKernelSource odd = kernel_meta(CudaVariant::kPointwise, 8001, 256, 1, 8, false);
-  EXPECT_EQ(launch_config(odd, true, 132, 2048).grid.x, 32u);
+  CudaKernelSource scalar = k;
+  scalar.access = CudaAccess::kScalar;
+  EXPECT_EQ(launch_config(scalar, 132, 2048).grid.x, 32u);  // 8000 elements / 256
   // A big tensor: one wave of 8 blocks of 256 threads per SM, then grid-stride.
-  const CudaKernelSource big = kernel_meta(CudaVariant::kPointwise, int64_t{1} << 33, 256, 1, 8, true);
-  EXPECT_EQ(launch_config(big, true, 132, 2048).grid.x, 132u * 8);
+  const CudaKernelSource big =
+      kernel_meta(CudaVariant::kPointwise, int64_t{1} << 33, 256, 1, 8, CudaAccess::kVector);
+  EXPECT_EQ(launch_config(big, 132, 2048).grid.x, 132u * 8);
   // Never an empty grid.
-  EXPECT_EQ(launch_config(kernel_meta(CudaVariant::kPointwise, 1, 256), true, 132, 2048).grid.x, 1u);
+  EXPECT_EQ(launch_config(kernel_meta(CudaVariant::kPointwise, 1, 256), 132, 2048).grid.x, 1u);
 }
 
 TEST(CudaBackendLaunch, RowGridsFollowTheVariant) {
-  LaunchConfig warp = launch_config(kernel_meta(CudaVariant::kWarpPerRow, 37, 32, 4), true, 132, 2048);
+  LaunchConfig warp = launch_config(kernel_meta(CudaVariant::kWarpPerRow, 37, 32, 4), 132, 2048);
   EXPECT_EQ(warp.block.x, 32u);
   EXPECT_EQ(warp.block.y, 4u);
   EXPECT_EQ(warp.grid.x, 10u);  // ceil(37 / 4)
-  LaunchConfig block = launch_config(kernel_meta(CudaVariant::kBlockPerRow, 8192, 512), true, 132, 2048);
+  LaunchConfig block =
+      launch_config(kernel_meta(CudaVariant::kBlockPerRow, 8192, 512, 1, 8, CudaAccess::kVector), 132, 2048);
   EXPECT_EQ(block.block.x, 512u);
   EXPECT_EQ(block.block.y, 1u);
   EXPECT_EQ(block.grid.x, 132u * 4);  // capped at one wave, then grid-stride over rows
-  LaunchConfig reread = launch_config(kernel_meta(CudaVariant::kReread, 3, 1024), false, 132, 2048);
+  LaunchConfig reread = launch_config(kernel_meta(CudaVariant::kReread, 3, 1024), 132, 2048);
   EXPECT_EQ(reread.block.x, 1024u);
   EXPECT_EQ(reread.grid.x, 3u);
 }
@@ -116,7 +118,7 @@ TEST(CudaBackendLaunch, RowGridsFollowTheVariant) {
 // Replays the generated kernels' loops (src/codegen/cuda/pointwise.cpp,
 // row.cpp) over the launch_config grid: every element or row is visited
 // exactly once, for the kernels the emitter makes for odd and even shapes.
-std::vector<int> visits(const CudaKernelSource& k, const LaunchConfig& c, bool aligned) {
+std::vector<int> visits(const CudaKernelSource& k, const LaunchConfig& c) {
   std::vector<int> seen(static_cast<size_t>(k.count), 0);
   for (int64_t bx = 0; bx < c.grid.x; ++bx) {
     for (int64_t ty = 0; ty < c.block.y; ++ty) {
@@ -124,7 +126,7 @@ std::vector<int> visits(const CudaKernelSource& k, const LaunchConfig& c, bool a
         if (k.variant == CudaVariant::kPointwise) {
           const int64_t stride = int64_t{c.grid.x} * c.block.x;
           const int64_t first = bx * c.block.x + tx;
-          if (k.has_vector_path && aligned) {
+          if (k.access == CudaAccess::kVector) {
             for (int64_t g = first; g < k.count / k.vector_width; g += stride) {
               for (int e = 0; e < k.vector_width; ++e) ++seen[g * k.vector_width + e];
             }
@@ -153,13 +155,13 @@ TEST(CudaBackendLaunch, EveryElementAndRowIsVisitedOnce) {
       const std::string source = fmt::format(fmt::runtime(text), fmt::arg("n", n));
       const Graph g = parse_or_throw(source);
       for (const FusionPlan& plan : {make_unfused_plan(g), make_fused_plan(g)}) {
-        for (const CudaKernelSource& k : emit_cuda(plan)) {
-          for (bool aligned : {false, true}) {
+        for (CudaAccess access : {CudaAccess::kScalar, CudaAccess::kVector}) {
+          for (const CudaKernelSource& k : emit_cuda(plan, access)) {
             // A small GPU, so that the grid-stride loops take several steps.
-            const std::vector<int> seen = visits(k, launch_config(k, aligned, 2, 1024), aligned);
+            const std::vector<int> seen = visits(k, launch_config(k, 2, 1024));
             ASSERT_TRUE(std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; }))
-                << k.name << " (" << cuda_variant_name(k.variant) << ") of\n"
-                << source << "aligned " << aligned;
+                << k.name << " (" << cuda_variant_name(k.variant) << ", " << cuda_access_name(k.access) << ") of\n"
+                << source;
           }
         }
       }
@@ -172,6 +174,39 @@ TEST(CudaBackendLaunch, AlignmentIsOfEveryPointer) {
   EXPECT_TRUE(all_aligned({0x7f0000000000ull, 0x7f0000000010ull}));
   EXPECT_FALSE(all_aligned({0x7f0000000000ull, 0x7f0000000004ull}));
   EXPECT_FALSE(all_aligned({0x7f0000000008ull}));
+  EXPECT_EQ(access_for({0x7f0000000000ull, 0x7f0000000010ull}), CudaAccess::kVector);
+  EXPECT_EQ(access_for({0x7f0000000000ull, 0x7f0000000004ull}), CudaAccess::kScalar);
+}
+
+// The two variants of a kernel with a vector path differ in their accesses
+// only: distinct entry points (so a plan program holds both), the same
+// arguments, and no 16-byte access at all in the scalar one.
+TEST(CudaBackendKernels, ScalarVariantHasNoVectorAccesses) {
+  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  const FusionPlan plan = make_fused_plan(parse_or_throw(
+      "input x: bf16[8, 64]\ninput b: bf16[64]\nh = add(x, b)\ny = layer_norm(h)\nz = gelu(h)\noutput y\noutput z\n"));
+  const std::vector<CudaKernelSource> vector = emit_cuda(plan), scalar = emit_cuda(plan, CudaAccess::kScalar);
+  ASSERT_EQ(vector.size(), scalar.size());
+  for (size_t i = 0; i < vector.size(); ++i) {
+    ASSERT_TRUE(vector[i].has_vector_path);
+    EXPECT_EQ(vector[i].access, CudaAccess::kVector);
+    EXPECT_EQ(scalar[i].access, CudaAccess::kScalar);
+    EXPECT_EQ(scalar[i].name, vector[i].name + "_scalar");
+    EXPECT_EQ(scalar[i].params.size(), vector[i].params.size());
+    for (const CudaKernelSource* k : {&vector[i], &scalar[i]}) {
+      absl::StatusOr<CompiledKernel> c = compile_cuda(k->name, k->source, {.arch = "sm_90"}, nullptr);
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_TRUE(testing::contains(c->ptx, ".entry " + k->name + "(")) << k->name;
+      EXPECT_EQ(testing::contains(c->ptx, ".v4."), k->access == CudaAccess::kVector) << k->name << "\n" << c->ptx;
+    }
+  }
+  // Without a vector path (63 bf16 columns are not a whole number of 8-wide
+  // groups) there is one variant, whatever is asked.
+  const FusionPlan odd = make_fused_plan(parse_or_throw("input x: bf16[8, 63]\ny = gelu(x)\noutput y\n"));
+  const CudaKernelSource k = emit_cuda(odd)[0];
+  EXPECT_FALSE(k.has_vector_path);
+  EXPECT_EQ(k.access, CudaAccess::kScalar);
+  EXPECT_EQ(k.name, odd.kernels[0].name);
 }
 
 GpuInfo fake_gpu(std::string name, int cc_major, int cc_minor, int sms, double bandwidth_gbps, int64_t l2) {

@@ -15,10 +15,14 @@ std::string_view cuda_variant_name(CudaVariant v) {
   return "?";
 }
 
-CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index) {
+std::string_view cuda_access_name(CudaAccess a) {
+  return a == CudaAccess::kVector ? "16-byte accesses" : "scalar accesses";
+}
+
+CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access) {
   const Kernel& kernel = plan.kernels.at(index);
-  return kernel.kind == KernelKind::kRow ? cuda_emit::emit_row(plan, kernel)
-                                         : cuda_emit::emit_pointwise(plan, kernel);
+  return kernel.kind == KernelKind::kRow ? cuda_emit::emit_row(plan, kernel, access)
+                                         : cuda_emit::emit_pointwise(plan, kernel, access);
 }
 
 std::string without_helpers(const std::string& source) {
@@ -31,10 +35,10 @@ std::string cuda_plan_program(const std::vector<CudaKernelSource>& kernels) {
   return one_translation_unit(kCudaHelpersBegin, cuda_helpers_source(), kCudaHelpersEnd, parts);
 }
 
-std::vector<CudaKernelSource> emit_cuda(const FusionPlan& plan) {
+std::vector<CudaKernelSource> emit_cuda(const FusionPlan& plan, CudaAccess access) {
   std::vector<CudaKernelSource> out;
   for (int i = 0; i < static_cast<int>(plan.kernels.size()); ++i) {
-    if (plan.kernels[i].kind != KernelKind::kMatmul) out.push_back(emit_cuda_kernel(plan, i));
+    if (plan.kernels[i].kind != KernelKind::kMatmul) out.push_back(emit_cuda_kernel(plan, i, access));
   }
   return out;
 }

@@ -11,10 +11,12 @@
 
 namespace fusejit {
 
-// The source of kernel `index` of `plan` (which must not be a matmul).
-CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index);
+// The source of kernel `index` of `plan` (which must not be a matmul) for
+// `access`; a kernel without a vector path is emitted with scalar accesses
+// whatever is asked.
+CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access = CudaAccess::kVector);
 // Sources of every generated kernel of the plan, in launch order.
-std::vector<CudaKernelSource> emit_cuda(const FusionPlan& plan);
+std::vector<CudaKernelSource> emit_cuda(const FusionPlan& plan, CudaAccess access = CudaAccess::kVector);
 
 // The device helpers every generated kernel starts with (src/codegen/cuda/*.cuh),
 // between these two lines.

@@ -31,6 +31,19 @@ int vector_width(const Graph& graph, const Kernel& kernel) {
   return static_cast<int>(16 / narrowest);
 }
 
+void choose_access(CudaKernelSource& out, const Kernel& kernel, CudaAccess requested) {
+  out.access = out.has_vector_path ? requested : CudaAccess::kScalar;
+  out.name = out.has_vector_path && out.access == CudaAccess::kScalar ? kernel.name + "_scalar" : kernel.name;
+}
+
+std::string access_description(const CudaKernelSource& out) {
+  if (out.access == CudaAccess::kVector) {
+    return fmt::format("{}-wide 16-byte accesses (the variant for 16-byte aligned buffers)", out.vector_width);
+  }
+  return out.has_vector_path ? "scalar accesses (the variant for buffers that are not 16-byte aligned)"
+                             : "scalar accesses";
+}
+
 void write_helpers(SourceWriter& w) {
   w.line("{}", kCudaHelpersBegin);
   w.raw(cuda_helpers_source());

@@ -26,6 +26,14 @@ std::string pointer_args(const std::vector<KernelParam>& params);
 // Elements per 16-byte access of the narrowest tensor the kernel reads or writes.
 int vector_width(const Graph& graph, const Kernel& kernel);
 
+// Sets out.access (kScalar where out.has_vector_path is false, else
+// `requested`) and out.name (the kernel's name, "_scalar" added for the
+// scalar variant of a kernel that has both).
+void choose_access(CudaKernelSource& out, const Kernel& kernel, CudaAccess requested);
+// For the kernel's header comment: "8-wide 16-byte accesses, the variant for
+// 16-byte aligned buffers", or what the scalar variant is for.
+std::string access_description(const CudaKernelSource& out);
+
 // The device helpers, between marker lines (kHelpersBegin, kHelpersEnd)
 // so that golden-file tests can leave them out.
 void write_helpers(SourceWriter& w);

@@ -5,7 +5,7 @@
 
 namespace fusejit::cuda_emit {
 
-CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel);
-CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel);
+CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel, CudaAccess access);
+CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel, CudaAccess access);
 
 }  // namespace fusejit::cuda_emit

@@ -1,9 +1,9 @@
-// Pointwise kernels: a grid-stride loop over the iteration space. With every
-// pointer 16-byte aligned and the innermost extent a multiple of the vector
-// width V, each step handles V consecutive elements with 16-byte loads and
-// stores (V elements of one row, so broadcast operands are one vector load
-// or one scalar); otherwise one element per step with scalar accesses.
-// Broadcast operands are indexed at their own size, never materialized.
+// Pointwise kernels: a grid-stride loop over the iteration space. The
+// vector variant (every pointer 16-byte aligned, the innermost extent a
+// multiple of the vector width V) handles V consecutive elements per step
+// with 16-byte loads and stores (V elements of one row, so broadcast operands
+// are one vector load or one scalar); the scalar variant one element per
+// step. Broadcast operands are indexed at their own size, never materialized.
 #include "codegen/cuda/emit_common.h"
 #include "codegen/cuda/emit_kernels.h"
 #include "codegen/tensor_access.h"
@@ -81,14 +81,14 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
 
 }  // namespace
 
-CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel) {
+CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel, CudaAccess access) {
   CudaKernelSource out;
-  out.name = kernel.name;
   out.variant = CudaVariant::kPointwise;
   out.params = kernel_params(plan, kernel);
   out.count = kernel.iteration.numel();
   out.vector_width = vector_width(*plan.graph, kernel);
   out.has_vector_path = kernel.iteration.last() % out.vector_width == 0;
+  choose_access(out, kernel, access);
   out.block_threads = 256;
   // 64-bit indices once a 32-bit index could pass 2^31 - 1, the grid stride included.
   out.index_64bit = out.count >= (int64_t{1} << 31) - (int64_t{1} << 26);
@@ -97,27 +97,24 @@ CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel) {
   SourceWriter w;
   write_header(w, plan, kernel,
                fmt::format("pointwise over {} ({} elements), {}", kernel.iteration, out.count,
-                           out.has_vector_path ? fmt::format("{}-wide 16-byte accesses when aligned", out.vector_width)
-                                               : std::string("scalar accesses")));
+                           access_description(out)));
   write_helpers(w);
   w.blank();
   write_items_function(w, plan, kernel, out.params, index_type);
   w.blank();
   w.line("extern \"C\" __global__ void __launch_bounds__({})", out.block_threads);
-  w.open("{}({}, long long count, int aligned)", kernel.name, pointer_params(out.params));
+  w.open("{}({}, long long count)", out.name, pointer_params(out.params));
   w.line("const {0} n = ({0})count;", index_type);
   w.line("const {0} stride = ({0})gridDim.x * blockDim.x;", index_type);
   w.line("const {0} first = ({0})blockIdx.x * blockDim.x + threadIdx.x;", index_type);
-  if (out.has_vector_path) {
+  if (out.access == CudaAccess::kVector) {
     w.line("constexpr int kVec = {};", out.vector_width);
-    w.open("if (aligned)");
     w.line("for ({} g = first; g < n / kVec; g += stride) {}_items<kVec, true>({}, g * kVec);", index_type,
            kernel.name, pointer_args(out.params));
-    w.line("return;");
-    w.close();
+  } else {
+    w.line("for ({} i = first; i < n; i += stride) {}_items<1, false>({}, i);", index_type, kernel.name,
+           pointer_args(out.params));
   }
-  w.line("for ({} i = first; i < n; i += stride) {}_items<1, false>({}, i);", index_type, kernel.name,
-         pointer_args(out.params));
   w.close();
   out.source = w.text();
   return out;

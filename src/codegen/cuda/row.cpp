@@ -3,7 +3,8 @@
 //
 // Persistent variants read each row from memory once and keep it in
 // registers: thread t holds chunks of V consecutive elements at columns
-// (c * T + t) * V for c < C, loaded with 16-byte accesses when aligned.
+// (c * T + t) * V for c < C, loaded with 16-byte accesses in the vector
+// variant and element by element in the scalar one (the same layout).
 // Row-shaped values are register arrays of C * V floats; per-row values
 // (a mean, a variance) are scalars every thread holds. Reductions combine a
 // thread's elements, then the warp (shuffles), then the block (shared memory).
@@ -41,13 +42,14 @@ int64_t next_pow2(int64_t v) {
 
 class RowEmitter {
  public:
-  RowEmitter(const FusionPlan& plan, const Kernel& kernel) : plan_(plan), g_(*plan.graph), kernel_(kernel) {
+  RowEmitter(const FusionPlan& plan, const Kernel& kernel, CudaAccess access)
+      : plan_(plan), g_(*plan.graph), kernel_(kernel) {
     n_ = kernel.iteration.last();
-    out_.name = kernel.name;
     out_.params = kernel_params(plan, kernel);
     out_.count = kernel.iteration.numel() / n_;
     const int width = vector_width(g_, kernel);
     out_.has_vector_path = n_ % width == 0;
+    choose_access(out_, kernel, access);
     vec_ = out_.has_vector_path ? width : 1;
     out_.vector_width = vec_;
     if (kernel.row_strategy == RowStrategy::kReread) {
@@ -73,10 +75,8 @@ class RowEmitter {
 
   CudaKernelSource emit() {
     write_header(w_, plan_, kernel_,
-                 fmt::format("row kernel over {} ({} rows of {}), {} with {} threads{}", kernel_.iteration,
-                             out_.count, n_, cuda_variant_name(out_.variant), threads_,
-                             out_.has_vector_path ? fmt::format(", {}-wide 16-byte accesses when aligned", vec_)
-                                                  : std::string(", scalar accesses")));
+                 fmt::format("row kernel over {} ({} rows of {}), {} with {} threads, {}", kernel_.iteration,
+                             out_.count, n_, cuda_variant_name(out_.variant), threads_, access_description(out_)));
     write_helpers(w_);
     w_.blank();
     for (int32_t id : kernel_.nodes) {
@@ -93,8 +93,9 @@ class RowEmitter {
     w_.line("constexpr int kVec = {};", vec_);
     w_.line("constexpr int kChunks = {};", chunks_);
     w_.line("constexpr int kItems = kChunks * kVec;");
+    w_.line("constexpr bool kAligned = {};", out_.access == CudaAccess::kVector ? "true" : "false");
     w_.blank();
-    w_.open("__device__ __forceinline__ void {}_rows({}, long long rows, bool aligned)", kernel_.name,
+    w_.open("__device__ __forceinline__ void {}_rows({}, long long rows)", kernel_.name,
             pointer_params(out_.params));
     if (out_.variant == CudaVariant::kReread) {
       write_reread_body();
@@ -104,9 +105,8 @@ class RowEmitter {
     w_.close();
     w_.blank();
     w_.line("extern \"C\" __global__ void __launch_bounds__({})", threads_ * out_.rows_per_block);
-    w_.open("{}({}, long long rows, int aligned)", kernel_.name, pointer_params(out_.params));
-    w_.line("{}_rows({}, rows, {});", kernel_.name, pointer_args(out_.params),
-            out_.has_vector_path ? "aligned != 0" : "false");
+    w_.open("{}({}, long long rows)", out_.name, pointer_params(out_.params));
+    w_.line("{}_rows({}, rows);", kernel_.name, pointer_args(out_.params));
     w_.close();
     out_.source = w_.text();
     return out_;
@@ -182,7 +182,7 @@ class RowEmitter {
     w_.line("#pragma unroll");
     w_.open("for (int c = 0; c < kChunks; ++c)");
     w_.line("const int j = (c * kThreads + tid) * kVec;");
-    w_.line("if (j < kN) fj_load<{}, kVec>({} + {}j, {} + c * kVec, aligned);", storage_type(n.dtype),
+    w_.line("if (j < kN) fj_load<{}, kVec>({} + {}j, {} + c * kVec, kAligned);", storage_type(n.dtype),
             param_name(g_, id), base == "0" ? "" : base + " + ", r);
     w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
     w_.close();
@@ -257,7 +257,7 @@ class RowEmitter {
       w_.line("#pragma unroll");
       w_.open("for (int c = 0; c < kChunks; ++c)");
       w_.line("const int j = (c * kThreads + tid) * kVec;");
-      w_.line("if (j < kN) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, aligned);",
+      w_.line("if (j < kN) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, kAligned);",
               storage_type(g_.node(id).dtype), param_name(g_, id), value_name(g_, id));
       w_.close();
     }
@@ -293,7 +293,7 @@ class RowEmitter {
         if (!access.varies_along_row()) continue;
         const Node& n = g_.node(id);
         w_.line("float {}[kVec];", read_name(g_, id));
-        w_.line("fj_load<{}, kVec>({} + {} + j, {}, aligned);", storage_type(n.dtype), param_name(g_, id),
+        w_.line("fj_load<{}, kVec>({} + {} + j, {}, kAligned);", storage_type(n.dtype), param_name(g_, id),
                 row_offset(access, kernel_.iteration, "row"), read_name(g_, id));
       }
       for (int32_t id : kernel_.nodes) {
@@ -323,7 +323,7 @@ class RowEmitter {
       if (pass == passes - 1) {
         for (int32_t id : kernel_.writes) {
           if (!row_shaped(id)) continue;
-          w_.line("fj_store<{}, kVec>({} + row * kN + j, {}, aligned);", storage_type(g_.node(id).dtype),
+          w_.line("fj_store<{}, kVec>({} + row * kN + j, {}, kAligned);", storage_type(g_.node(id).dtype),
                   param_name(g_, id), value_name(g_, id));
         }
       }
@@ -353,6 +353,8 @@ class RowEmitter {
 
 }  // namespace
 
-CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel) { return RowEmitter(plan, kernel).emit(); }
+CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel, CudaAccess access) {
+  return RowEmitter(plan, kernel, access).emit();
+}
 
 }  // namespace fusejit::cuda_emit
