@@ -38,6 +38,13 @@ if [[ -f "$build/source-dir.txt" ]]; then
   fi
 fi
 
+# libcupti (HBM byte counters in `fusejit bench`) is loaded by soname first;
+# toolkits keep it where the loader may not look.
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+for dir in "$cuda_home/lib64" "$cuda_home/extras/CUPTI/lib64"; do
+  [[ -d "$dir" ]] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
+done
+
 if [[ ! -x "$build/tests/fusejit_tests" || ! -x "$build/fusejit" ]]; then
   echo "gpu-check: no build in $build; build with scripts/build.sh first and carry it" | tee -a "$report"
   exit 1
@@ -45,11 +52,12 @@ fi
 
 echo "## GPU tests" >>"$report"
 # CudaDriver*: the driver wrappers; CudaBackend*, CudaCublas*: the backend's
-# launch arithmetic and cuBLAS loading; Gpu*: the CUDA backend on this GPU,
+# launch arithmetic and cuBLAS loading; DramCounters*: CUPTI loading; Gpu*: the
+# CUDA backend on this GPU (HBM byte counters included),
 # every example against the reference (GpuBackend.*).
-"$build/tests/fusejit_tests" --gtest_filter='CudaDriver*:CudaBackend*:CudaCublas*:Gpu*' --gtest_brief=1 \
+"$build/tests/fusejit_tests" --gtest_filter='CudaDriver*:CudaBackend*:CudaCublas*:DramCounters*:Gpu*' --gtest_brief=1 \
   >"$out/gpu-tests.log" 2>&1 || status=1
-grep -E '^\[ +(FAILED|gpu|device|copy|kernel|cublas) ' "$out/gpu-tests.log" | sed 's/^/    /' >>"$report"
+grep -E '^\[ +(FAILED|SKIPPED|gpu|device|copy|counters|kernel|cublas) ' "$out/gpu-tests.log" | sed 's/^/    /' >>"$report"
 tail -n 5 "$out/gpu-tests.log" | sed 's/^/    /' >>"$report"
 
 echo "## Benchmarks: fused against unfused on this GPU" >>"$report"
@@ -66,6 +74,11 @@ print(f"    {sys.argv[2]:<30} unfused {u['measured_us_median']:9.1f} us  fused {
       f"speedup {j['speedup_measured']:.2f}x (predicted {j['speedup_predicted']:.2f}x)  fused {f['effective_gbps']:.0f} GB/s "
       f"= {100 * f['effective_gbps'] / j['ceiling_gbps']:.0f}% of the {j['ceiling_gbps']:.0f} GB/s copy  "
       f"max rel error {j['max_rel_error']:.2g}")
+if f["measured_bytes"] is not None and u["measured_bytes"] is not None:
+    print(f"    {'':<30} HBM bytes from the counters: unfused {u['measured_bytes'] / u['bytes']:.3f}x, "
+          f"fused {f['measured_bytes'] / f['bytes']:.3f}x the predicted")
+else:
+    print(f"    {'':<30} HBM bytes not measured: {j['measured_bytes_note']}")
 PY
 done
 "$build/fusejit" demo --backend cuda --reps 20 --plot "$out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1

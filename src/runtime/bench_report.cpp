@@ -11,6 +11,7 @@ namespace fusejit {
 namespace {
 
 double percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+double ratio(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
 
 // The compute roof of a kernel: what the cost model assumed (per op class
 // on a CPU), else the FP32 peak.
@@ -53,6 +54,7 @@ nlohmann::json run_json(const PlanBench& p) {
                        {"cache_hit", k.cache_hit}});
   }
   return {{"bytes", p.bytes},
+          {"measured_bytes", p.measured_bytes ? nlohmann::json(*p.measured_bytes) : nlohmann::json()},
           {"flops", p.flops},
           {"predicted_us", p.predicted_us},
           {"measured_us_median", p.measured_us_median},
@@ -93,9 +95,14 @@ std::string format_bench(const BenchResult& r) {
                    percent(r.speedup_measured, r.speedup_predicted));
   t += fmt::format("bytes saved by fusion: {} of {} ({:.1f}%)\n", group_digits(r.bytes_saved),
                    group_digits(r.unfused.bytes), percent(static_cast<double>(r.bytes_saved), r.unfused.bytes));
+  std::string counters = "not available (" + r.counters_note + ")";
+  if (r.counters_note.empty() && r.unfused.measured_bytes && r.fused.measured_bytes) {
+    counters = fmt::format("read from hardware counters: unfused {:.2f}x, fused {:.2f}x the predicted bytes",
+                           ratio(*r.unfused.measured_bytes, r.unfused.bytes),
+                           ratio(*r.fused.measured_bytes, r.fused.bytes));
+  }
   t += fmt::format("fused time vs predicted: {:.2f}x; measured bytes per kernel: {}\n",
-                   r.fused.predicted_us > 0 ? r.fused.measured_us_median / r.fused.predicted_us : 0.0,
-                   r.counters_note.empty() ? "read from hardware counters" : "not available (" + r.counters_note + ")");
+                   r.fused.predicted_us > 0 ? r.fused.measured_us_median / r.fused.predicted_us : 0.0, counters);
   return t;
 }
 

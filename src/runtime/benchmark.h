@@ -60,6 +60,9 @@ struct PlanBench {
   double measured_us_min = 0;
   double effective_gbps = 0;
   std::vector<KernelBench> kernels;
+  // Sum of the kernels' measured_bytes, when the counters were read for all.
+  std::optional<double> measured_bytes;
+  std::string counters_note;  // why measured_bytes is missing, when it is
   double max_rel_error = 0;  // over the outputs, against the reference of this plan
   bool correct = false;      // every output passes first_wrong_output (plan_reference.h)
   // Some output is outside its dtype's tolerance of the float64 reference

@@ -91,6 +91,10 @@ class CpuLoadedPlan final : public LoadedPlan {
     return us_since(start);
   }
 
+  absl::StatusOr<double> measure_kernel_bytes(size_t) override {
+    return absl::UnimplementedError("memory traffic counters are not read on the CPU");
+  }
+
   absl::StatusOr<TensorMap> outputs() override {
     const Graph& g = *plan_.graph;
     TensorMap out;

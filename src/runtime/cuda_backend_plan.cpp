@@ -13,6 +13,7 @@
 #include "ir/error.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
+#include "runtime/dram_counters.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/tensor_storage.h"
 
@@ -52,6 +53,7 @@ class CudaLoadedPlan final : public LoadedPlan {
   absl::Status poison_outputs() override;
   absl::Status run_kernel(size_t k) override;
   absl::StatusOr<double> time_kernel(size_t k) override;
+  absl::StatusOr<double> measure_kernel_bytes(size_t k) override;
   absl::StatusOr<TensorMap> outputs() override;
 
  private:
@@ -69,6 +71,9 @@ class CudaLoadedPlan final : public LoadedPlan {
   std::map<int32_t, TensorBuffer> buffers_;                 // by node id of plan_.graph
   std::vector<std::variant<JitKernel, MatmulStep>> steps_;  // one per kernel, in plan order
   std::optional<EventTimer> timer_;
+  // Created on the first measure_kernel_bytes(); declared last, so the
+  // profiler is disabled before anything else of the context goes.
+  std::unique_ptr<DramByteCounter> counter_;
 };
 
 absl::Status CudaLoadedPlan::allocate(int32_t node, bool poisoned, int misalign) {
@@ -234,6 +239,24 @@ absl::StatusOr<double> CudaLoadedPlan::time_kernel(size_t k) {
   absl::StatusOr<double> ms = timer_->stop_ms();
   if (!ms.ok()) return about_kernel(k, ms.status());
   return *ms * 1e3;
+}
+
+absl::StatusOr<double> CudaLoadedPlan::measure_kernel_bytes(size_t k) {
+  if (k >= steps_.size()) {
+    return absl::OutOfRangeError(fmt::format("kernel {} of a plan with {} kernels", k, steps_.size()));
+  }
+  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  if (counter_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<DramByteCounter>> counter = DramByteCounter::create(gpu_->context(), 0);
+    if (!counter.ok()) return counter.status();
+    counter_ = *std::move(counter);
+  }
+  absl::StatusOr<double> bytes = counter_->measure([&]() -> absl::Status {
+    if (absl::Status s = launch(k); !s.ok()) return s;
+    return cuda::context_synchronize();
+  });
+  if (!bytes.ok()) return about_kernel(k, bytes.status());
+  return bytes;
 }
 
 absl::StatusOr<TensorMap> CudaLoadedPlan::outputs() {

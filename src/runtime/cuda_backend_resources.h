@@ -100,6 +100,7 @@ class CudaGpu {
   // the backend calls it first, so any thread may call the backend.
   absl::Status make_current() const;
 
+  cuda::Context context() const { return context_; }  // the primary context of device 0
   const GpuInfo& info() const { return info_; }
   const std::string& arch() const { return arch_; }  // for NVRTC: sm_XX, or compute_XX for a GPU newer than NVRTC
   int clock_khz() const { return clock_khz_; }

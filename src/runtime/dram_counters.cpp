@@ -1,0 +1,293 @@
+#include "runtime/dram_counters.h"
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <absl/strings/str_join.h>
+#include <fmt/format.h>
+
+#include "ir/error.h"
+#include "runtime/shared_library.h"
+
+#if FUSEJIT_HAVE_CUPTI
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
+#endif
+
+namespace fusejit {
+
+#if FUSEJIT_HAVE_CUPTI
+namespace {
+
+// The counters, summed: every byte HBM read or wrote for the profiled kernels.
+constexpr const char* kMetrics[] = {"dram__bytes_read.sum", "dram__bytes_write.sum"};
+constexpr size_t kMetricCount = sizeof(kMetrics) / sizeof(kMetrics[0]);
+// Kernel launches one measure() may profile: a cuBLAS call launches a few.
+constexpr size_t kMaxRanges = 64;
+
+// X(symbol): the part of CUPTI we call; the types come from its headers.
+#define FUSEJIT_CUPTI_FUNCTIONS(X)               \
+  X(cuptiGetResultString)                        \
+  X(cuptiProfilerInitialize)                     \
+  X(cuptiDeviceGetChipName)                      \
+  X(cuptiProfilerGetCounterAvailability)         \
+  X(cuptiProfilerHostInitialize)                 \
+  X(cuptiProfilerHostDeinitialize)               \
+  X(cuptiProfilerHostConfigAddMetrics)           \
+  X(cuptiProfilerHostGetConfigImageSize)         \
+  X(cuptiProfilerHostGetConfigImage)             \
+  X(cuptiProfilerHostEvaluateToGpuValues)        \
+  X(cuptiRangeProfilerEnable)                    \
+  X(cuptiRangeProfilerDisable)                   \
+  X(cuptiRangeProfilerGetCounterDataSize)        \
+  X(cuptiRangeProfilerCounterDataImageInitialize) \
+  X(cuptiRangeProfilerSetConfig)                 \
+  X(cuptiRangeProfilerStart)                     \
+  X(cuptiRangeProfilerStop)                      \
+  X(cuptiRangeProfilerDecodeData)                \
+  X(cuptiRangeProfilerGetCounterDataInfo)
+
+struct CuptiApi {
+#define FUSEJIT_DECLARE_MEMBER(symbol) decltype(&::symbol) symbol = nullptr;
+  FUSEJIT_CUPTI_FUNCTIONS(FUSEJIT_DECLARE_MEMBER)
+#undef FUSEJIT_DECLARE_MEMBER
+};
+
+absl::StatusOr<CuptiApi> load_cupti() {
+  // The soname first, so that LD_LIBRARY_PATH and the loader's cache
+  // decide; then the toolkit fusejit was built with.
+  absl::StatusOr<SharedLibrary> library = SharedLibrary::open({FUSEJIT_CUPTI_SONAME, FUSEJIT_CUPTI_PATH});
+  if (!library.ok()) {
+    return absl::UnavailableError(fmt::format("CUPTI not found: {}", status_text(library.status())));
+  }
+  CuptiApi api;
+  std::vector<std::string> missing;
+#define FUSEJIT_BIND(symbol) \
+  if (!library->bind(api.symbol, #symbol)) missing.push_back(#symbol);
+  FUSEJIT_CUPTI_FUNCTIONS(FUSEJIT_BIND)
+#undef FUSEJIT_BIND
+  if (!missing.empty()) {
+    return absl::UnavailableError(fmt::format("CUPTI at {} lacks the range profiler ({}); it needs CUDA 12.6 or newer",
+                                              library->path(), absl::StrJoin(missing, ", ")));
+  }
+  return api;
+}
+
+const absl::StatusOr<CuptiApi>& cupti() {
+  static const absl::StatusOr<CuptiApi> api = load_cupti();
+  return api;
+}
+
+// "cuptiRangeProfilerStart failed: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", with
+// how to allow counter access where that is the reason.
+absl::Status cupti_error(const char* call, CUptiResult result) {
+  const char* text = nullptr;
+  if (cupti()->cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) text = "unknown CUPTI error";
+  std::string message = fmt::format("{} failed: {} ({})", call, text, static_cast<int>(result));
+  if (result == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) {
+    message += "; reading GPU counters needs root or the nvidia module option NVreg_RestrictProfilingToAdminUsers=0";
+  }
+  return absl::FailedPreconditionError(message);
+}
+
+#define FUSEJIT_CUPTI_CALL(fn, params)                                                         \
+  do {                                                                                         \
+    if (const CUptiResult r = cupti()->fn(&(params)); r != CUPTI_SUCCESS) return cupti_error(#fn, r); \
+  } while (0)
+
+absl::Status initialize_profiler_once() {
+  static const absl::Status status = []() -> absl::Status {
+    CUpti_Profiler_Initialize_Params p{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    FUSEJIT_CUPTI_CALL(cuptiProfilerInitialize, p);
+    return absl::OkStatus();
+  }();
+  return status;
+}
+
+}  // namespace
+
+struct DramByteCounter::State {
+  CUcontext context = nullptr;
+  CUpti_Profiler_Host_Object* host = nullptr;
+  CUpti_RangeProfiler_Object* profiler = nullptr;
+  std::vector<uint8_t> config_image;
+  std::vector<uint8_t> counter_data;
+
+  ~State() {
+    if (profiler != nullptr) {
+      CUpti_RangeProfiler_Disable_Params p{CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
+      p.pRangeProfilerObject = profiler;
+      (void)cupti()->cuptiRangeProfilerDisable(&p);
+    }
+    if (host != nullptr) {
+      CUpti_Profiler_Host_Deinitialize_Params p{CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+      p.pHostObject = host;
+      (void)cupti()->cuptiProfilerHostDeinitialize(&p);
+    }
+  }
+
+  absl::Status open(int ordinal) {
+    CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    chip.deviceIndex = static_cast<size_t>(ordinal);
+    FUSEJIT_CUPTI_CALL(cuptiDeviceGetChipName, chip);
+
+    // Which counters this GPU and driver let us read: the size first, then the image.
+    CUpti_Profiler_GetCounterAvailability_Params availability{CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+    availability.ctx = context;
+    FUSEJIT_CUPTI_CALL(cuptiProfilerGetCounterAvailability, availability);
+    std::vector<uint8_t> available(availability.counterAvailabilityImageSize);
+    availability.pCounterAvailabilityImage = available.data();
+    FUSEJIT_CUPTI_CALL(cuptiProfilerGetCounterAvailability, availability);
+
+    CUpti_Profiler_Host_Initialize_Params init{CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    init.pChipName = chip.pChipName;
+    init.pCounterAvailabilityImage = available.data();
+    FUSEJIT_CUPTI_CALL(cuptiProfilerHostInitialize, init);
+    host = init.pHostObject;
+
+    std::vector<const char*> metrics(std::begin(kMetrics), std::end(kMetrics));
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = host;
+    add.ppMetricNames = metrics.data();
+    add.numMetrics = metrics.size();
+    FUSEJIT_CUPTI_CALL(cuptiProfilerHostConfigAddMetrics, add);
+    CUpti_Profiler_Host_GetConfigImageSize_Params size{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    size.pHostObject = host;
+    FUSEJIT_CUPTI_CALL(cuptiProfilerHostGetConfigImageSize, size);
+    config_image.resize(size.configImageSize);
+    CUpti_Profiler_Host_GetConfigImage_Params image{CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    image.pHostObject = host;
+    image.configImageSize = config_image.size();
+    image.pConfigImage = config_image.data();
+    FUSEJIT_CUPTI_CALL(cuptiProfilerHostGetConfigImage, image);
+
+    CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+    enable.ctx = context;
+    FUSEJIT_CUPTI_CALL(cuptiRangeProfilerEnable, enable);
+    profiler = enable.pRangeProfilerObject;
+
+    CUpti_RangeProfiler_GetCounterDataSize_Params data_size{CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
+    data_size.pRangeProfilerObject = profiler;
+    data_size.pMetricNames = metrics.data();
+    data_size.numMetrics = metrics.size();
+    data_size.maxNumOfRanges = kMaxRanges;
+    data_size.maxNumRangeTreeNodes = static_cast<uint32_t>(kMaxRanges);
+    FUSEJIT_CUPTI_CALL(cuptiRangeProfilerGetCounterDataSize, data_size);
+    counter_data.resize(data_size.counterDataSize);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> measure(const std::function<absl::Status()>& launch) {
+    // A fresh counter data image each time, so that its ranges are this call's.
+    std::fill(counter_data.begin(), counter_data.end(), 0);
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params init{
+        CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    init.pRangeProfilerObject = profiler;
+    init.counterDataSize = counter_data.size();
+    init.pCounterData = counter_data.data();
+    FUSEJIT_CUPTI_CALL(cuptiRangeProfilerCounterDataImageInitialize, init);
+
+    // Auto ranges (one per kernel launch) with kernel replay: CUPTI replays
+    // each kernel for as many passes as the counters need, restoring the
+    // memory it writes, all inside the launch.
+    CUpti_RangeProfiler_SetConfig_Params config{CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
+    config.pRangeProfilerObject = profiler;
+    config.configSize = config_image.size();
+    config.pConfig = config_image.data();
+    config.counterDataImageSize = counter_data.size();
+    config.pCounterDataImage = counter_data.data();
+    config.range = CUPTI_AutoRange;
+    config.replayMode = CUPTI_KernelReplay;
+    config.maxRangesPerPass = kMaxRanges;
+    config.numNestingLevels = 1;
+    config.minNestingLevel = 1;
+    config.passIndex = 0;
+    config.targetNestingLevel = 1;
+    FUSEJIT_CUPTI_CALL(cuptiRangeProfilerSetConfig, config);
+
+    CUpti_RangeProfiler_Start_Params start{CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+    start.pRangeProfilerObject = profiler;
+    FUSEJIT_CUPTI_CALL(cuptiRangeProfilerStart, start);
+    const absl::Status launched = launch();
+    CUpti_RangeProfiler_Stop_Params stop{CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+    stop.pRangeProfilerObject = profiler;
+    FUSEJIT_CUPTI_CALL(cuptiRangeProfilerStop, stop);
+    if (!launched.ok()) return launched;
+    if (!stop.isAllPassSubmitted) {
+      return absl::InternalError("the CUPTI range profiler did not finish its passes within the kernel launches");
+    }
+    CUpti_RangeProfiler_DecodeData_Params decode{CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
+    decode.pRangeProfilerObject = profiler;
+    FUSEJIT_CUPTI_CALL(cuptiRangeProfilerDecodeData, decode);
+    if (decode.numOfRangeDropped > 0) {
+      return absl::ResourceExhaustedError(fmt::format(
+          "the CUPTI range profiler dropped {} of the kernels launched (at most {} are profiled at once)",
+          decode.numOfRangeDropped, kMaxRanges));
+    }
+
+    CUpti_RangeProfiler_GetCounterDataInfo_Params info{CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+    info.pCounterDataImage = counter_data.data();
+    info.counterDataImageSize = counter_data.size();
+    FUSEJIT_CUPTI_CALL(cuptiRangeProfilerGetCounterDataInfo, info);
+    if (info.numTotalRanges == 0) return absl::InternalError("the CUPTI range profiler saw no kernel launch");
+    std::vector<const char*> metrics(std::begin(kMetrics), std::end(kMetrics));
+    double bytes = 0;
+    for (size_t range = 0; range < info.numTotalRanges; ++range) {
+      double values[kMetricCount] = {};
+      CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+      eval.pHostObject = host;
+      eval.pCounterDataImage = counter_data.data();
+      eval.counterDataImageSize = counter_data.size();
+      eval.rangeIndex = range;
+      eval.ppMetricNames = metrics.data();
+      eval.numMetrics = metrics.size();
+      eval.pMetricValues = values;
+      FUSEJIT_CUPTI_CALL(cuptiProfilerHostEvaluateToGpuValues, eval);
+      for (double v : values) bytes += v;
+    }
+    return bytes;
+  }
+};
+
+#undef FUSEJIT_CUPTI_CALL
+
+absl::Status cupti_status() { return cupti().status(); }
+
+absl::StatusOr<std::unique_ptr<DramByteCounter>> DramByteCounter::create(cuda::Context context, int ordinal) {
+  if (absl::Status s = cupti_status(); !s.ok()) return s;
+  if (absl::Status s = initialize_profiler_once(); !s.ok()) return s;
+  auto state = std::make_unique<State>();
+  state->context = reinterpret_cast<CUcontext>(context);
+  if (absl::Status s = state->open(ordinal); !s.ok()) return s;
+  return std::unique_ptr<DramByteCounter>(new DramByteCounter(std::move(state)));
+}
+
+absl::StatusOr<double> DramByteCounter::measure(const std::function<absl::Status()>& launch) {
+  return state_->measure(launch);
+}
+
+#else  // !FUSEJIT_HAVE_CUPTI
+
+struct DramByteCounter::State {};
+
+absl::Status cupti_status() {
+  return absl::UnavailableError("fusejit was built without the CUPTI headers (cupti_range_profiler.h, CUDA 12.6+)");
+}
+
+absl::StatusOr<std::unique_ptr<DramByteCounter>> DramByteCounter::create(cuda::Context, int) {
+  return cupti_status();
+}
+
+absl::StatusOr<double> DramByteCounter::measure(const std::function<absl::Status()>&) { return cupti_status(); }
+
+#endif  // FUSEJIT_HAVE_CUPTI
+
+DramByteCounter::DramByteCounter(std::unique_ptr<State> state) : state_(std::move(state)) {}
+DramByteCounter::~DramByteCounter() = default;
+
+}  // namespace fusejit
