@@ -58,40 +58,50 @@ int emit(const EmitOptions& opt) {
     fmt::print("{} plan of {}: {} kernel{} -> {}/\n", plan.label, opt.file, plan.kernels.size(),
                plan.kernels.size() == 1 ? "" : "s", opt.out);
   }
+  // Every generated kernel first, compiled together (several at a time),
+  // then one line per kernel in plan order.
+  const CudaAccess access = opt.access == "scalar" ? CudaAccess::kScalar : CudaAccess::kVector;
+  std::vector<CudaKernelSource> sources;
+  std::vector<CudaSource> programs;
   for (int i = 0; i < static_cast<int>(plan.kernels.size()); ++i) {
-    const Kernel& kernel = plan.kernels[i];
+    if (plan.kernels[i].kind == KernelKind::kMatmul) continue;
+    sources.push_back(emit_cuda_kernel(plan, i, access));
+    programs.push_back({sources.back().name, sources.back().source});
+  }
+  absl::StatusOr<std::vector<CompiledKernel>> compiled =
+      compile_cuda_all(programs, compile_options, &KernelCache::global());
+  if (!compiled.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
+    return 1;
+  }
+  size_t next = 0;
+  for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) {
       if (!opt.json) fmt::print("  {:<36} library matmul (cuBLAS), no generated source\n", kernel.name);
       continue;
     }
-    const CudaKernelSource source =
-        emit_cuda_kernel(plan, i, opt.access == "scalar" ? CudaAccess::kScalar : CudaAccess::kVector);
-    absl::StatusOr<CompiledKernel> compiled =
-        compile_cuda(source.name, source.source, compile_options, &KernelCache::global());
-    if (!compiled.ok()) {
-      fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
-      return 1;
-    }
+    const CudaKernelSource& source = sources[next];
+    const CompiledKernel& c = (*compiled)[next++];
     const std::string cu = kernel.name + ".cu", ptx = kernel.name + ".ptx", report = kernel.name + ".ptxas.txt";
-    for (const auto& [name, text] : {std::pair{cu, source.source}, std::pair{ptx, compiled->ptx},
-                                     std::pair{report, compiled->ptxas.log}}) {
+    for (const auto& [name, text] :
+         {std::pair{cu, source.source}, std::pair{ptx, c.ptx}, std::pair{report, c.ptxas.log}}) {
       if (absl::Status s = write_text(dir / name, text); !s.ok()) {
         fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
         return 1;
       }
     }
-    const int64_t spills = compiled->ptxas.spill_store_bytes + compiled->ptxas.spill_load_bytes;
+    const int64_t spills = c.ptxas.spill_store_bytes + c.ptxas.spill_load_bytes;
     if (opt.json) {
       kernels.push_back({{"name", kernel.name}, {"source", cu}, {"ptx", ptx}, {"ptxas_report", report},
                          {"variant", cuda_variant_name(source.variant)},
                          {"access", source.access == CudaAccess::kVector ? "vector" : "scalar"},
-                         {"entry", source.name}, {"arch", compiled->arch},
-                         {"compile_ms", compiled->compile_ms}, {"cache_hit", compiled->cache_hit},
-                         {"registers", compiled->ptxas.registers}, {"spill_bytes", spills},
-                         {"shared_bytes", compiled->ptxas.shared_bytes}});
+                         {"entry", source.name}, {"arch", c.arch},
+                         {"compile_ms", c.compile_ms}, {"cache_hit", c.cache_hit},
+                         {"registers", c.ptxas.registers}, {"spill_bytes", spills},
+                         {"shared_bytes", c.ptxas.shared_bytes}});
     } else {
       fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  ({}, {})\n", kernel.name,
-                 compiled->compile_ms, compiled->cache_hit ? "hit" : "miss", compiled->ptxas.registers, spills,
+                 c.compile_ms, c.cache_hit ? "hit" : "miss", c.ptxas.registers, spills,
                  cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }

@@ -1,10 +1,12 @@
 #include "runtime/nvrtc_compiler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iterator>
 #include <optional>
 #include <regex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -127,6 +129,30 @@ absl::StatusOr<CompiledKernel> compile_cuda(const std::string& name, const std::
   kernel.compile_ms = ms_since(start);
   dump_kernel_if_requested(kernel);
   return kernel;
+}
+
+absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<CudaSource>& kernels,
+                                                             const CudaCompileOptions& options, KernelCache* cache,
+                                                             int threads) {
+  std::vector<std::optional<absl::StatusOr<CompiledKernel>>> results(kernels.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < kernels.size(); i = next++) {
+      results[i] = compile_cuda(kernels[i].name, kernels[i].source, options, cache);
+    }
+  };
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const size_t helpers = std::min(kernels.size(), static_cast<size_t>(threads)) - (kernels.empty() ? 0 : 1);
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work);
+  work();  // the calling thread is one of them
+  for (std::thread& t : pool) t.join();
+  std::vector<CompiledKernel> out;
+  for (std::optional<absl::StatusOr<CompiledKernel>>& r : results) {
+    if (!r->ok()) return r->status();
+    out.push_back(*std::move(*r));
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> cuda_arch_for(int cc_major, int cc_minor) {

@@ -54,6 +54,21 @@ struct CompiledKernel {
 absl::StatusOr<CompiledKernel> compile_cuda(const std::string& name, const std::string& source,
                                             const CudaCompileOptions& options, KernelCache* cache);
 
+// One kernel for compile_cuda_all().
+struct CudaSource {
+  std::string name;
+  std::string source;
+};
+
+// compile_cuda() for each of `kernels`, several at a time (NVRTC compiles
+// independent programs concurrently; up to `threads`, 0 meaning one per
+// hardware thread), so that a plan of many kernels loads in about the time
+// of its slowest. The results are in `kernels` order; when any fails, the
+// error of the first that failed (in that order).
+absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<CudaSource>& kernels,
+                                                             const CudaCompileOptions& options, KernelCache* cache,
+                                                             int threads = 0);
+
 // The NVRTC options compile_cuda() uses; InvalidArgument for a malformed arch.
 absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions& options);
 

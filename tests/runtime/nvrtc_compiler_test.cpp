@@ -255,6 +255,36 @@ TEST_F(NvrtcCompile, DumpFailureIsAWarningNotAnError) {
   EXPECT_TRUE(testing::contains(warnings.messages()[0], "FUSEJIT_DUMP")) << warnings.text();
 }
 
+// Several kernels compiled at once: the results in input order, each what
+// compiling it alone gives, the same kernel twice served by one cache entry
+// at the end, and of several failures the first in input order reported.
+TEST_F(NvrtcCompile, KernelsCompiledTogetherAreThoseCompiledAlone) {
+  KernelCache cache(root_ + "/together");
+  std::vector<CudaSource> kernels;
+  for (int i = 0; i < 5; ++i) {
+    kernels.push_back({fmt::format("k{}", i), fmt::format("extern \"C\" __global__ void k{0}(float* x) {{ x[threadIdx.x] *= {0}.5f; }}\n", i)});
+  }
+  kernels.push_back(kernels[2]);
+  absl::StatusOr<std::vector<CompiledKernel>> together = compile_cuda_all(kernels, {}, &cache, 3);
+  ASSERT_TRUE(together.ok()) << together.status();
+  ASSERT_EQ(together->size(), kernels.size());
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const CompiledKernel alone = compile(kernels[i].source, {}, nullptr, kernels[i].name);
+    EXPECT_EQ((*together)[i].name, kernels[i].name);
+    EXPECT_EQ((*together)[i].ptx, alone.ptx) << kernels[i].name;
+    EXPECT_TRUE(testing::contains((*together)[i].ptx, ".entry " + kernels[i].name)) << kernels[i].name;
+  }
+  EXPECT_TRUE(compile(kernels[2].source, {}, &cache, "k2").cache_hit);
+
+  std::vector<CudaSource> broken = kernels;
+  broken[1].source = "extern \"C\" __global__ void k1() { first_error(); }\n";
+  broken[4].source = "extern \"C\" __global__ void k4() { second_error(); }\n";
+  absl::StatusOr<std::vector<CompiledKernel>> failed = compile_cuda_all(broken, {}, nullptr, 4);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(testing::contains(status_text(failed.status()), "first_error")) << failed.status();
+  EXPECT_TRUE(compile_cuda_all({}, {}, nullptr)->empty());
+}
+
 TEST_F(NvrtcCompile, ArchitectureForAGpu) {
   absl::StatusOr<std::string> hopper = cuda_arch_for(9, 0);
   ASSERT_TRUE(hopper.ok()) << hopper.status();
