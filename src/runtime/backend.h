@@ -61,10 +61,11 @@ class LoadedPlan {
   // Runs kernel k and returns how long it took, in microseconds: CUDA
   // events around the launch on a GPU, the steady clock on the CPU.
   virtual absl::StatusOr<double> time_kernel(size_t k) = 0;
-  // Runs kernel k once and returns the bytes memory read plus wrote for it,
-  // as the hardware counted them (on a GPU: CUPTI's DRAM byte counters,
-  // runtime/dram_counters.h). Unimplemented where the backend reads no
-  // counters; otherwise an error with the reason they could not be read.
+  // Runs kernel k once, from a flushed last-level cache, and returns the
+  // bytes memory read plus wrote for it as the hardware counted them (on a
+  // GPU: CUPTI's DRAM byte counters, runtime/dram_counters.h, with its
+  // output still in L2 at the end counted as written). Unimplemented where
+  // the backend reads no counters; otherwise the reason they could not be read.
   virtual absl::StatusOr<double> measure_kernel_bytes(size_t k);
   // Runs every kernel in order.
   absl::Status run();

@@ -103,7 +103,6 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
   // Measured bytes after the timing, so that profiling (which replays
   // kernels) cannot disturb the times; a failure is the reason for every kernel.
   for (size_t k = 0; k < n && out.counters_note.empty(); ++k) {
-    if (absl::Status s = backend.flush_cache(); !s.ok()) return s;
     absl::StatusOr<double> bytes = (*loaded)->measure_kernel_bytes(k);
     if (bytes.ok()) {
       out.kernels[k].measured_bytes = *bytes;

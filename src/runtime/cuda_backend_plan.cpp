@@ -58,7 +58,9 @@ class CudaLoadedPlan final : public LoadedPlan {
 
  private:
   absl::Status allocate(int32_t node, bool poisoned, int misalign);
-  absl::Status load_jit_kernel(int index);
+  // A generated kernel for buffers `pointers`, compiled as `compiled`.
+  absl::Status load_jit_kernel(int index, CudaKernelSource source, const CompiledKernel& compiled,
+                               std::vector<cuda::DevicePtr> pointers);
   absl::Status launch(size_t k);
   // "kernel k1_gelu (2 of 4, fused plan)", for errors.
   std::string kernel_label(size_t k) const;
@@ -71,9 +73,6 @@ class CudaLoadedPlan final : public LoadedPlan {
   std::map<int32_t, TensorBuffer> buffers_;                 // by node id of plan_.graph
   std::vector<std::variant<JitKernel, MatmulStep>> steps_;  // one per kernel, in plan order
   std::optional<EventTimer> timer_;
-  // Created on the first measure_kernel_bytes(); declared last, so the
-  // profiler is disabled before anything else of the context goes.
-  std::unique_ptr<DramByteCounter> counter_;
 };
 
 absl::Status CudaLoadedPlan::allocate(int32_t node, bool poisoned, int misalign) {
@@ -118,10 +117,33 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
   for (int32_t id : g.outputs()) {  // an output that is a graph input is copied through
     if (absl::Status s = allocate(id, g.node(id).op != Op::kInput, options.misalign_bytes); !s.ok()) return s;
   }
+  // The generated kernels are compiled together, several at a time, then
+  // loaded in plan order. Buffers never move once allocated, so the variant
+  // chosen from their addresses holds for every launch: a misaligned buffer
+  // can never take the 16-byte path.
+  std::vector<CudaKernelSource> sources;
+  std::vector<CudaSource> programs;
+  std::vector<std::vector<cuda::DevicePtr>> pointers;
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    if (plan_.kernels[k].kind == KernelKind::kMatmul) continue;
+    std::vector<cuda::DevicePtr>& p = pointers.emplace_back();
+    for (const KernelParam& param : emit::kernel_params(plan_, plan_.kernels[k])) {
+      p.push_back(buffers_.at(param.node).ptr);
+    }
+    sources.push_back(emit_cuda_kernel(plan_, static_cast<int>(k), access_for(p)));
+    programs.push_back({sources.back().name, sources.back().source});
+  }
+  absl::StatusOr<std::vector<CompiledKernel>> compiled =
+      compile_cuda_all(programs, {.arch = gpu_->arch()}, &KernelCache::global());
+  if (!compiled.ok()) return compiled.status();
+  size_t next = 0;
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const Kernel& kernel = plan_.kernels[k];
     if (kernel.kind != KernelKind::kMatmul) {
-      if (absl::Status s = load_jit_kernel(static_cast<int>(k)); !s.ok()) return s;
+      absl::Status s = load_jit_kernel(static_cast<int>(k), std::move(sources[next]), (*compiled)[next],
+                                       std::move(pointers[next]));
+      ++next;
+      if (!s.ok()) return s;
       continue;
     }
     // A matmul whose result nothing uses is still a kernel of the unfused
@@ -142,18 +164,10 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status CudaLoadedPlan::load_jit_kernel(int index) {
-  std::vector<cuda::DevicePtr> pointers;
-  for (const KernelParam& p : emit::kernel_params(plan_, plan_.kernels[index])) pointers.push_back(buffers_.at(p.node).ptr);
-  // Buffers never move once allocated, so the variant chosen here from
-  // their addresses holds for every launch: a misaligned buffer can never
-  // take the 16-byte path.
-  CudaKernelSource source = emit_cuda_kernel(plan_, index, access_for(pointers));
-  absl::StatusOr<CompiledKernel> compiled =
-      compile_cuda(source.name, source.source, {.arch = gpu_->arch()}, &KernelCache::global());
-  if (!compiled.ok()) return compiled.status();
+absl::Status CudaLoadedPlan::load_jit_kernel(int index, CudaKernelSource source, const CompiledKernel& compiled,
+                                             std::vector<cuda::DevicePtr> pointers) {
   absl::StatusOr<ModuleHandle> module =
-      ModuleHandle::load(compiled->cubin.empty() ? compiled->ptx : compiled->cubin, source.name);
+      ModuleHandle::load(compiled.cubin.empty() ? compiled.ptx : compiled.cubin, source.name);
   if (!module.ok()) return module.status();
   absl::StatusOr<cuda::Function> function = cuda::module_function(module->get(), source.name);
   if (!function.ok()) return function.status();
@@ -165,10 +179,10 @@ absl::Status CudaLoadedPlan::load_jit_kernel(int index) {
   kernel.meta = std::move(source);
   infos_.push_back({.name = plan_.kernels[index].name,
                     .executed_by = "jit",
-                    .compile_ms = compiled->compile_ms,
-                    .cache_hit = compiled->cache_hit,
-                    .registers = std::max(0, compiled->ptxas.registers),  // -1 (no ptxas) for PTX-only builds
-                    .spill_bytes = static_cast<int>(compiled->ptxas.spill_bytes())});
+                    .compile_ms = compiled.compile_ms,
+                    .cache_hit = compiled.cache_hit,
+                    .registers = std::max(0, compiled.ptxas.registers),  // -1 (no ptxas) for PTX-only builds
+                    .spill_bytes = static_cast<int>(compiled.ptxas.spill_bytes())});
   steps_.emplace_back(std::move(kernel));
   return absl::OkStatus();
 }
@@ -246,15 +260,19 @@ absl::StatusOr<double> CudaLoadedPlan::measure_kernel_bytes(size_t k) {
     return absl::OutOfRangeError(fmt::format("kernel {} of a plan with {} kernels", k, steps_.size()));
   }
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
-  if (counter_ == nullptr) {
-    absl::StatusOr<std::unique_ptr<DramByteCounter>> counter = DramByteCounter::create(gpu_->context(), 0);
-    if (!counter.ok()) return counter.status();
-    counter_ = *std::move(counter);
-  }
-  absl::StatusOr<double> bytes = counter_->measure([&]() -> absl::Status {
-    if (absl::Status s = launch(k); !s.ok()) return s;
-    return cuda::context_synchronize();
-  });
+  // A profiler for this measurement only: one enabled on the context would
+  // stay in the way of other plans' profilers and of later timings.
+  absl::StatusOr<std::unique_ptr<DramByteCounter>> counter = DramByteCounter::create(gpu_->context(), 0);
+  if (!counter.ok()) return counter.status();
+  // From an L2 without this plan's data or dirty lines, and with the L2
+  // drained after it, so that the kernel's own writes still in L2 count.
+  if (absl::Status s = gpu_->flush_l2(); !s.ok()) return about_kernel(k, s);
+  absl::StatusOr<double> bytes = (*counter)->measure(
+      [&]() -> absl::Status {
+        if (absl::Status s = launch(k); !s.ok()) return s;
+        return cuda::context_synchronize();
+      },
+      [&] { return gpu_->flush_l2(); });
   if (!bytes.ok()) return about_kernel(k, bytes.status());
   return bytes;
 }

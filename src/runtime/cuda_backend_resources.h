@@ -85,6 +85,9 @@ class EventTimer {
   cuda::Event stop_ = nullptr;
 };
 
+// The L2 flush kernel (fj_l2_flush), for compile tests without a GPU.
+std::string_view l2_flush_kernel_source();
+
 // GPU 0 as the backend uses it: its primary context (retained while this
 // lives), what the driver says about it, and resources made on first use.
 class CudaGpu {
@@ -108,8 +111,10 @@ class CudaGpu {
 
   // The cuBLAS handle, created (and cuBLAS loaded) on first use.
   absl::StatusOr<cublas::Handle> cublas_handle();
-  // Writes a buffer twice the L2 size (allocated on first use), so that
-  // the next kernel finds none of its data in L2.
+  // Reads a buffer twice the L2 size through L2 (buffer and kernel made on
+  // first use), so that the next kernel finds none of its data in L2 and
+  // L2 holds no dirty line: neither the next kernel's time nor its counted
+  // DRAM writes include writing back someone else's data.
   absl::Status flush_l2();
 
  private:
@@ -127,7 +132,8 @@ class CudaGpu {
   int max_threads_per_sm_;
   std::optional<cublas::Handle> cublas_;
   std::optional<DeviceBuffer> flush_buffer_;
-  uint8_t flush_value_ = 0;
+  ModuleHandle flush_module_;  // holds flush_function_
+  cuda::Function flush_function_ = nullptr;
 };
 
 }  // namespace fusejit::cuda_backend

@@ -24,6 +24,7 @@ namespace fusejit {
 namespace {
 
 // The counters, summed: every byte HBM read or wrote for the profiled kernels.
+// measure() relies on the order: reads, then writes.
 constexpr const char* kMetrics[] = {"dram__bytes_read.sum", "dram__bytes_write.sum"};
 constexpr size_t kMetricCount = sizeof(kMetrics) / sizeof(kMetrics[0]);
 // Kernel launches one measure() may profile: a cuBLAS call launches a few.
@@ -40,6 +41,7 @@ constexpr size_t kMaxRanges = 64;
   X(cuptiProfilerHostConfigAddMetrics)           \
   X(cuptiProfilerHostGetConfigImageSize)         \
   X(cuptiProfilerHostGetConfigImage)             \
+  X(cuptiProfilerHostGetNumOfPasses)             \
   X(cuptiProfilerHostEvaluateToGpuValues)        \
   X(cuptiRangeProfilerEnable)                    \
   X(cuptiRangeProfilerDisable)                   \
@@ -165,6 +167,17 @@ struct DramByteCounter::State {
     image.configImageSize = config_image.size();
     image.pConfigImage = config_image.data();
     FUSEJIT_CUPTI_CALL(cuptiProfilerHostGetConfigImage, image);
+    // More than one pass would replay each kernel, and memory restored
+    // between passes would leave L2 dirty for the later ones.
+    CUpti_Profiler_Host_GetNumOfPasses_Params passes{CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    passes.configImageSize = config_image.size();
+    passes.pConfigImage = config_image.data();
+    FUSEJIT_CUPTI_CALL(cuptiProfilerHostGetNumOfPasses, passes);
+    if (passes.numOfPasses != 1) {
+      return absl::FailedPreconditionError(fmt::format(
+          "the DRAM byte counters need {} profiling passes on this GPU; fusejit reads them only in one",
+          passes.numOfPasses));
+    }
 
     CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
     enable.ctx = context;
@@ -182,9 +195,9 @@ struct DramByteCounter::State {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<double> measure(const std::function<absl::Status()>& launch) {
-    // A fresh counter data image each time, so that its ranges are this call's.
-    std::fill(counter_data.begin(), counter_data.end(), 0);
+  absl::StatusOr<double> measure(const std::function<absl::Status()>& launch,
+                                 const std::function<absl::Status()>& drain) {
+    // Reset, so that the image's ranges are this call's.
     CUpti_RangeProfiler_CounterDataImage_Initialize_Params init{
         CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
     init.pRangeProfilerObject = profiler;
@@ -213,7 +226,8 @@ struct DramByteCounter::State {
     CUpti_RangeProfiler_Start_Params start{CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
     start.pRangeProfilerObject = profiler;
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerStart, start);
-    const absl::Status launched = launch();
+    absl::Status launched = launch();
+    if (launched.ok()) launched = drain();
     CUpti_RangeProfiler_Stop_Params stop{CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     stop.pRangeProfilerObject = profiler;
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerStop, stop);
@@ -234,9 +248,14 @@ struct DramByteCounter::State {
     info.pCounterDataImage = counter_data.data();
     info.counterDataImageSize = counter_data.size();
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerGetCounterDataInfo, info);
-    if (info.numTotalRanges == 0) return absl::InternalError("the CUPTI range profiler saw no kernel launch");
+    if (info.numTotalRanges < 2) {
+      return absl::InternalError(fmt::format("the CUPTI range profiler saw {} kernel launches, expected the measured "
+                                             "kernel's and the L2 drain's",
+                                             info.numTotalRanges));
+    }
     std::vector<const char*> metrics(std::begin(kMetrics), std::end(kMetrics));
     double bytes = 0;
+    const size_t drain_range = info.numTotalRanges - 1;  // auto ranges are in launch order
     for (size_t range = 0; range < info.numTotalRanges; ++range) {
       double values[kMetricCount] = {};
       CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
@@ -248,7 +267,9 @@ struct DramByteCounter::State {
       eval.numMetrics = metrics.size();
       eval.pMetricValues = values;
       FUSEJIT_CUPTI_CALL(cuptiProfilerHostEvaluateToGpuValues, eval);
-      for (double v : values) bytes += v;
+      // Of the drain, only the write-backs of the measured kernels' lines
+      // (kMetrics[1]); its own reads are not theirs.
+      bytes += range == drain_range ? values[1] : values[0] + values[1];
     }
     return bytes;
   }
@@ -267,8 +288,9 @@ absl::StatusOr<std::unique_ptr<DramByteCounter>> DramByteCounter::create(cuda::C
   return std::unique_ptr<DramByteCounter>(new DramByteCounter(std::move(state)));
 }
 
-absl::StatusOr<double> DramByteCounter::measure(const std::function<absl::Status()>& launch) {
-  return state_->measure(launch);
+absl::StatusOr<double> DramByteCounter::measure(const std::function<absl::Status()>& launch,
+                                                const std::function<absl::Status()>& drain) {
+  return state_->measure(launch, drain);
 }
 
 #else  // !FUSEJIT_HAVE_CUPTI
@@ -283,7 +305,10 @@ absl::StatusOr<std::unique_ptr<DramByteCounter>> DramByteCounter::create(cuda::C
   return cupti_status();
 }
 
-absl::StatusOr<double> DramByteCounter::measure(const std::function<absl::Status()>&) { return cupti_status(); }
+absl::StatusOr<double> DramByteCounter::measure(const std::function<absl::Status()>&,
+                                                const std::function<absl::Status()>&) {
+  return cupti_status();
+}
 
 #endif  // FUSEJIT_HAVE_CUPTI
 

@@ -35,11 +35,16 @@ class DramByteCounter {
   DramByteCounter(const DramByteCounter&) = delete;
   DramByteCounter& operator=(const DramByteCounter&) = delete;
 
-  // Runs `launch`, which enqueues work on the context, with every kernel it
-  // launches profiled (replayed as often as the counters need, its memory
-  // restored in between), and returns the DRAM bytes read plus written,
-  // summed over those kernels.
-  absl::StatusOr<double> measure(const std::function<absl::Status()>& launch);
+  // Runs `launch`, which enqueues work on the context and waits for it,
+  // with every kernel it launches profiled, then `drain`, which must launch
+  // exactly one kernel that reads enough to evict L2 and writes nothing (the
+  // L2 flush). Returns the DRAM bytes read plus written by `launch`'s
+  // kernels, plus the bytes `drain`'s kernel wrote back: the lines those
+  // kernels left dirty in L2, which a count of theirs alone would miss.
+  // Kernel replay restores memory between passes; the counters are read in
+  // one pass, so every kernel runs once from the cache state it was given.
+  absl::StatusOr<double> measure(const std::function<absl::Status()>& launch,
+                                 const std::function<absl::Status()>& drain);
 
   struct State;  // CUPTI objects and images
 
