@@ -30,6 +30,7 @@ void add_bench_options(CLI::App* cmd, BenchSettings& s) {
   cmd->add_flag("--json", s.json, "print one JSON object instead of tables");
   cmd->add_option("--plot", s.plot, "draw the roofline chart into FILE (.svg or .png; needs gnuplot)");
   cmd->add_flag("--overwrite", s.overwrite, "let --plot replace an existing file");
+  cmd->add_flag("--no-counters", s.no_counters, "do not read the GPU's memory traffic counters (CUPTI)");
   // Shows that a wrong result fails the run (tests use it).
   cmd->add_flag("--tamper-for-testing", s.tamper, "")->group("");
 }
@@ -42,6 +43,7 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
   BenchOptions options;
   options.reps = s.reps;
   options.seed = s.seed;
+  options.read_counters = !s.no_counters;
   // A progress line that rewrites itself, on a terminal only, so that logs
   // and --json output stay clean.
   const bool tty = isatty(STDERR_FILENO) != 0;

@@ -28,6 +28,7 @@ struct BenchSettings {
   bool json = false;
   std::string plot;
   bool overwrite = false;
+  bool no_counters = false;
   bool tamper = false;
 };
 void add_bench_options(CLI::App* cmd, BenchSettings& settings);

@@ -102,6 +102,7 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
   }
   // Measured bytes after the timing, so that profiling (which replays
   // kernels) cannot disturb the times; a failure is the reason for every kernel.
+  if (!options.read_counters) out.counters_note = "not read: counters turned off (--no-counters)";
   for (size_t k = 0; k < n && out.counters_note.empty(); ++k) {
     absl::StatusOr<double> bytes = (*loaded)->measure_kernel_bytes(k);
     if (bytes.ok()) {

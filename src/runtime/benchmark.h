@@ -23,6 +23,8 @@ namespace fusejit {
 struct BenchOptions {
   int reps = 10;      // timed repetitions of each plan
   uint64_t seed = 1;  // of the random inputs
+  // Whether to read memory traffic counters (LoadedPlan::measure_kernel_bytes).
+  bool read_counters = true;
   // Called with a line of progress ("compiling 4 kernels of the fused plan").
   std::function<void(std::string_view)> progress;
   // Test hook: called on the fused plan's outputs before they are checked,

@@ -60,6 +60,13 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
   }
   EXPECT_EQ(j["fused"]["kernels"].size(), 1u);
   EXPECT_EQ(j["unfused"]["kernels"].size(), 4u);
+  // Why there are no measured bytes, as asked or as the backend says.
+  EXPECT_TRUE(has(j["measured_bytes_note"].get<std::string>(), "not read on the CPU")) << j["measured_bytes_note"];
+  EXPECT_TRUE(j["fused"]["measured_bytes"].is_null());
+  auto off = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --no-counters --json");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  EXPECT_TRUE(has(nlohmann::json::parse(off.out)["measured_bytes_note"].get<std::string>(), "--no-counters"))
+      << off.out;
 }
 
 TEST(BenchCli, TamperedOutputsAreReportedAsWrong) {
