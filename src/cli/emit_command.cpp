@@ -1,6 +1,8 @@
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -8,6 +10,7 @@
 #include "cli/commands.h"
 #include "fusejit.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/occupancy.h"
 
 namespace fusejit::cli {
 namespace {
@@ -28,6 +31,16 @@ absl::Status write_text(const std::filesystem::path& path, const std::string& te
   out.close();
   if (!out) return absl::InternalError(fmt::format("cannot write {}", path.string()));
   return absl::OkStatus();
+}
+
+// The kernel's theoretical occupancy on the architecture it was compiled
+// for; none for a PTX-only compile (no ptxas, so no register count).
+std::optional<Occupancy> occupancy_of(const CompiledKernel& c, const CudaKernelSource& k) {
+  const size_t digits = c.arch.find('_');
+  if (c.ptxas.registers <= 0 || digits == std::string::npos) return std::nullopt;
+  const int cc = std::atoi(c.arch.c_str() + digits + 1);  // sm_90 -> 90, sm_100 -> 100
+  return theoretical_occupancy(sm_limits(cc / 10, cc % 10), k.block_threads * k.rows_per_block, c.ptxas.registers,
+                               c.ptxas.shared_bytes);
 }
 
 int emit(const EmitOptions& opt) {
@@ -91,6 +104,7 @@ int emit(const EmitOptions& opt) {
       }
     }
     const int64_t spills = c.ptxas.spill_store_bytes + c.ptxas.spill_load_bytes;
+    const std::optional<Occupancy> occupancy = occupancy_of(c, source);
     if (opt.json) {
       kernels.push_back({{"name", kernel.name}, {"source", cu}, {"ptx", ptx}, {"ptxas_report", report},
                          {"variant", cuda_variant_name(source.variant)},
@@ -98,10 +112,18 @@ int emit(const EmitOptions& opt) {
                          {"entry", source.name}, {"arch", c.arch},
                          {"compile_ms", c.compile_ms}, {"cache_hit", c.cache_hit},
                          {"registers", c.ptxas.registers}, {"spill_bytes", spills},
-                         {"shared_bytes", c.ptxas.shared_bytes}});
+                         {"shared_bytes", c.ptxas.shared_bytes},
+                         {"block_threads", source.block_threads * source.rows_per_block},
+                         {"blocks_per_sm", occupancy ? nlohmann::json(occupancy->blocks_per_sm) : nlohmann::json()},
+                         {"occupancy", occupancy ? nlohmann::json(occupancy->fraction) : nlohmann::json()},
+                         {"occupancy_limited_by", occupancy ? nlohmann::json(occupancy->limited_by) : nlohmann::json()}});
     } else {
-      fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  ({}, {})\n", kernel.name,
-                 c.compile_ms, c.cache_hit ? "hit" : "miss", c.ptxas.registers, spills,
+      const std::string resident =
+          occupancy ? fmt::format("{:>3.0f}% occupancy ({} blocks/SM, by {})", 100 * occupancy->fraction,
+                                  occupancy->blocks_per_sm, occupancy->limited_by)
+                    : std::string("occupancy unknown (no ptxas report)");
+      fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n", kernel.name,
+                 c.compile_ms, c.cache_hit ? "hit" : "miss", c.ptxas.registers, spills, resident,
                  cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }

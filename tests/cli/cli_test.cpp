@@ -233,6 +233,12 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   EXPECT_EQ(k["cache_hit"], false);
   EXPECT_EQ(k["spill_bytes"], 0);
   EXPECT_GT(k["registers"].get<int>(), 0);
+  // 512 threads of 56 registers: two blocks per SM, held back by registers.
+  EXPECT_EQ(k["block_threads"], 512);
+  EXPECT_GT(k["blocks_per_sm"].get<int>(), 0);
+  EXPECT_GT(k["occupancy"].get<double>(), 0);
+  EXPECT_LE(k["occupancy"].get<double>(), 1);
+  EXPECT_FALSE(k["occupancy_limited_by"].get<std::string>().empty());
   for (const char* key : {"source", "ptx"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + k[key].get<std::string>())) << key;
   }
