@@ -32,6 +32,11 @@ struct BenchSettings {
   bool tamper = false;
 };
 void add_bench_options(CLI::App* cmd, BenchSettings& settings);
+
+// What to tell the user about a command line CLI11 rejected: its message,
+// with the command or option they most likely meant when one is misspelled
+// ("unknown command 'emt' (did you mean 'emit'?)"), and where help is.
+std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv);
 // Benchmarks both plans of `graph` on `backend` (settings.backend is not
 // read); prints `title`, the tables and the roofline (or JSON). 0 when both
 // plans computed the right results.

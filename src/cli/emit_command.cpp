@@ -50,6 +50,11 @@ int emit(const EmitOptions& opt) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
     return 1;
   }
+  // A bad --arch is a typo, found before anything is written.
+  if (absl::Status s = check_cuda_arch(opt.arch); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: --arch: {}\n", status_text(s));
+    return 1;
+  }
   // Row-kernel variants follow the persistent limit of the datasheet GPUs.
   const FusionOptions options = fusion_options_for(gpu_device("h100"));
   const FusionPlan plan = opt.unfused ? make_unfused_plan(*graph, options) : make_fused_plan(*graph, options);
@@ -111,7 +116,8 @@ int emit(const EmitOptions& opt) {
                          {"access", source.access == CudaAccess::kVector ? "vector" : "scalar"},
                          {"entry", source.name}, {"arch", c.arch},
                          {"compile_ms", c.compile_ms}, {"cache_hit", c.cache_hit},
-                         {"registers", c.ptxas.registers}, {"spill_bytes", spills},
+                         {"registers", c.ptxas.registers > 0 ? nlohmann::json(c.ptxas.registers) : nlohmann::json()},
+                         {"spill_bytes", spills},
                          {"shared_bytes", c.ptxas.shared_bytes},
                          {"block_threads", source.block_threads * source.rows_per_block},
                          {"blocks_per_sm", occupancy ? nlohmann::json(occupancy->blocks_per_sm) : nlohmann::json()},
@@ -123,7 +129,8 @@ int emit(const EmitOptions& opt) {
                                   occupancy->blocks_per_sm, occupancy->limited_by)
                     : std::string("occupancy unknown (no ptxas report)");
       fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n", kernel.name,
-                 c.compile_ms, c.cache_hit ? "hit" : "miss", c.ptxas.registers, spills, resident,
+                 c.compile_ms, c.cache_hit ? "hit" : "miss",
+                 c.ptxas.registers > 0 ? std::to_string(c.ptxas.registers) : "-", spills, resident,
                  cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }

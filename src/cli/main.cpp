@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Usage errors (unknown flag, missing file argument) exit with 2, so that
     // scripts can tell them from a graph that failed to check (1).
-    app.exit(e);
+    fmt::print(stderr, "fusejit: error: {}\n", fusejit::cli::usage_error_text(app, e, argc, argv));
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fusejit: error: {}\n", e.what());

@@ -22,6 +22,7 @@ struct RunOptions {
   std::string save_dir;
   bool overwrite = false;
   std::string rounding = "every-op";
+  bool rounding_given = false;
 };
 
 struct Summary {
@@ -73,33 +74,55 @@ absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir
   return inputs;
 }
 
-// Writes every tensor as DIR/NAME.npy. Existing files are kept unless the
-// user asked to overwrite them, and none is written when any would clash.
-absl::Status save_all(const std::string& dir, const TensorMap& inputs, const TensorMap& outputs, bool overwrite) {
+std::string npy_path(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / (name + ".npy")).string();
+}
+
+// Before anything runs: none of the files --save would write may exist
+// unless the user asked to overwrite them, so that a long run never ends in
+// "already exists" and nothing the user has is replaced unasked.
+absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool overwrite) {
+  if (overwrite) return absl::OkStatus();
+  std::vector<int32_t> ids = graph.inputs();
+  for (int32_t id : graph.outputs()) ids.push_back(id);
+  for (int32_t id : ids) {
+    const std::string path = npy_path(dir, graph.node(id).name);
+    if (std::filesystem::exists(path)) {
+      return absl::AlreadyExistsError(fmt::format("--save: {} already exists; pass --overwrite to replace it", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Writes every tensor as DIR/NAME.npy (check_save_targets() has run).
+absl::Status save_all(const std::string& dir, const TensorMap& inputs, const TensorMap& outputs) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InvalidArgumentError(fmt::format("--save {}: cannot create directory: {}", dir, ec.message()));
-  std::vector<std::pair<std::string, const HostTensor*>> files;
   for (const TensorMap* map : {&inputs, &outputs}) {
-    for (const auto& [name, t] : *map) files.emplace_back((std::filesystem::path(dir) / (name + ".npy")).string(), &t);
-  }
-  if (!overwrite) {
-    for (const auto& [path, t] : files) {
-      if (std::filesystem::exists(path)) {
-        return absl::AlreadyExistsError(
-            fmt::format("--save: {} already exists; pass --overwrite to replace it", path));
-      }
+    for (const auto& [name, t] : *map) {
+      if (absl::Status s = write_npy(npy_path(dir, name), t); !s.ok()) return s;
     }
-  }
-  for (const auto& [path, t] : files) {
-    if (absl::Status s = write_npy(path, *t); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
 int run(const RunOptions& opt) {
+  if (opt.rounding_given && opt.backend != "reference") {
+    fmt::print(stderr,
+               "fusejit: error: --rounding applies to the reference backend only; the {} backend runs the fused "
+               "plan, which rounds as its kernels store values\n",
+               opt.backend);
+    return 1;
+  }
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;
+  if (!opt.save_dir.empty()) {
+    if (absl::Status s = check_save_targets(opt.save_dir, *graph, opt.overwrite); !s.ok()) {
+      fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+      return 1;
+    }
+  }
   absl::StatusOr<TensorMap> inputs =
       opt.inputs_dir.empty() ? absl::StatusOr<TensorMap>(random_inputs(*graph, opt.seed))
                              : load_inputs(*graph, opt.inputs_dir);
@@ -140,7 +163,7 @@ int run(const RunOptions& opt) {
     fmt::print("\n");
   }
   if (!opt.save_dir.empty()) {
-    if (absl::Status s = save_all(opt.save_dir, *inputs, *outputs, opt.overwrite); !s.ok()) {
+    if (absl::Status s = save_all(opt.save_dir, *inputs, *outputs); !s.ok()) {
       fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
       return 1;
     }
@@ -165,12 +188,15 @@ void register_run(CLI::App& app, int& exit_code) {
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy");
   cmd->add_flag("--overwrite", opt->overwrite, "let --save replace existing files");
-  cmd->add_option("--rounding", opt->rounding,
+  CLI::Option* rounding = cmd->add_option("--rounding", opt->rounding,
                   "where results are rounded to their dtype: every-op (as unfused kernels store them) or "
                   "outputs-only (as a fully fused kernel does); reference backend only")
       ->check(CLI::IsMember({"every-op", "outputs-only"}))
       ->capture_default_str();
-  cmd->callback([opt, &exit_code] { exit_code = run(*opt); });
+  cmd->callback([opt, rounding, &exit_code] {
+    opt->rounding_given = rounding->count() > 0;
+    exit_code = run(*opt);
+  });
 }
 
 }  // namespace fusejit::cli

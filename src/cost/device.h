@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <limits>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -22,6 +23,11 @@
 
 namespace fusejit {
 
+// A persistent_row_limit that no row reaches: the CPU backend's row kernels
+// read each row from memory once whatever its length (their f32 row arrays
+// spill to cache by themselves), so no plan for the CPU re-reads rows.
+inline constexpr int64_t kAnyRowLength = std::numeric_limits<int64_t>::max();
+
 struct DeviceSpec {
   std::string name;         // "h100"
   std::string description;  // "NVIDIA H100 SXM5 80 GB (datasheet)"
@@ -31,7 +37,9 @@ struct DeviceSpec {
   // Throughput of each cost class in TFLOP/s of the op table's FLOP weights.
   std::array<double, kNumCostClasses> class_tflops{};
   double launch_overhead_us = 0;
-  int64_t persistent_row_limit = 0;  // longest row (elements) a row kernel keeps on chip
+  // Longest row (elements) a row kernel keeps on chip; longer rows are
+  // re-read once per reduction stage. kAnyRowLength: every row is read once.
+  int64_t persistent_row_limit = 0;
   int64_t cache_bytes = 0;           // last-level cache (L2 on a GPU)
   int compute_units = 0;             // SMs or cores
   bool measured = false;             // figures measured on this machine rather than a datasheet

@@ -18,9 +18,12 @@ std::string group_digits(int64_t value) {
 std::string format_device(const DeviceSpec& d) {
   std::string text = fmt::format("{}: {}\n", d.name, d.description);
   text += fmt::format("  bandwidth {:.0f} GB/s; fp32 {:.3g} TFLOP/s (ridge {:.1f} FLOP/B); tensor {:.4g} TFLOP/s "
-                      "(ridge {:.1f} FLOP/B); launch {:.1f} us; persistent rows up to {} elements\n",
+                      "(ridge {:.1f} FLOP/B); launch {:.1f} us; {}\n",
                       d.bandwidth_gbps, d.peak_f32_tflops, d.ridge_f32(), d.peak_tensor_tflops, d.ridge_tensor(),
-                      d.launch_overhead_us, d.persistent_row_limit);
+                      d.launch_overhead_us,
+                      d.persistent_row_limit == kAnyRowLength
+                          ? std::string("rows of any length read once")
+                          : fmt::format("persistent rows up to {} elements", d.persistent_row_limit));
   if (d.measured) {
     std::vector<std::string> classes;
     for (int c = 0; c < kNumCostClasses; ++c) {
@@ -75,7 +78,8 @@ nlohmann::json device_json(const DeviceSpec& d) {
           {"ridge_f32", d.ridge_f32()},
           {"ridge_tensor", d.ridge_tensor()},
           {"launch_overhead_us", d.launch_overhead_us},
-          {"persistent_row_limit", d.persistent_row_limit},
+          {"persistent_row_limit",
+           d.persistent_row_limit == kAnyRowLength ? nlohmann::json() : nlohmann::json(d.persistent_row_limit)},
           {"measured", d.measured}};
 }
 

@@ -360,8 +360,11 @@ TensorMap random_inputs(const Graph& graph, uint64_t seed) {
   const std::vector<int32_t> ids = graph.inputs();
   for (size_t index = 0; index < ids.size(); ++index) {
     const Node& n = graph.node(ids[index]);
-    // Two rounds of mixing: nearby seeds and nearby indices give unrelated streams.
-    const uint64_t input_seed = splitmix64_mix(splitmix64_mix(seed) ^ splitmix64_mix(index + 1));
+    // Input i takes the (i+1)-th output of SplitMix64 started from a mix of
+    // the seed. (A symmetric combination such as mix(seed) ^ mix(i + 1) gave
+    // seed s's input i the stream of seed i + 1's input s - 1.)
+    const uint64_t input_seed =
+        splitmix64_mix(splitmix64_mix(seed) + (static_cast<uint64_t>(index) + 1) * 0x9E3779B97F4A7C15ull);
     inputs[n.name] = HostTensor::random_normal(n.dtype, n.shape, input_seed);
   }
   return inputs;

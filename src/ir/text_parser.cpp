@@ -25,6 +25,7 @@
 #include <absl/strings/str_join.h>
 #include <fmt/format.h>
 
+#include "ir/closest_name.h"
 #include "ir/infer.h"
 #include "ir/text_format.h"
 #include "ir/text_lexer.h"
@@ -57,33 +58,13 @@ bool is_keyword(std::string_view word) { return word == "input" || word == "outp
 absl::string_view absl_view(std::string_view s) { return {s.data(), s.size()}; }
 std::string_view std_view(absl::string_view s) { return {s.data(), s.size()}; }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string unknown_op_message(std::string_view name) {
   std::string message = fmt::format("unknown op {}", quoted(name));
-  if (name.size() > 32) return message;  // no op name is that long; skip the search
-  const OpInfo* best = nullptr;
-  size_t best_distance = 3;  // suggest only close misspellings
-  for (const OpInfo& info : callable_ops()) {
-    if (size_t d = edit_distance(name, info.name); d < best_distance) {
-      best = &info;
-      best_distance = d;
-    }
+  std::vector<std::string> names;
+  for (const OpInfo& info : callable_ops()) names.emplace_back(info.name);
+  if (std::optional<std::string> best = closest_name(name, names)) {
+    message += fmt::format(" (did you mean '{}'?)", *best);
   }
-  if (best != nullptr) message += fmt::format(" (did you mean '{}'?)", best->name);
   return message;
 }
 

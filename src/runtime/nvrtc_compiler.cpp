@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <iterator>
 #include <optional>
 #include <regex>
 #include <thread>
 
+#include <absl/strings/str_join.h>
 #include <fmt/format.h>
 
 #include "fusejit_version.h"
@@ -76,6 +78,20 @@ absl::Status compile_failure(const CompiledKernel& kernel, const NvrtcOutput& ou
 
 }  // namespace
 
+absl::Status check_cuda_arch(const std::string& arch) {
+  if (absl::StatusOr<std::vector<std::string>> options = nvrtc_options({.arch = arch}); !options.ok()) {
+    return options.status();
+  }
+  absl::StatusOr<std::vector<int>> archs = nvrtc_library_archs();
+  if (!archs.ok()) return archs.status();
+  const int cc = std::atoi(arch.c_str() + arch.find('_') + 1);
+  if (std::find(archs->begin(), archs->end(), cc) != archs->end()) return absl::OkStatus();
+  std::vector<std::string> known;
+  for (int a : *archs) known.push_back(fmt::format("{}_{}", is_virtual_arch(arch) ? "compute" : "sm", a));
+  return absl::InvalidArgumentError(fmt::format("NVRTC {} cannot compile for {}; it knows {}", nvrtc_version(), arch,
+                                                absl::StrJoin(known, ", ")));
+}
+
 absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions& options) {
   static const std::regex kArch("(sm|compute)_[0-9]+[af]?");
   if (!std::regex_match(options.arch, kArch)) {
@@ -93,6 +109,7 @@ absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions&
 absl::StatusOr<CompiledKernel> compile_cuda(const std::string& name, const std::string& source,
                                             const CudaCompileOptions& options, KernelCache* cache) {
   const auto start = std::chrono::steady_clock::now();
+  if (absl::Status s = check_cuda_arch(options.arch); !s.ok()) return s;
   absl::StatusOr<std::vector<std::string>> nvrtc_opts = nvrtc_options(options);
   if (!nvrtc_opts.ok()) return nvrtc_opts.status();
   absl::StatusOr<std::pair<int, int>> version = nvrtc_library_version();

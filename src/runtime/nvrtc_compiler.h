@@ -69,6 +69,10 @@ absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<C
                                                              const CudaCompileOptions& options, KernelCache* cache,
                                                              int threads = 0);
 
+// OK when `arch` is well formed (sm_XX, compute_XX) and NVRTC can compile
+// for it; otherwise InvalidArgument naming the architectures it knows.
+absl::Status check_cuda_arch(const std::string& arch);
+
 // The NVRTC options compile_cuda() uses; InvalidArgument for a malformed arch.
 absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions& options);
 

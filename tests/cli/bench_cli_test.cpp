@@ -122,9 +122,11 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_TRUE(has(again.err, "already exists")) << again.err;
   EXPECT_EQ(testing::read_file(svg), "mine");
+  // A usage error, found before the benchmark runs rather than after.
   auto bad = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/chart.pdf");
-  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(has(bad.err, ".svg or .png")) << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
 }
 
 // `fusejit devices` shows the CPU as plan and bench model it, says where

@@ -47,6 +47,36 @@ TEST(Cli, UnknownFlagIsAUsageError) {
   EXPECT_EQ(run_fusejit("").exit_code, 2);  // a subcommand is required
 }
 
+// A misspelled command or option is named with what was most likely meant.
+TEST(Cli, MisspellingsGetASuggestion) {
+  auto command = run_fusejit("emt " + kExamples + "/softmax.fj");
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_NE(command.err.find("unknown command 'emt' (did you mean 'emit'?)"), std::string::npos) << command.err;
+  auto option = run_fusejit("bench " + kExamples + "/softmax.fj --rep 3");
+  EXPECT_EQ(option.exit_code, 2);
+  EXPECT_NE(option.err.find("did you mean '--reps'?"), std::string::npos) << option.err;
+  EXPECT_TRUE(option.err.starts_with("fusejit: error: ")) << option.err;
+  auto nothing_close = run_fusejit("frobnicate");
+  EXPECT_EQ(nothing_close.exit_code, 2);
+  EXPECT_EQ(nothing_close.err.find("did you mean"), std::string::npos) << nothing_close.err;
+  EXPECT_NE(nothing_close.err.find("emit"), std::string::npos) << "lists the commands:\n" << nothing_close.err;
+}
+
+// Options whose mistakes would only show after a long run are refused first.
+TEST(Cli, OptionMistakesAreFoundBeforeAnythingRuns) {
+  const std::string dir = make_temp_dir("fusejit-cli-early");  // --plot: BenchCli.PlotIsDrawnAndNeverOverwrittenUnasked
+  auto rounding = run_fusejit("run " + kExamples + "/softmax.fj --backend cpu --rounding outputs-only");
+  EXPECT_EQ(rounding.exit_code, 1);
+  EXPECT_NE(rounding.err.find("reference backend only"), std::string::npos) << rounding.err;
+  if (nvrtc_available()) {
+    auto arch = run_fusejit("emit " + kExamples + "/softmax.fj --arch sm_91 --out " + dir + "/kernels");
+    EXPECT_EQ(arch.exit_code, 1);
+    EXPECT_NE(arch.err.find("cannot compile for sm_91; it knows"), std::string::npos) << arch.err;
+    EXPECT_LT(arch.err.size(), 400u) << "a short message, not a compile log:\n" << arch.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/kernels")) << "nothing written";
+  }
+}
+
 TEST(Cli, CheckPrintsCanonicalTextOfEveryExample) {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kExamples)) {
@@ -123,6 +153,7 @@ TEST(Cli, RunSavesAndReloadsNpyWithoutOverwriting) {
   auto refused = run_fusejit("run " + graph + " --seed 4 --save " + dir + "/out");
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("--overwrite"), std::string::npos) << refused.err;
+  EXPECT_TRUE(refused.out.empty()) << "refused before running, not after:\n" << refused.out;
   EXPECT_EQ(testing::read_file(dir + "/out/y.npy"), before);
   EXPECT_EQ(run_fusejit("run " + graph + " --seed 4 --overwrite --save " + dir + "/out").exit_code, 0);
   EXPECT_NE(testing::read_file(dir + "/out/y.npy"), before);

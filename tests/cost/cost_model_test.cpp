@@ -114,6 +114,18 @@ TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
   const DeviceSpec second = cpu_device();  // from the cache: the same figures
   EXPECT_EQ(second.bandwidth_gbps, first.bandwidth_gbps);
   EXPECT_EQ(second.class_tflops, first.class_tflops);
+  // CPU row kernels read a row once however long it is: no plan for the CPU
+  // re-reads rows (and so predicts re-read bytes or recomputed FLOPs).
+  EXPECT_EQ(first.persistent_row_limit, kAnyRowLength);
+  Graph g;
+  auto x = g.input("x", DType::kF16, {16, 40000});
+  g.output("y", layer_norm(gelu(x)));
+  const FusionPlan fused = make_fused_plan(g, fusion_options_for(first));
+  ASSERT_EQ(fused.kernels.size(), 1u);
+  EXPECT_EQ(fused.kernels[0].row_strategy, RowStrategy::kPersistent);
+  const PlanComparison c = compare_plans(make_unfused_plan(g, fusion_options_for(first)), fused, first);
+  EXPECT_GT(c.predicted_speedup, 1.0);
+  EXPECT_NE(format_device(first).find("rows of any length read once"), std::string::npos) << format_device(first);
   unsetenv("FUSEJIT_CACHE_DIR");
 }
 

@@ -1,0 +1,63 @@
+// The message for a command line CLI11 rejected (declared in commands.h),
+// with the command or option the user most likely meant.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/strings/str_join.h>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "ir/closest_name.h"
+
+namespace fusejit::cli {
+namespace {
+
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates) {
+  const std::optional<std::string> best = closest_name(name, candidates);
+  return best ? fmt::format(" (did you mean '{}'?)", *best) : "";
+}
+
+}  // namespace
+
+std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    commands.push_back(sub->get_name());
+  }
+  // The command is the first argument that is not an option.
+  int at = 1;
+  while (at < argc && argv[at][0] == '-') ++at;
+  if (at == argc) {
+    std::vector<std::string> options;
+    for (const CLI::Option* option : app.get_options()) {
+      for (const std::string& name : option->get_lnames()) options.push_back("--" + name);
+    }
+    const std::string hint = argc > 1 ? did_you_mean(argv[1], options) : "";
+    return fmt::format("{}{}; the commands are {} (fusejit --help)", error.what(), hint, absl::StrJoin(commands, ", "));
+  }
+  const std::string command = argv[at];
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* candidate : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (candidate->get_name() == command) sub = candidate;
+  }
+  if (sub == nullptr) {
+    return fmt::format("unknown command '{}'{}; the commands are {} (fusejit --help)", command,
+                       did_you_mean(command, commands), absl::StrJoin(commands, ", "));
+  }
+  // An option the command does not have: the nearest one it has.
+  std::vector<std::string> options;
+  for (const CLI::Option* option : sub->get_options()) {
+    for (const std::string& name : option->get_lnames()) options.push_back("--" + name);
+  }
+  std::string hint;
+  for (int i = at + 1; i < argc && hint.empty(); ++i) {
+    const std::string_view arg = argv[i];
+    if (!arg.starts_with("--")) continue;
+    const std::string name(arg.substr(0, arg.find('=')));
+    if (sub->get_option_no_throw(name) == nullptr) hint = did_you_mean(name, options);
+  }
+  return fmt::format("{}{}; see fusejit {} --help", error.what(), hint, command);
+}
+
+}  // namespace fusejit::cli

@@ -1,0 +1,39 @@
+#include "ir/closest_name.h"
+
+#include <algorithm>
+
+namespace fusejit {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::optional<std::string> closest_name(std::string_view name, const std::vector<std::string>& candidates,
+                                        size_t max_distance) {
+  std::optional<std::string> best;
+  size_t best_distance = max_distance + 1;
+  for (const std::string& candidate : candidates) {
+    // Too different in length to be within reach: skip the quadratic work
+    // (and any input, however long, costs no more than the candidates).
+    const size_t gap = name.size() > candidate.size() ? name.size() - candidate.size() : candidate.size() - name.size();
+    if (gap >= best_distance) continue;
+    if (const size_t d = edit_distance(name, candidate); d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+}  // namespace fusejit
