@@ -28,6 +28,13 @@ std::optional<Graph> load_graph(const std::string& file) {
 }
 
 std::unique_ptr<Backend> open_backend(const std::string& name) {
+  if (name == "auto") {
+    // The GPU when it is usable; otherwise the CPU, saying why not the GPU.
+    absl::StatusOr<std::unique_ptr<Backend>> cuda = make_backend("cuda");
+    if (cuda.ok()) return *std::move(cuda);
+    fmt::print(stderr, "fusejit: note: --backend auto runs on the CPU: {}\n", status_text(cuda.status()));
+    return open_backend("cpu");
+  }
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(name);
   if (!backend.ok()) {
     fmt::print(stderr, "fusejit: error: backend {}: {}\n", name, status_text(backend.status()));

@@ -84,6 +84,13 @@ int devices(bool remeasure) {
     }
     fmt::print("\n");
   }
+  // Which of them this machine can run on.
+  absl::StatusOr<std::unique_ptr<Backend>> gpu = make_backend("cuda");
+  if (gpu.ok()) {
+    fmt::print("this machine's GPU: {}; --backend auto runs on it\n", (*gpu)->description());
+  } else {
+    fmt::print("this machine's GPU: none usable ({}); --backend auto runs on the CPU\n", status_text(gpu.status()));
+  }
   return 0;
 }
 

@@ -212,6 +212,10 @@ TEST(RunCli, CudaBackendWithoutAGpuSaysWhy) {
   auto automatic = run_fusejit("run " + tiny_chain(dir) + " --backend auto");
   EXPECT_EQ(automatic.exit_code, 0) << automatic.err;
   EXPECT_TRUE(has(automatic.out, "backend cpu (")) << automatic.out;
+  EXPECT_TRUE(has(automatic.err, "--backend auto runs on the CPU: ")) << "and says why:\n" << automatic.err;
+  auto devices = run_fusejit("devices");
+  EXPECT_EQ(devices.exit_code, 0) << devices.err;
+  EXPECT_TRUE(has(devices.out, "this machine's GPU: none usable (")) << devices.out;
 }
 
 }  // namespace
