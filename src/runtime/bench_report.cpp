@@ -113,13 +113,20 @@ std::string format_roofline(const BenchResult& r) {
       r.backend, r.ceiling_gbps, r.device.peak_f32_tflops * 1e3);
   t += fmt::format("  {:<8} {:<40} {:>10} {:>12} {:>12} {:>8}  {}\n", "plan", "kernel", "FLOP/byte", "GFLOP/s",
                    "roof GFLOP/s", "% roof", "bound by");
+  bool above_roof = false;
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
     for (const KernelBench& k : p->kernels) {
       const double roof = std::min(peak_gflops(r, k), r.ceiling_gbps * k.intensity);
       const bool memory = r.ceiling_gbps * k.intensity < peak_gflops(r, k);
+      above_roof = above_roof || percent(k.achieved_gflops, roof) > 105;
       t += fmt::format("  {:<8} {:<40} {:>10.2f} {:>12.2f} {:>12.2f} {:>7.1f}%  {}\n", p->label, k.name, k.intensity,
                        k.achieved_gflops, roof, percent(k.achieved_gflops, roof), memory ? "memory" : "compute");
     }
+  }
+  if (above_roof && r.backend == "cpu") {
+    t += "  (above 100%: a kernel ran faster than the cached op throughputs allow; they were measured when this "
+         "machine ran slower, or its op mix runs faster than the probes'; `fusejit devices --remeasure` measures "
+         "them again)\n";
   }
   return t;
 }
