@@ -13,10 +13,6 @@ absl::Status LoadedPlan::run() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> LoadedPlan::measure_kernel_bytes(size_t) {
-  return absl::UnimplementedError("memory traffic counters are not read on this backend");
-}
-
 std::vector<std::string> backend_names() { return {"auto", "cpu", "cuda"}; }
 
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name) {

@@ -66,7 +66,7 @@ class LoadedPlan {
   // GPU: CUPTI's DRAM byte counters, runtime/dram_counters.h, with its
   // output still in L2 at the end counted as written). Unimplemented where
   // the backend reads no counters; otherwise the reason they could not be read.
-  virtual absl::StatusOr<double> measure_kernel_bytes(size_t k);
+  virtual absl::StatusOr<double> measure_kernel_bytes(size_t k) = 0;
   // Runs every kernel in order.
   absl::Status run();
   // The graph outputs by name, copied back to the host.

@@ -109,7 +109,6 @@ absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions&
 absl::StatusOr<CompiledKernel> compile_cuda(const std::string& name, const std::string& source,
                                             const CudaCompileOptions& options, KernelCache* cache) {
   const auto start = std::chrono::steady_clock::now();
-  if (absl::Status s = check_cuda_arch(options.arch); !s.ok()) return s;
   absl::StatusOr<std::vector<std::string>> nvrtc_opts = nvrtc_options(options);
   if (!nvrtc_opts.ok()) return nvrtc_opts.status();
   absl::StatusOr<std::pair<int, int>> version = nvrtc_library_version();
@@ -132,6 +131,8 @@ absl::StatusOr<CompiledKernel> compile_cuda(const std::string& name, const std::
     }
   }
 
+  // Only on a miss: an entry exists only for an architecture NVRTC took.
+  if (absl::Status s = check_cuda_arch(options.arch); !s.ok()) return s;
   absl::StatusOr<NvrtcOutput> out = run_nvrtc(source, kernel_file_stem(name) + ".cu", kernel.options);
   if (!out.ok()) return out.status();
   if (!out->error.empty()) return compile_failure(kernel, *out);
