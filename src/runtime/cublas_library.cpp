@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "runtime/cublas_abi.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/shared_library.h"
 
 #if FUSEJIT_HAVE_CUDA
@@ -21,30 +23,8 @@
 namespace fusejit::cublas {
 namespace {
 
-using Status = int;                       // cublasStatus_t
-inline constexpr Status kSuccess = 0;     // CUBLAS_STATUS_SUCCESS
-inline constexpr int kOpN = 0;            // CUBLAS_OP_N
-inline constexpr int kComputeF32 = 68;    // CUBLAS_COMPUTE_32F: f32 accumulation, no TF32
-inline constexpr int kGemmDefault = -1;   // CUBLAS_GEMM_DEFAULT
-inline constexpr int kPropertyMajor = 0;  // MAJOR_VERSION
-inline constexpr int kPropertyMinor = 1;  // MINOR_VERSION
-inline constexpr int kPropertyPatch = 2;  // PATCH_LEVEL
+using namespace cublas_abi;  // NOLINT: the ABI's names, as cublas_v2.h spells them
 
-// X(member, symbol, return type, parameters). cublas_v2.h maps cublasCreate
-// to cublasCreate_v2 and so on; these are the symbols it maps to.
-#define FUSEJIT_CUBLAS_FUNCTIONS(X)                                                                                 \
-  X(create, cublasCreate_v2, Status, (Handle * handle))                                                             \
-  X(destroy, cublasDestroy_v2, Status, (Handle handle))                                                             \
-  X(get_property, cublasGetProperty, Status, (int type, int* value))                                                \
-  X(gemm_ex, cublasGemmEx, Status,                                                                                  \
-    (Handle handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* a, int a_type,      \
-     int lda, const void* b, int b_type, int ldb, const void* beta, void* c, int c_type, int ldc, int compute_type, \
-     int algo))
-
-// Newer than the rest (cuBLAS 11.4); error messages use them when present.
-#define FUSEJIT_CUBLAS_OPTIONAL_FUNCTIONS(X)                            \
-  X(get_status_name, cublasGetStatusName, const char*, (Status status)) \
-  X(get_status_string, cublasGetStatusString, const char*, (Status status))
 
 struct CublasApi {
 #define FUSEJIT_DECLARE_MEMBER(member, symbol, result, params) result(*member) params = nullptr;
@@ -102,7 +82,10 @@ std::vector<std::string> candidate_names() {
 }
 
 absl::StatusOr<CublasApi> load_cublas() {
-  const std::vector<std::string> names = candidate_names();
+  // The CUDA emulator implements cuBLAS's few calls too: the real cuBLAS
+  // would look for a real driver.
+  const std::string emulator = cuda_emulator_path();
+  const std::vector<std::string> names = emulator.empty() ? candidate_names() : std::vector<std::string>{emulator};
   absl::StatusOr<SharedLibrary> library = SharedLibrary::open(names);
   if (!library.ok()) {
     return absl::NotFoundError(

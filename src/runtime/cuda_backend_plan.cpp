@@ -166,8 +166,7 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
 
 absl::Status CudaLoadedPlan::load_jit_kernel(int index, CudaKernelSource source, const CompiledKernel& compiled,
                                              std::vector<cuda::DevicePtr> pointers) {
-  absl::StatusOr<ModuleHandle> module =
-      ModuleHandle::load(compiled.cubin.empty() ? compiled.ptx : compiled.cubin, source.name);
+  absl::StatusOr<ModuleHandle> module = ModuleHandle::load(compiled);
   if (!module.ok()) return module.status();
   absl::StatusOr<cuda::Function> function = cuda::module_function(module->get(), source.name);
   if (!function.ok()) return function.status();
@@ -259,6 +258,7 @@ absl::StatusOr<double> CudaLoadedPlan::measure_kernel_bytes(size_t k) {
   if (k >= steps_.size()) {
     return absl::OutOfRangeError(fmt::format("kernel {} of a plan with {} kernels", k, steps_.size()));
   }
+  if (cuda_driver_is_emulator()) return absl::UnavailableError("the CUDA emulator has no DRAM counters");
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   // A profiler for this measurement only: one enabled on the context would
   // stay in the way of other plans' profilers and of later timings.

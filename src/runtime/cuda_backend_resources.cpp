@@ -45,11 +45,13 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
-absl::StatusOr<ModuleHandle> ModuleHandle::load(const std::string& image, std::string_view kernel) {
+absl::StatusOr<ModuleHandle> ModuleHandle::load(const CompiledKernel& compiled) {
+  const std::string& image =
+      cuda_driver_is_emulator() ? compiled.source : (compiled.cubin.empty() ? compiled.ptx : compiled.cubin);
   absl::StatusOr<cuda::Module> module = cuda::load_module(image);
   if (!module.ok()) {
-    return absl::Status(module.status().code(),
-                        fmt::format("loading kernel {} onto the GPU: {}", kernel, status_text(module.status())));
+    return absl::Status(module.status().code(), fmt::format("loading kernel {} onto the GPU: {}", compiled.name,
+                                                            status_text(module.status())));
   }
   return ModuleHandle(*module);
 }
@@ -162,8 +164,7 @@ absl::Status CudaGpu::flush_l2() {
     absl::StatusOr<CompiledKernel> compiled =
         compile_cuda("fj_l2_flush", kL2FlushSource, {.arch = arch_}, &KernelCache::global());
     if (!compiled.ok()) return compiled.status();
-    absl::StatusOr<ModuleHandle> module =
-        ModuleHandle::load(compiled->cubin.empty() ? compiled->ptx : compiled->cubin, "fj_l2_flush");
+    absl::StatusOr<ModuleHandle> module = ModuleHandle::load(*compiled);
     if (!module.ok()) return module.status();
     absl::StatusOr<cuda::Function> function = cuda::module_function(module->get(), "fj_l2_flush");
     if (!function.ok()) return function.status();

@@ -22,6 +22,7 @@
 
 #include "runtime/cublas_library.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/nvrtc_compiler.h"
 
 namespace fusejit::cuda_backend {
 
@@ -50,7 +51,10 @@ class DeviceBuffer {
 class ModuleHandle {
  public:
   ModuleHandle() = default;
-  static absl::StatusOr<ModuleHandle> load(const std::string& image, std::string_view kernel);
+  // Loads the CUBIN of `compiled`, its PTX where there is no CUBIN (a GPU
+  // newer than NVRTC), or its CUDA source on the emulator, which compiles
+  // it for the host.
+  static absl::StatusOr<ModuleHandle> load(const CompiledKernel& compiled);
   ~ModuleHandle();
   ModuleHandle(ModuleHandle&& other) noexcept : module_(std::exchange(other.module_, nullptr)) {}
   ModuleHandle& operator=(ModuleHandle&& other) noexcept;

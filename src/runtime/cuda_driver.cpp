@@ -1,6 +1,7 @@
 #include "runtime/cuda_driver.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include <absl/strings/str_join.h>
@@ -17,6 +18,17 @@ using cuda_abi::DriverApi;
 using cuda_abi::Result;
 
 constexpr const char* kDriverLibrary = "libcuda.so.1";
+// Names another driver library to load instead (tests set it to the CUDA
+// emulator, tests/cuda_emulator/, to run the GPU tests on a machine without one).
+constexpr const char* kDriverOverride = "FUSEJIT_CUDA_DRIVER";
+// The symbol only the emulator exports; a real driver never has it.
+constexpr const char* kEmulatorSymbol = "fusejitCudaEmulator";
+
+struct Driver {
+  DriverApi api;
+  bool emulated = false;
+  std::string path;  // the file loaded
+};
 
 // The symbol name of each DriverApi member, for error messages.
 template <auto Member>
@@ -37,13 +49,24 @@ std::string describe(const DriverApi& api, Result result) {
                      text != nullptr ? text : "no description");
 }
 
-absl::StatusOr<DriverApi> load_driver() {
-  absl::StatusOr<SharedLibrary> library = SharedLibrary::open({kDriverLibrary});
+std::string driver_library_name() {
+  const char* override_name = std::getenv(kDriverOverride);
+  return override_name != nullptr && *override_name != '\0' ? override_name : kDriverLibrary;
+}
+
+absl::StatusOr<Driver> load_driver() {
+  const std::string name = driver_library_name();
+  absl::StatusOr<SharedLibrary> library = SharedLibrary::open({name});
   if (!library.ok()) {
-    return absl::UnavailableError(
-        fmt::format("no CUDA driver: dlopen {} failed: {}", kDriverLibrary, status_text(library.status())));
+    return absl::UnavailableError(fmt::format("no CUDA driver: dlopen {} failed: {}{}", name,
+                                              status_text(library.status()),
+                                              name == kDriverLibrary ? "" : fmt::format(" (from ${})", kDriverOverride)));
   }
-  DriverApi api;
+  Driver driver;
+  DriverApi& api = driver.api;
+  const char* (*emulator)() = nullptr;
+  driver.emulated = library->bind(emulator, kEmulatorSymbol);
+  driver.path = library->path();
   std::vector<std::string> missing;
 #define FUSEJIT_BIND(member, symbol, result, params) \
   if (!library->bind(api.member, #symbol)) missing.push_back(#symbol);
@@ -65,25 +88,25 @@ absl::StatusOr<DriverApi> load_driver() {
   if (init != cuda_abi::kSuccess) {
     return absl::UnavailableError(fmt::format("no CUDA driver: cuInit failed: {}", describe(api, init)));
   }
-  return api;
+  return driver;
 }
 
 // Loaded and initialised once per process; C++ makes the first call's
 // initialisation thread-safe.
-const absl::StatusOr<DriverApi>& driver() {
-  static const absl::StatusOr<DriverApi> api = load_driver();
-  return api;
+const absl::StatusOr<Driver>& driver() {
+  static const absl::StatusOr<Driver> loaded = load_driver();
+  return loaded;
 }
 
 // Calls one driver function; a failure names it, and ends with context
 // when there is one: "cuMemAlloc_v2 failed: ... (allocating 1024 bytes)".
 template <auto Member, typename... Args>
 absl::Status call_about(std::string_view context, Args... args) {
-  const absl::StatusOr<DriverApi>& api = driver();
-  if (!api.ok()) return api.status();
-  const Result result = ((*api).*Member)(args...);
+  const absl::StatusOr<Driver>& loaded = driver();
+  if (!loaded.ok()) return loaded.status();
+  const Result result = (loaded->api.*Member)(args...);
   if (result == cuda_abi::kSuccess) return absl::OkStatus();
-  std::string message = fmt::format("{} failed: {}", kSymbol<Member>, describe(*api, result));
+  std::string message = fmt::format("{} failed: {}", kSymbol<Member>, describe(loaded->api, result));
   if (!context.empty()) message += fmt::format(" ({})", context);
   if (result == cuda_abi::kErrorOutOfMemory) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
@@ -107,6 +130,13 @@ absl::Status cuda_driver_status() {
   if (!count.ok()) return count.status();
   if (*count == 0) return absl::UnavailableError("no CUDA device: the driver reports 0 devices");
   return absl::OkStatus();
+}
+
+bool cuda_driver_is_emulator() { return !cuda_emulator_path().empty(); }
+
+std::string cuda_emulator_path() {
+  const absl::StatusOr<Driver>& loaded = driver();
+  return loaded.ok() && loaded->emulated ? loaded->path : "";
 }
 
 std::string GpuInfo::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }

@@ -7,7 +7,8 @@
 // ("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)").
 // The wrappers are thin: one driver call each, in the current context; who
 // creates what destroys it. Only libcuda.so.1 is loaded, never the toolkit's
-// stub libcuda.so, which would only fail later.
+// stub libcuda.so, which would only fail later. $FUSEJIT_CUDA_DRIVER names
+// another library to load instead (the tests' CUDA emulator).
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,13 @@ namespace fusejit {
 // OK when libcuda.so.1 loads, cuInit succeeds and there is at least one
 // device; otherwise Unavailable with the reason.
 absl::Status cuda_driver_status();
+
+// True when the loaded driver is fusejit's CUDA emulator
+// (FUSEJIT_CUDA_DRIVER=.../libfusejit_cuda_emulator.so): modules are then
+// loaded from CUDA source, which it compiles for the host, not from CUBIN.
+bool cuda_driver_is_emulator();
+// The emulator's file, which also stands in for cuBLAS; "" for a real driver.
+std::string cuda_emulator_path();
 
 struct GpuInfo {
   std::string name;  // "NVIDIA H100 80GB HBM3"

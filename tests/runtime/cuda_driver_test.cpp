@@ -198,6 +198,7 @@ void run_axpb(const std::string& image) {
 
 TEST_F(CudaDriverGpu, RunsANvrtcCompiledKernelFromCubinAndFromPtx) {
   if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  if (cuda_driver_is_emulator()) GTEST_SKIP() << "the CUDA emulator loads CUDA source, not CUBIN or PTX";
   absl::StatusOr<GpuInfo> gpu = query_gpu(0);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   absl::StatusOr<std::string> arch = cuda_arch_for(gpu->cc_major, gpu->cc_minor);

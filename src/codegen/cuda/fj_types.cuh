@@ -2,7 +2,9 @@
 // Self-contained (no cuda_fp16.h / cuda_bf16.h), so NVRTC needs no include
 // path; the conversions are the PTX instructions those headers use
 // (cvt.rn.* rounds to nearest even, as the reference interpreter does).
-// Requires sm_80 or newer (cvt.rn.bf16.f32).
+// Requires sm_80 or newer (cvt.rn.bf16.f32). The #else branches are the
+// same conversions in C++, for the tests' CUDA emulator, which compiles
+// generated kernels for the host.
 typedef unsigned short fj_u16;
 struct __align__(2) fj_f16 { fj_u16 bits; };
 struct __align__(2) fj_bf16 { fj_u16 bits; };
@@ -10,7 +12,13 @@ struct __align__(2) fj_bf16 { fj_u16 bits; };
 __device__ __forceinline__ float fj_to_float(float x) { return x; }
 __device__ __forceinline__ float fj_to_float(fj_f16 h) {
   float f;
+#ifdef __CUDA_ARCH__
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+#else  // compiled for the host by the CUDA emulator (tests/cuda_emulator/)
+  _Float16 half;
+  __builtin_memcpy(&half, &h.bits, 2);
+  f = half;
+#endif
   return f;
 }
 __device__ __forceinline__ float fj_to_float(fj_bf16 b) { return __uint_as_float(((unsigned)b.bits) << 16); }
@@ -22,13 +30,23 @@ __device__ __forceinline__ float fj_from_float<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ fj_f16 fj_from_float<fj_f16>(float x) {
   fj_f16 h;
+#ifdef __CUDA_ARCH__
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(x));
+#else
+  const _Float16 half = static_cast<_Float16>(x);  // rounds to nearest even
+  __builtin_memcpy(&h.bits, &half, 2);
+#endif
   return h;
 }
 template <>
 __device__ __forceinline__ fj_bf16 fj_from_float<fj_bf16>(float x) {
   fj_bf16 b;
+#ifdef __CUDA_ARCH__
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b.bits) : "f"(x));
+#else  // round to nearest even; NaN stays a (quiet) NaN
+  const unsigned u = __float_as_uint(x);
+  b.bits = (u & 0x7fffffffu) > 0x7f800000u ? (fj_u16)((u >> 16) | 0x40u) : (fj_u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+#endif
   return b;
 }
 

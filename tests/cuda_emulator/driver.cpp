@@ -1,0 +1,419 @@
+// libfusejit_cuda_emulator.so: the part of the CUDA driver API fusejit
+// calls, implemented on the CPU, so that the GPU backend's tests run on a
+// machine without a GPU:
+//   FUSEJIT_CUDA_DRIVER=.../libfusejit_cuda_emulator.so fusejit_tests --gtest_filter='GpuBackend.*'
+//
+// What it checks: the generated kernels' indexing, tails, alignment
+// variants, reductions, dropout masks and launch configurations, and the
+// backend's allocation, copies and argument passing, all against the
+// reference interpreter. What it cannot: NVRTC's and ptxas's code (modules
+// are the CUDA source compiled for the host, with device_shim.h), timing,
+// and anything cuBLAS does.
+//
+// One emulated device ("sm_90", 4 SMs, 8 GiB). Device memory is host
+// memory with a guard band of known bytes on each side of every
+// allocation; a kernel that writes outside its buffers fails its launch
+// with CUDA_ERROR_ILLEGAL_ADDRESS. Launches run synchronously, one block
+// after another (fibers.h). A failure's detail is what cuGetErrorString
+// returns for that error until the next failure.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "fibers.h"
+#include "kernel_module.h"
+#include "runtime/cuda_driver_abi.h"
+
+using fusejit::cuda_abi::Context;
+using fusejit::cuda_abi::Device;
+using fusejit::cuda_abi::DevicePtr;
+using fusejit::cuda_abi::Event;
+using fusejit::cuda_abi::Function;
+using fusejit::cuda_abi::Module;
+using fusejit::cuda_abi::Result;
+using fusejit::cuda_abi::Stream;
+
+// The driver's entry points with the signatures fusejit binds: defining
+// one with another signature fails to compile against these declarations.
+extern "C" {
+#define FJ_EMU_DECLARE(member, symbol, result, params) __attribute__((visibility("default"))) result symbol params;
+FUSEJIT_CUDA_DRIVER_FUNCTIONS(FJ_EMU_DECLARE)
+#undef FJ_EMU_DECLARE
+// Only the emulator exports this; fusejit loads modules from source when it is there.
+__attribute__((visibility("default"))) const char* fusejitCudaEmulator();
+}
+
+namespace {
+
+using fusejit::emulator::BlockRunner;
+using fusejit::emulator::KernelModule;
+
+// CUresult codes (cuda.h).
+constexpr Result kSuccess = 0;
+constexpr Result kInvalidValue = 1;
+constexpr Result kOutOfMemory = 2;
+constexpr Result kInvalidDevice = 101;
+constexpr Result kInvalidSource = 300;
+constexpr Result kInvalidHandle = 400;
+constexpr Result kNotFound = 500;
+constexpr Result kIllegalAddress = 700;
+constexpr Result kLaunchFailed = 719;
+
+constexpr const char* kDeviceName = "fusejit CUDA emulator (CPU fibers, sm_90)";
+constexpr size_t kDeviceMemory = size_t{8} << 30;
+constexpr size_t kGuardBytes = 256;  // also the allocation alignment, as cuMemAlloc's
+constexpr unsigned char kGuardByte = 0xA5;
+
+std::mutex g_mutex;  // one driver call at a time: launches share each module's fj_emu_state
+std::map<Result, std::string> g_details;
+size_t g_allocated = 0;
+
+Result fail(Result code, std::string detail) {
+  g_details[code] = std::move(detail);
+  return code;
+}
+
+struct Allocation {
+  unsigned char* base;  // guard, data, guard
+  size_t bytes;
+};
+std::map<uintptr_t, Allocation> g_allocations;  // by the data's address
+
+unsigned char* data_of(const Allocation& a) { return a.base + kGuardBytes; }
+
+// The allocation whose guards were overwritten, described; empty if none.
+std::string check_guards() {
+  for (const auto& [address, a] : g_allocations) {
+    const unsigned char* guards[] = {a.base, data_of(a) + a.bytes};
+    for (int side = 0; side < 2; ++side) {
+      for (size_t i = 0; i < kGuardBytes; ++i) {
+        if (guards[side][i] == kGuardByte) continue;
+        const std::string where = side == 0 ? fmt::format("{} bytes before", kGuardBytes - i)
+                                            : fmt::format("{} bytes past the end of", i + 1);
+        return fmt::format("a write {} the allocation of {} bytes at 0x{:x}", where, a.bytes, address);
+      }
+    }
+  }
+  return "";
+}
+
+// The allocation holding [ptr, ptr + bytes), or nullptr.
+const Allocation* find_allocation(DevicePtr ptr, size_t bytes) {
+  auto it = g_allocations.upper_bound(static_cast<uintptr_t>(ptr));
+  if (it == g_allocations.begin()) return nullptr;
+  --it;
+  const uintptr_t begin = it->first;
+  if (ptr < begin || ptr + bytes > begin + it->second.bytes) return nullptr;
+  return &it->second;
+}
+
+Result check_range(DevicePtr ptr, size_t bytes, const char* what) {
+  if (bytes == 0 || find_allocation(ptr, bytes) != nullptr) return kSuccess;
+  return fail(kInvalidValue, fmt::format("{}: [0x{:x}, +{}) is not inside one allocation", what, ptr, bytes));
+}
+
+struct EmulatedModule {
+  std::unique_ptr<KernelModule> module;
+  std::map<std::string, std::unique_ptr<std::string>> functions;  // name -> handle storage
+};
+struct EmulatedFunction {
+  EmulatedModule* module;
+  std::string name;
+  KernelModule::Launch launch;
+};
+std::map<const void*, std::unique_ptr<EmulatedModule>> g_modules;
+std::map<const void*, std::unique_ptr<EmulatedFunction>> g_functions;
+
+struct EmulatedEvent {
+  std::chrono::steady_clock::time_point time;
+  bool recorded = false;
+};
+
+int g_context_tag;  // the primary context's handle points here
+
+double elapsed_ms(const EmulatedEvent& start, const EmulatedEvent& end) {
+  return std::chrono::duration<double, std::milli>(end.time - start.time).count();
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* fusejitCudaEmulator() { return kDeviceName; }
+
+Result cuInit(unsigned) { return kSuccess; }
+Result cuDriverGetVersion(int* version) {
+  *version = 13000;
+  return kSuccess;
+}
+
+Result cuGetErrorName(Result error, const char** name) {
+  static const std::map<Result, const char*> kNames = {
+      {kSuccess, "CUDA_SUCCESS"},
+      {kInvalidValue, "CUDA_ERROR_INVALID_VALUE"},
+      {kOutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY"},
+      {kInvalidDevice, "CUDA_ERROR_INVALID_DEVICE"},
+      {kInvalidSource, "CUDA_ERROR_INVALID_SOURCE"},
+      {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE"},
+      {kNotFound, "CUDA_ERROR_NOT_FOUND"},
+      {kIllegalAddress, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+      {kLaunchFailed, "CUDA_ERROR_LAUNCH_FAILED"},
+  };
+  auto it = kNames.find(error);
+  *name = it != kNames.end() ? it->second : nullptr;
+  return it != kNames.end() ? kSuccess : kInvalidValue;
+}
+
+Result cuGetErrorString(Result error, const char** text) {
+  std::lock_guard lock(g_mutex);
+  auto it = g_details.find(error);
+  *text = it != g_details.end() ? it->second.c_str() : "emulated error";
+  return kSuccess;
+}
+
+Result cuDeviceGetCount(int* count) {
+  *count = 1;
+  return kSuccess;
+}
+
+Result cuDeviceGet(Device* device, int ordinal) {
+  if (ordinal != 0) return fail(kInvalidDevice, fmt::format("the emulator has one device, not {}", ordinal + 1));
+  *device = 0;
+  return kSuccess;
+}
+
+Result cuDeviceGetName(char* name, int length, Device) {
+  if (length <= 0) return kInvalidValue;
+  std::snprintf(name, static_cast<size_t>(length), "%s", kDeviceName);
+  return kSuccess;
+}
+
+Result cuDeviceGetAttribute(int* value, int attribute, Device) {
+  // CU_DEVICE_ATTRIBUTE_* codes: a small sm_90, 64 GB/s.
+  static const std::map<int, int> kAttributes = {
+      {13, 1'000'000},  // clock rate, kHz
+      {16, 4},          // SMs
+      {36, 1'000'000},  // memory clock, kHz
+      {37, 256},        // memory bus width, bits
+      {38, 512 << 10},  // L2 bytes
+      {39, 2048},       // threads per SM
+      {75, 9},          // compute capability major
+      {76, 0},          // minor
+      {97, 232448},     // shared memory per block, opt-in
+  };
+  auto it = kAttributes.find(attribute);
+  if (it == kAttributes.end()) return fail(kInvalidValue, fmt::format("device attribute {} is not emulated", attribute));
+  *value = it->second;
+  return kSuccess;
+}
+
+Result cuDeviceTotalMem_v2(size_t* bytes, Device) {
+  *bytes = kDeviceMemory;
+  return kSuccess;
+}
+
+Result cuDevicePrimaryCtxRetain(Context* context, Device) {
+  *context = reinterpret_cast<Context>(&g_context_tag);
+  return kSuccess;
+}
+Result cuDevicePrimaryCtxRelease_v2(Device) { return kSuccess; }
+Result cuCtxSetCurrent(Context) { return kSuccess; }
+Result cuCtxSynchronize() { return kSuccess; }  // every call completes before it returns
+
+Result cuModuleLoadDataEx(Module* module, const void* image, unsigned num_options, int* options,
+                          void** option_values) {
+  std::string error;
+  std::unique_ptr<KernelModule> loaded = KernelModule::load(static_cast<const char*>(image), &error);
+  std::lock_guard lock(g_mutex);
+  if (!loaded) {
+    for (unsigned i = 0; i < num_options; ++i) {  // CU_JIT_ERROR_LOG_BUFFER, as the driver fills it
+      if (options[i] != fusejit::cuda_abi::kJitErrorLogBuffer) continue;
+      size_t size = 0;
+      for (unsigned j = 0; j < num_options; ++j) {
+        if (options[j] == fusejit::cuda_abi::kJitErrorLogBufferSize) {
+          size = static_cast<size_t>(reinterpret_cast<uintptr_t>(option_values[j]));
+        }
+      }
+      if (size > 0) std::snprintf(static_cast<char*>(option_values[i]), size, "%s", error.c_str());
+    }
+    return fail(kInvalidSource, "the emulator could not compile the module's CUDA source for the host");
+  }
+  auto emulated = std::make_unique<EmulatedModule>();
+  emulated->module = std::move(loaded);
+  emulated->module->state().syncthreads = &BlockRunner::sync_block;
+  emulated->module->state().shfl_xor = &BlockRunner::shuffle_xor;
+  *module = reinterpret_cast<Module>(emulated.get());
+  g_modules[emulated.get()] = std::move(emulated);
+  return kSuccess;
+}
+
+Result cuModuleUnload(Module module) {
+  std::lock_guard lock(g_mutex);
+  auto it = g_modules.find(module);
+  if (it == g_modules.end()) return fail(kInvalidHandle, "cuModuleUnload of a module the emulator never loaded");
+  for (auto f = g_functions.begin(); f != g_functions.end();) {
+    f = f->second->module == it->second.get() ? g_functions.erase(f) : std::next(f);
+  }
+  g_modules.erase(it);
+  return kSuccess;
+}
+
+Result cuModuleGetFunction(Function* function, Module module, const char* name) {
+  std::lock_guard lock(g_mutex);
+  auto it = g_modules.find(module);
+  if (it == g_modules.end()) return fail(kInvalidHandle, "cuModuleGetFunction on a module the emulator never loaded");
+  KernelModule::Launch launch = it->second->module->kernel(name);
+  if (launch == nullptr) return fail(kNotFound, fmt::format("the module has no kernel {}", name));
+  auto f = std::make_unique<EmulatedFunction>(EmulatedFunction{it->second.get(), name, launch});
+  *function = reinterpret_cast<Function>(f.get());
+  g_functions[f.get()] = std::move(f);
+  return kSuccess;
+}
+
+Result cuFuncSetAttribute(Function, int, int) { return kSuccess; }
+
+Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
+                      unsigned block_y, unsigned block_z, unsigned shared_bytes, Stream, void** params, void** extra) {
+  std::lock_guard lock(g_mutex);
+  auto it = g_functions.find(function);
+  if (it == g_functions.end()) return fail(kInvalidHandle, "cuLaunchKernel of a function the emulator never made");
+  const EmulatedFunction& f = *it->second;
+  const uint64_t threads = uint64_t{block_x} * block_y * block_z;
+  if (grid_x == 0 || grid_y == 0 || grid_z == 0 || threads == 0 || threads > 1024 || grid_y > 65535 ||
+      grid_z > 65535 || extra != nullptr || shared_bytes != 0) {
+    return fail(kInvalidValue,
+                fmt::format("launch of {}: grid ({}, {}, {}), block ({}, {}, {}), {} bytes of dynamic shared memory "
+                            "(the emulator takes blocks of 1 to 1024 threads, no dynamic shared memory, no `extra`)",
+                            f.name, grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes));
+  }
+  FjEmuState& state = f.module->module->state();
+  state.grid_dim = {grid_x, grid_y, grid_z};
+  state.block_dim = {block_x, block_y, block_z};
+  const std::function<void()> body = [&] { f.launch(params); };
+  const std::function<void(int)> enter = [&](int t) {
+    const unsigned thread = static_cast<unsigned>(t);
+    state.thread_idx = {thread % block_x, thread / block_x % block_y, thread / (block_x * block_y)};
+  };
+  static BlockRunner runner;  // keeps its fiber stacks between launches
+  for (unsigned z = 0; z < grid_z; ++z) {
+    for (unsigned y = 0; y < grid_y; ++y) {
+      for (unsigned x = 0; x < grid_x; ++x) {
+        state.block_idx = {x, y, z};
+        const std::string error = runner.run(static_cast<int>(threads), body, enter);
+        if (!error.empty()) {
+          return fail(kLaunchFailed, fmt::format("kernel {}, block ({}, {}, {}): {}", f.name, x, y, z, error));
+        }
+      }
+    }
+  }
+  if (std::string bad = check_guards(); !bad.empty()) {
+    return fail(kIllegalAddress, fmt::format("kernel {} made {}", f.name, bad));
+  }
+  return kSuccess;
+}
+
+Result cuMemAlloc_v2(DevicePtr* ptr, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  if (bytes == 0) return fail(kInvalidValue, "cuMemAlloc of 0 bytes");
+  if (bytes > kDeviceMemory - g_allocated) {
+    return fail(kOutOfMemory, fmt::format("{} bytes asked, {} of the emulated {} free", bytes,
+                                          kDeviceMemory - g_allocated, kDeviceMemory));
+  }
+  const size_t total = kGuardBytes + (bytes + kGuardBytes - 1) / kGuardBytes * kGuardBytes + kGuardBytes;
+  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuardBytes, total));
+  if (base == nullptr) return fail(kOutOfMemory, fmt::format("the host has no {} bytes for the emulated device", total));
+  std::memset(base, kGuardByte, kGuardBytes);
+  std::memset(base + kGuardBytes + bytes, kGuardByte, kGuardBytes);
+  const Allocation a{base, bytes};
+  g_allocations[reinterpret_cast<uintptr_t>(data_of(a))] = a;
+  g_allocated += bytes;
+  *ptr = reinterpret_cast<uintptr_t>(data_of(a));
+  return kSuccess;
+}
+
+Result cuMemFree_v2(DevicePtr ptr) {
+  std::lock_guard lock(g_mutex);
+  auto it = g_allocations.find(static_cast<uintptr_t>(ptr));
+  if (it == g_allocations.end()) return fail(kInvalidValue, fmt::format("cuMemFree of 0x{:x}, not an allocation", ptr));
+  g_allocated -= it->second.bytes;
+  std::free(it->second.base);
+  g_allocations.erase(it);
+  return kSuccess;
+}
+
+Result cuMemcpyHtoD_v2(DevicePtr dst, const void* src, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  if (Result r = check_range(dst, bytes, "cuMemcpyHtoD destination"); r != kSuccess) return r;
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return kSuccess;
+}
+
+Result cuMemcpyDtoH_v2(void* dst, DevicePtr src, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  if (Result r = check_range(src, bytes, "cuMemcpyDtoH source"); r != kSuccess) return r;
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return kSuccess;
+}
+
+Result cuMemcpyDtoD_v2(DevicePtr dst, DevicePtr src, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  if (Result r = check_range(dst, bytes, "cuMemcpyDtoD destination"); r != kSuccess) return r;
+  if (Result r = check_range(src, bytes, "cuMemcpyDtoD source"); r != kSuccess) return r;
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return kSuccess;
+}
+
+Result cuMemsetD8_v2(DevicePtr dst, unsigned char value, size_t count) {
+  std::lock_guard lock(g_mutex);
+  if (Result r = check_range(dst, count, "cuMemsetD8"); r != kSuccess) return r;
+  std::memset(reinterpret_cast<void*>(dst), value, count);
+  return kSuccess;
+}
+
+Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
+  std::lock_guard lock(g_mutex);
+  if (dst % 4 != 0) return fail(kInvalidValue, fmt::format("cuMemsetD32 at 0x{:x}, not 4-byte aligned", dst));
+  if (Result r = check_range(dst, count * 4, "cuMemsetD32"); r != kSuccess) return r;
+  auto* words = reinterpret_cast<unsigned*>(dst);
+  std::fill(words, words + count, value);
+  return kSuccess;
+}
+
+Result cuEventCreate(Event* event, unsigned) {
+  *event = reinterpret_cast<Event>(new EmulatedEvent);
+  return kSuccess;
+}
+
+Result cuEventDestroy_v2(Event event) {
+  delete reinterpret_cast<EmulatedEvent*>(event);
+  return kSuccess;
+}
+
+Result cuEventRecord(Event event, Stream) {
+  auto* e = reinterpret_cast<EmulatedEvent*>(event);
+  e->time = std::chrono::steady_clock::now();
+  e->recorded = true;
+  return kSuccess;
+}
+
+Result cuEventSynchronize(Event) { return kSuccess; }
+
+Result cuEventElapsedTime(float* milliseconds, Event start, Event end) {
+  const auto* a = reinterpret_cast<const EmulatedEvent*>(start);
+  const auto* b = reinterpret_cast<const EmulatedEvent*>(end);
+  if (!a->recorded || !b->recorded) return fail(kInvalidHandle, "cuEventElapsedTime of an event never recorded");
+  *milliseconds = static_cast<float>(elapsed_ms(*a, *b));
+  return kSuccess;
+}
+
+Result cuStreamSynchronize(Stream) { return kSuccess; }
+
+}  // extern "C"

@@ -1,0 +1,187 @@
+// The CUDA emulator itself, through its driver entry points (dlopen'ed
+// here, beside whatever driver fusejit uses in this process): CUDA threads
+// that meet at barriers and shuffles, and the faults a GPU would have that
+// the emulator must report rather than hide.
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/cuda_driver_abi.h"
+
+namespace fusejit {
+namespace {
+
+#ifdef FUSEJIT_CUDA_EMULATOR_PATH
+
+using cuda_abi::DriverApi;
+
+constexpr int kIllegalAddress = 700;
+constexpr int kLaunchFailed = 719;
+constexpr int kInvalidSource = 300;
+constexpr int kNotFound = 500;
+
+class CudaEmulator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    handle_ = dlopen(FUSEJIT_CUDA_EMULATOR_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(handle_, nullptr) << dlerror();
+#define FJ_BIND(member, symbol, result, params)                                 \
+  api_.member = reinterpret_cast<decltype(api_.member)>(dlsym(handle_, #symbol)); \
+  ASSERT_NE(api_.member, nullptr) << #symbol;
+    FUSEJIT_CUDA_DRIVER_FUNCTIONS(FJ_BIND)
+#undef FJ_BIND
+    ASSERT_EQ(api_.init(0), 0);
+  }
+
+  // Loads `source` and returns its kernel `name`; fails the test otherwise.
+  cuda_abi::Function load(const std::string& source, const std::string& name) {
+    cuda_abi::Module module = nullptr;
+    EXPECT_EQ(api_.module_load_data_ex(&module, source.c_str(), 0, nullptr, nullptr), 0) << source;
+    cuda_abi::Function function = nullptr;
+    if (module != nullptr) EXPECT_EQ(api_.module_get_function(&function, module, name.c_str()), 0);
+    return function;
+  }
+
+  cuda_abi::DevicePtr alloc(size_t bytes) {
+    cuda_abi::DevicePtr p = 0;
+    EXPECT_EQ(api_.mem_alloc(&p, bytes), 0);
+    return p;
+  }
+
+  int launch(cuda_abi::Function f, unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned block_y, void** args) {
+    return api_.launch_kernel(f, grid_x, grid_y, 1, block_x, block_y, 1, 0, nullptr, args, nullptr);
+  }
+
+  std::string error_text(int error) {
+    const char* text = nullptr;
+    api_.get_error_string(error, &text);
+    return text != nullptr ? text : "";
+  }
+
+  void* handle_ = nullptr;
+  DriverApi api_;
+};
+
+TEST_F(CudaEmulator, ThreadsMeetAtShufflesAndBarriers) {
+  const std::string source = R"(
+extern "C" __global__ void __launch_bounds__(96) block_sum(const float* in, float* out) {
+  __shared__ float partial[32];
+  float v = in[blockIdx.x * blockDim.x + threadIdx.x];
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; ++w) s += partial[w];
+    out[blockIdx.x] = s;
+  }
+}
+)";
+  cuda_abi::Function f = load(source, "block_sum");
+  ASSERT_NE(f, nullptr);
+  constexpr int kBlocks = 5, kThreads = 96;
+  std::vector<float> in(kBlocks * kThreads);
+  std::mt19937 rng(7);
+  for (float& v : in) v = static_cast<float>(rng() % 1000);  // integers: every order of sums is exact
+  std::vector<float> want(kBlocks, 0);
+  for (int i = 0; i < kBlocks * kThreads; ++i) want[i / kThreads] += in[i];
+  cuda_abi::DevicePtr d_in = alloc(in.size() * 4), d_out = alloc(kBlocks * 4);
+  ASSERT_EQ(api_.memcpy_htod(d_in, in.data(), in.size() * 4), 0);
+  void* args[] = {&d_in, &d_out};
+  ASSERT_EQ(launch(f, kBlocks, 1, kThreads, 1, args), 0);
+  std::vector<float> got(kBlocks);
+  ASSERT_EQ(api_.memcpy_dtoh(got.data(), d_out, kBlocks * 4), 0);
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(CudaEmulator, EveryThreadSeesItsOwnIndices) {
+  const std::string source = R"(
+extern "C" __global__ void where(unsigned* out) {
+  const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
+  const unsigned thread = threadIdx.y * blockDim.x + threadIdx.x;
+  out[block * blockDim.x * blockDim.y + thread] = blockIdx.y * 1000000 + blockIdx.x * 10000 + threadIdx.y * 100 + threadIdx.x;
+}
+)";
+  cuda_abi::Function f = load(source, "where");
+  ASSERT_NE(f, nullptr);
+  const unsigned gx = 3, gy = 2, bx = 7, by = 5;
+  cuda_abi::DevicePtr d_out = alloc(gx * gy * bx * by * 4);
+  void* args[] = {&d_out};
+  ASSERT_EQ(launch(f, gx, gy, bx, by, args), 0);
+  std::vector<unsigned> got(gx * gy * bx * by);
+  ASSERT_EQ(api_.memcpy_dtoh(got.data(), d_out, got.size() * 4), 0);
+  for (unsigned y = 0; y < gy; ++y)
+    for (unsigned x = 0; x < gx; ++x)
+      for (unsigned ty = 0; ty < by; ++ty)
+        for (unsigned tx = 0; tx < bx; ++tx) {
+          const unsigned at = ((y * gx + x) * by + ty) * bx + tx;
+          EXPECT_EQ(got[at], y * 1000000 + x * 10000 + ty * 100 + tx) << at;
+        }
+}
+
+TEST_F(CudaEmulator, AWriteOutsideItsAllocationFailsTheLaunch) {
+  const std::string source = R"(
+extern "C" __global__ void one_too_far(float* p, int n) { p[threadIdx.x + (threadIdx.x == 0 ? n : 0)] = 1.0f; }
+)";
+  cuda_abi::Function f = load(source, "one_too_far");
+  ASSERT_NE(f, nullptr);
+  cuda_abi::DevicePtr d = alloc(40 * 4);
+  int n = 40;
+  void* args[] = {&d, &n};
+  const int result = launch(f, 1, 1, 32, 1, args);
+  EXPECT_EQ(result, kIllegalAddress);
+  EXPECT_NE(error_text(result).find("1 bytes past the end of the allocation of 160 bytes"), std::string::npos)
+      << error_text(result);
+  EXPECT_NE(error_text(result).find("one_too_far"), std::string::npos) << error_text(result);
+}
+
+TEST_F(CudaEmulator, AThreadThatSkipsABarrierIsADeadlock) {
+  const std::string source = R"(
+extern "C" __global__ void early_exit(float* p) {
+  if (threadIdx.x == 5) return;
+  __syncthreads();
+  p[threadIdx.x] = 1.0f;
+}
+)";
+  cuda_abi::Function f = load(source, "early_exit");
+  ASSERT_NE(f, nullptr);
+  cuda_abi::DevicePtr d = alloc(64 * 4);
+  void* args[] = {&d};
+  const int result = launch(f, 2, 1, 64, 1, args);
+  EXPECT_EQ(result, kLaunchFailed);
+  EXPECT_NE(error_text(result).find("deadlock in a block of 64 threads: 63 wait at __syncthreads, 0 at a warp "
+                                    "shuffle, 1 have exited"),
+            std::string::npos)
+      << error_text(result);
+}
+
+TEST_F(CudaEmulator, CompileErrorsReachTheJitLogAndUnknownKernelsAreNotFound) {
+  std::string log(4096, '\0');
+  int options[] = {cuda_abi::kJitErrorLogBuffer, cuda_abi::kJitErrorLogBufferSize};
+  void* values[] = {log.data(), reinterpret_cast<void*>(uintptr_t{4096})};
+  cuda_abi::Module module = nullptr;
+  const char* bad = "extern \"C\" __global__ void broken(float* p) { p[0] = undeclared_name; }\n";
+  EXPECT_EQ(api_.module_load_data_ex(&module, bad, 2, options, values), kInvalidSource);
+  EXPECT_NE(log.find("undeclared_name"), std::string::npos) << log;
+
+  ASSERT_EQ(api_.module_load_data_ex(&module, "extern \"C\" __global__ void k(float* p) { p[0] = 1; }\n", 0,
+                                     nullptr, nullptr),
+            0);
+  cuda_abi::Function f = nullptr;
+  EXPECT_EQ(api_.module_get_function(&f, module, "not_there"), kNotFound);
+  EXPECT_EQ(api_.module_unload(module), 0);
+}
+
+#else
+
+TEST(CudaEmulator, NeedsTheCudaToolkit) { GTEST_SKIP() << "built without the CUDA toolkit: no emulator"; }
+
+#endif
+
+}  // namespace
+}  // namespace fusejit
