@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-DEFAULT_OPTIONS = ["--std=c++17", "-default-device", "--gpu-architecture=sm_90", "--ptxas-options=-v"]
+DEFAULT_OPTIONS = ["--std=c++17", "-default-device", "--gpu-architecture=sm_90", "--ptxas-options=-v", "--minimal"]
 
 
 def load_nvrtc(name):

@@ -92,7 +92,8 @@ absl::Status check_cuda_arch(const std::string& arch) {
                                                 absl::StrJoin(known, ", ")));
 }
 
-absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions& options) {
+absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions& options,
+                                                       std::pair<int, int> nvrtc_version) {
   static const std::regex kArch("(sm|compute)_[0-9]+[af]?");
   if (!std::regex_match(options.arch, kArch)) {
     return absl::InvalidArgumentError(fmt::format(
@@ -103,16 +104,20 @@ absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions&
   if (!is_virtual_arch(options.arch)) out.push_back("--ptxas-options=-v");
   if (options.fast_math) out.push_back("--use_fast_math");
   if (options.line_info) out.push_back("-lineinfo");
+  // NVRTC 12.4+ can leave out what fusejit's kernels never use (textures,
+  // device-side launches, the runtime's types): 5-8% off a cold compile
+  // (bench/results/2026-11-30-nvrtc-compile.md).
+  if (nvrtc_version >= std::pair{12, 4}) out.push_back("--minimal");
   return out;
 }
 
 absl::StatusOr<CompiledKernel> compile_cuda(const std::string& name, const std::string& source,
                                             const CudaCompileOptions& options, KernelCache* cache) {
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<std::string>> nvrtc_opts = nvrtc_options(options);
-  if (!nvrtc_opts.ok()) return nvrtc_opts.status();
   absl::StatusOr<std::pair<int, int>> version = nvrtc_library_version();
   if (!version.ok()) return version.status();
+  absl::StatusOr<std::vector<std::string>> nvrtc_opts = nvrtc_options(options, *version);
+  if (!nvrtc_opts.ok()) return nvrtc_opts.status();
 
   CompiledKernel kernel;
   kernel.name = name;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <absl/status/status.h>
@@ -73,8 +74,10 @@ absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<C
 // for it; otherwise InvalidArgument naming the architectures it knows.
 absl::Status check_cuda_arch(const std::string& arch);
 
-// The NVRTC options compile_cuda() uses; InvalidArgument for a malformed arch.
-absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions& options);
+// The NVRTC options compile_cuda() uses with NVRTC `nvrtc_version` ({12, 4}
+// and later take --minimal); InvalidArgument for a malformed arch.
+absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions& options,
+                                                       std::pair<int, int> nvrtc_version = {0, 0});
 
 // The architecture to compile for a GPU of compute capability major.minor:
 // sm_XY when NVRTC knows it; compute_ZW, the newest NVRTC knows, when the GPU

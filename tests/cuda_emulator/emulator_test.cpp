@@ -37,11 +37,16 @@ class CudaEmulator : public ::testing::Test {
 #undef FJ_BIND
     ASSERT_EQ(api_.init(0), 0);
   }
+  void TearDown() override {
+    for (cuda_abi::DevicePtr p : allocations_) EXPECT_EQ(api_.mem_free(p), 0);
+    for (cuda_abi::Module m : modules_) EXPECT_EQ(api_.module_unload(m), 0);
+  }
 
   // Loads `source` and returns its kernel `name`; fails the test otherwise.
   cuda_abi::Function load(const std::string& source, const std::string& name) {
     cuda_abi::Module module = nullptr;
     EXPECT_EQ(api_.module_load_data_ex(&module, source.c_str(), 0, nullptr, nullptr), 0) << source;
+    if (module != nullptr) modules_.push_back(module);
     cuda_abi::Function function = nullptr;
     if (module != nullptr) EXPECT_EQ(api_.module_get_function(&function, module, name.c_str()), 0);
     return function;
@@ -50,6 +55,7 @@ class CudaEmulator : public ::testing::Test {
   cuda_abi::DevicePtr alloc(size_t bytes) {
     cuda_abi::DevicePtr p = 0;
     EXPECT_EQ(api_.mem_alloc(&p, bytes), 0);
+    if (p != 0) allocations_.push_back(p);
     return p;
   }
 
@@ -65,6 +71,8 @@ class CudaEmulator : public ::testing::Test {
 
   void* handle_ = nullptr;
   DriverApi api_;
+  std::vector<cuda_abi::DevicePtr> allocations_;
+  std::vector<cuda_abi::Module> modules_;
 };
 
 TEST_F(CudaEmulator, ThreadsMeetAtShufflesAndBarriers) {

@@ -64,6 +64,14 @@ TEST(NvrtcOptions, FollowTheDesign) {
   // No ptxas runs for a virtual architecture.
   EXPECT_EQ(absl::StrJoin(*all, " "),
             "--std=c++17 -default-device --gpu-architecture=compute_90 --use_fast_math -lineinfo");
+  // --minimal from NVRTC 12.4 on, which knows it.
+  absl::StatusOr<std::vector<std::string>> new_nvrtc = nvrtc_options({.arch = "sm_90"}, {12, 4});
+  ASSERT_TRUE(new_nvrtc.ok()) << new_nvrtc.status();
+  EXPECT_EQ(absl::StrJoin(*new_nvrtc, " "),
+            "--std=c++17 -default-device --gpu-architecture=sm_90 --ptxas-options=-v --minimal");
+  absl::StatusOr<std::vector<std::string>> old_nvrtc = nvrtc_options({.arch = "sm_90"}, {12, 3});
+  ASSERT_TRUE(old_nvrtc.ok()) << old_nvrtc.status();
+  EXPECT_EQ(old_nvrtc->back(), "--ptxas-options=-v");
   for (const char* bad : {"", "sm90", "sm_", "90", "sm_90 -I/etc", "compute_x"}) {
     absl::StatusOr<std::vector<std::string>> r = nvrtc_options({.arch = bad});
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;

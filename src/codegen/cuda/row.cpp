@@ -16,7 +16,10 @@
 // these passes. [N] vectors (gamma, beta) are loaded once per thread, not
 // once per row, in the persistent variants.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/emit_common.h"
@@ -33,6 +36,26 @@ namespace {
 // over 128 registers for a residual + LayerNorm; a block of 64 threads does
 // the same row with 16 per thread.
 constexpr int64_t kWarpRowLimit = 512;
+
+// FUSEJIT_ROW_BLOCK_THREADS=T makes block-per-row kernels use T threads (a
+// power of two, 32 to 1024) instead of about 8 elements per thread: for
+// measuring other shapes on a GPU (scripts/gpu-check.sh sweeps it). The
+// value is part of the generated source, so cached kernels never mix.
+std::optional<int> row_block_threads_override() {
+  static const std::optional<int> threads = []() -> std::optional<int> {
+    const char* text = std::getenv("FUSEJIT_ROW_BLOCK_THREADS");
+    if (text == nullptr || *text == '\0') return std::nullopt;
+    char* end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    if (*end != '\0' || v < 32 || v > 1024 || (v & (v - 1)) != 0) {
+      std::fprintf(stderr, "fusejit: warning: ignoring FUSEJIT_ROW_BLOCK_THREADS=%s: want a power of two from 32 to 1024\n",
+                   text);
+      return std::nullopt;
+    }
+    return static_cast<int>(v);
+  }();
+  return threads;
+}
 
 int64_t next_pow2(int64_t v) {
   int64_t p = 1;
@@ -64,7 +87,8 @@ class RowEmitter {
       // About 8 elements (one 16-byte chunk of bf16) per thread: each
       // element of the row is unrolled code, so fewer per thread means
       // fewer registers and a faster NVRTC compile; 1024 threads hold 16.
-      threads_ = static_cast<int>(std::clamp<int64_t>(next_pow2((n_ + 7) / 8), 64, 1024));
+      threads_ = row_block_threads_override().value_or(
+          static_cast<int>(std::clamp<int64_t>(next_pow2((n_ + 7) / 8), 64, 1024)));
     }
     out_.block_threads = threads_;
     chunks_ = static_cast<int>((n_ + int64_t{threads_} * vec_ - 1) / (int64_t{threads_} * vec_));
