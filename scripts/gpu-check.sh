@@ -103,25 +103,28 @@ done
 "$build/fusejit" demo --backend cuda --reps 20 $counters --plot "$out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1
 sed -n '/^measured:/,$p' "$out/demo.txt" | sed 's/^/    /' >>"$report"
 
-echo "## The demo kernel with other block sizes (FUSEJIT_ROW_BLOCK_THREADS)" >>"$report"
-# The default gives each of 512 threads one 16-byte chunk of the row; the
-# alternatives trade registers and occupancy differently. Fused plan only
-# matters here; each run checks against the reference as always.
+echo "## The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW_PREFETCH)" >>"$report"
+# The default gives each of 512 threads one 16-byte chunk of the row and
+# loads a row only when the last one is done; the alternatives trade
+# registers, occupancy and loads in flight differently. Each run checks
+# both plans against the reference as always.
 demo_graph="${TMPDIR:-/tmp}/fusejit-gpu-check-demo.fj"
 sed 's/\[8192, 4096\]/[16384, 4096]/' examples/graphs/bias_gelu_dropout_layernorm.fj >"$demo_graph"
-for threads in 256 512 1024; do
-  if FUSEJIT_ROW_BLOCK_THREADS=$threads "$build/fusejit" bench "$demo_graph" --backend cuda --reps 20 --no-counters \
-    --json >"$out/demo-threads-$threads.json" 2>"$out/demo-threads-$threads.err"; then
-    python3 - "$out/demo-threads-$threads.json" "$threads" >>"$report" 2>&1 <<'PY'
+for shape in 512:0 512:1 256:0 256:1 1024:0; do
+  threads=${shape%:*} prefetch=${shape#*:}
+  tag="threads-$threads-prefetch-$prefetch"
+  if FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch "$build/fusejit" bench "$demo_graph" \
+    --backend cuda --reps 20 --no-counters --json >"$out/demo-$tag.json" 2>"$out/demo-$tag.err"; then
+    python3 - "$out/demo-$tag.json" "$threads threads, prefetch $prefetch" >>"$report" 2>&1 <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 f = j["fused"]
-print(f"    {sys.argv[2]:>4} threads: fused {f['measured_us_median']:8.1f} us, {f['effective_gbps']:.0f} GB/s "
+print(f"    {sys.argv[2]:<28} fused {f['measured_us_median']:8.1f} us, {f['effective_gbps']:.0f} GB/s "
       f"= {100 * f['effective_gbps'] / j['ceiling_gbps']:.0f}% of the copy")
 PY
   else
     status=1
-    echo "    $threads threads: bench failed: $(tail -n 1 "$out/demo-threads-$threads.err")" >>"$report"
+    echo "    $tag: bench failed: $(tail -n 1 "$out/demo-$tag.err")" >>"$report"
   fi
 done
 

@@ -57,16 +57,31 @@ __device__ __forceinline__ float fj_round_bf16(float x) { return fj_to_float(fj_
 
 // N consecutive elements from / to 16-byte aligned memory, as 16-byte
 // accesses (ld.global.nc.v4 / st.global.v4). N * sizeof(T) is a multiple of 16.
+// The same in two steps, so that loads can be issued long before their
+// values are needed (a row kernel fetching its next row): fj_load_raw keeps
+// the N * sizeof(T) / 16 chunks as loaded, fj_convert_raw widens them.
 template <typename T, int N>
-__device__ __forceinline__ void fj_load_vec(const T* __restrict__ p, float* v) {
+__device__ __forceinline__ void fj_load_raw(const T* __restrict__ p, uint4* raw) {
+#pragma unroll
+  for (int c = 0; c < N * (int)sizeof(T) / 16; ++c) raw[c] = __ldg(reinterpret_cast<const uint4*>(p) + c);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void fj_convert_raw(const uint4* raw, float* v) {
   constexpr int kPerChunk = 16 / sizeof(T);
 #pragma unroll
   for (int c = 0; c < N / kPerChunk; ++c) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p) + c);
-    const T* e = reinterpret_cast<const T*>(&raw);
+    const T* e = reinterpret_cast<const T*>(&raw[c]);
 #pragma unroll
     for (int j = 0; j < kPerChunk; ++j) v[c * kPerChunk + j] = fj_to_float(e[j]);
   }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void fj_load_vec(const T* __restrict__ p, float* v) {
+  uint4 raw[(N * sizeof(T) + 15) / 16];  // at least one: the scalar variant instantiates this unused
+  fj_load_raw<T, N>(p, raw);
+  fj_convert_raw<T, N>(raw, v);
 }
 
 template <typename T, int N>

@@ -19,7 +19,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
+#include <string>
+#include <string_view>
 
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/emit_common.h"
@@ -37,24 +41,43 @@ namespace {
 // the same row with 16 per thread.
 constexpr int64_t kWarpRowLimit = 512;
 
+// Says once per process that the environment variable `name` holds an
+// unusable `value` and is ignored.
+void warn_ignored(const char* name, const char* value, const char* wanted) {
+  static std::set<std::string> warned;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  if (warned.insert(std::string(name) + "=" + value).second) {
+    std::fprintf(stderr, "fusejit: warning: ignoring %s=%s: want %s\n", name, value, wanted);
+  }
+}
+
 // FUSEJIT_ROW_BLOCK_THREADS=T makes block-per-row kernels use T threads (a
 // power of two, 32 to 1024) instead of about 8 elements per thread: for
 // measuring other shapes on a GPU (scripts/gpu-check.sh sweeps it). The
 // value is part of the generated source, so cached kernels never mix.
 std::optional<int> row_block_threads_override() {
-  static const std::optional<int> threads = []() -> std::optional<int> {
-    const char* text = std::getenv("FUSEJIT_ROW_BLOCK_THREADS");
-    if (text == nullptr || *text == '\0') return std::nullopt;
-    char* end = nullptr;
-    const long v = std::strtol(text, &end, 10);
-    if (*end != '\0' || v < 32 || v > 1024 || (v & (v - 1)) != 0) {
-      std::fprintf(stderr, "fusejit: warning: ignoring FUSEJIT_ROW_BLOCK_THREADS=%s: want a power of two from 32 to 1024\n",
-                   text);
-      return std::nullopt;
-    }
-    return static_cast<int>(v);
-  }();
-  return threads;
+  const char* text = std::getenv("FUSEJIT_ROW_BLOCK_THREADS");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (*end != '\0' || v < 32 || v > 1024 || (v & (v - 1)) != 0) {
+    warn_ignored("FUSEJIT_ROW_BLOCK_THREADS", text, "a power of two from 32 to 1024");
+    return std::nullopt;
+  }
+  return static_cast<int>(v);
+}
+
+// FUSEJIT_ROW_PREFETCH=1 makes persistent row kernels (16-byte variant)
+// load their next row's chunks before computing the current one, so that a
+// block keeps loads in flight while it reduces: an experiment for a GPU
+// (scripts/gpu-check.sh times it), off by default until measured.
+bool row_prefetch_enabled() {
+  const char* text = std::getenv("FUSEJIT_ROW_PREFETCH");
+  if (text == nullptr || *text == '\0' || std::string_view(text) == "0") return false;
+  if (std::string_view(text) == "1") return true;
+  warn_ignored("FUSEJIT_ROW_PREFETCH", text, "0 or 1");
+  return false;
 }
 
 int64_t next_pow2(int64_t v) {
@@ -91,6 +114,7 @@ class RowEmitter {
           static_cast<int>(std::clamp<int64_t>(next_pow2((n_ + 7) / 8), 64, 1024)));
     }
     out_.block_threads = threads_;
+    prefetch_ = row_prefetch_enabled() && out_.access == CudaAccess::kVector && out_.variant != CudaVariant::kReread;
     chunks_ = static_cast<int>((n_ + int64_t{threads_} * vec_ - 1) / (int64_t{threads_} * vec_));
     out_.index_64bit = kernel.iteration.numel() >= (int64_t{1} << 31) - (int64_t{1} << 26);
     const std::vector<int> levels = reduction_levels(g_, kernel);
@@ -100,7 +124,8 @@ class RowEmitter {
   CudaKernelSource emit() {
     write_header(w_, plan_, kernel_,
                  fmt::format("row kernel over {} ({} rows of {}), {} with {} threads, {}", kernel_.iteration,
-                             out_.count, n_, cuda_variant_name(out_.variant), threads_, access_description(out_)));
+                             out_.count, n_, cuda_variant_name(out_.variant), threads_, access_description(out_))
+                     + (prefetch_ ? ", loading each next row while computing the current one" : ""));
     write_helpers(w_);
     w_.blank();
     for (int32_t id : kernel_.nodes) {
@@ -212,6 +237,26 @@ class RowEmitter {
     w_.close();
   }
 
+  // uint4s per chunk of kVec elements of tensor `id`.
+  std::string raw_chunks(int32_t id) const {
+    return fmt::format("(kVec * {} / 16)", dtype_size(g_.node(id).dtype));
+  }
+
+  // Tensor `id`'s chunks of row `row` as loaded (into NAME_raw), if `row` < rows.
+  void write_raw_loads(int32_t id, const std::string& row, bool declare) {
+    const std::string r = read_name(g_, id);
+    if (declare) w_.line("uint4 {}_raw[kChunks * {}];", r, raw_chunks(id));
+    w_.open("if ({} < rows)", row);
+    w_.line("#pragma unroll");
+    w_.open("for (int c = 0; c < kChunks; ++c)");
+    w_.line("const int j = (c * kThreads + tid) * kVec;");
+    w_.line("if (j < kN) fj_load_raw<{}, kVec>({} + {} + j, {}_raw + c * {});", storage_type(g_.node(id).dtype),
+            param_name(g_, id), row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, row),
+            r, raw_chunks(id));
+    w_.close();
+    w_.close();
+  }
+
   void write_persistent_body() {
     const bool warp = out_.variant == CudaVariant::kWarpPerRow;
     if (!warp) w_.line("__shared__ float fj_smem[32];");
@@ -221,17 +266,40 @@ class RowEmitter {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
       if (access.varies_along_row() && access.same_for_every_row()) write_chunk_loads(id, "0");
     }
-    if (warp) {
-      w_.line("for (long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y; row < rows;");
-      w_.open("     row += (long long)gridDim.x * blockDim.y)");
-    } else {
-      w_.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)");
-    }
+    std::vector<int32_t> row_reads;  // read anew for every row
     for (int32_t id : kernel_.reads) {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
-      if (access.varies_along_row() && !access.same_for_every_row()) {
-        write_chunk_loads(id, row_offset(access, kernel_.iteration, "row"));
+      if (access.varies_along_row() && !access.same_for_every_row()) row_reads.push_back(id);
+    }
+    if (warp) {
+      w_.line("const long long fj_row_step = (long long)gridDim.x * blockDim.y;");
+      w_.line("long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y;");
+    } else {
+      w_.line("const long long fj_row_step = gridDim.x;");
+      w_.line("long long row = blockIdx.x;");
+    }
+    if (prefetch_) {
+      for (int32_t id : row_reads) write_raw_loads(id, "row", /*declare=*/true);
+    }
+    w_.open("for (; row < rows; row += fj_row_step)");
+    for (int32_t id : row_reads) {
+      if (!prefetch_) {
+        write_chunk_loads(id, row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, "row"));
+        continue;
       }
+      const std::string r = read_name(g_, id);
+      w_.line("float {}[kItems];", r);
+      w_.line("#pragma unroll");
+      w_.open("for (int c = 0; c < kChunks; ++c)");
+      w_.line("if ((c * kThreads + tid) * kVec < kN) fj_convert_raw<{0}, kVec>({1}_raw + c * {2}, {1} + c * kVec);",
+              storage_type(g_.node(id).dtype), r, raw_chunks(id));
+      w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
+      w_.close();
+    }
+    if (prefetch_ && !row_reads.empty()) {
+      w_.line("// The next row's loads, in flight while this row is computed.");
+      w_.line("const long long fj_next_row = row + fj_row_step;");
+      for (int32_t id : row_reads) write_raw_loads(id, "fj_next_row", /*declare=*/false);
     }
     write_per_row_reads();
     for (int32_t id : kernel_.nodes) {
@@ -371,6 +439,7 @@ class RowEmitter {
   int64_t n_ = 0;
   int vec_ = 1;
   int threads_ = 32;
+  bool prefetch_ = false;  // FUSEJIT_ROW_PREFETCH
   int chunks_ = 1;
   std::map<int32_t, int> level_;
 };

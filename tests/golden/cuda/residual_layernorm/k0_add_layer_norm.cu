@@ -42,7 +42,9 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
     if (j < kN) fj_load<fj_bf16, kVec>(p_beta + j, r_beta + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_beta[c * kVec + e] = 0.0f;
   }
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+  const long long fj_row_step = gridDim.x;
+  long long row = blockIdx.x;
+  for (; row < rows; row += fj_row_step) {
     float r_x[kItems];
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {

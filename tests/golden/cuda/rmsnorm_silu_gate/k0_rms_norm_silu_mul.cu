@@ -30,7 +30,9 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
     if (j < kN) fj_load<fj_bf16, kVec>(p_w + j, r_w + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_w[c * kVec + e] = 0.0f;
   }
-  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+  const long long fj_row_step = gridDim.x;
+  long long row = blockIdx.x;
+  for (; row < rows; row += fj_row_step) {
     float r_x[kItems];
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {

@@ -23,8 +23,9 @@ constexpr bool kAligned = true;
 
 __device__ __forceinline__ void k0_mul_softmax_rows(const fj_bf16* __restrict__ p_scores, fj_bf16* __restrict__ p_p, long long rows) {
   const int tid = threadIdx.x;
-  for (long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y; row < rows;
-       row += (long long)gridDim.x * blockDim.y) {
+  const long long fj_row_step = (long long)gridDim.x * blockDim.y;
+  long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y;
+  for (; row < rows; row += fj_row_step) {
     float r_scores[kItems];
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
