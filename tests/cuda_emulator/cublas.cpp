@@ -6,9 +6,11 @@
 // nearest even, as cuBLAS does.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
+#include "device_memory.h"
 #include "runtime/cublas_abi.h"
 
 using fusejit::cublas::Handle;
@@ -29,6 +31,7 @@ using fusejit::cublas::DataType;
 constexpr Status kNotInitialized = 1;  // CUBLAS_STATUS_NOT_INITIALIZED
 constexpr Status kInvalidValue = 7;    // CUBLAS_STATUS_INVALID_VALUE
 constexpr Status kNotSupported = 15;   // CUBLAS_STATUS_NOT_SUPPORTED
+constexpr Status kExecutionFailed = 13;  // CUBLAS_STATUS_EXECUTION_FAILED
 
 int g_handle_tag;  // every handle points here
 
@@ -109,6 +112,7 @@ Status cublasGemmEx(Handle handle, int transa, int transb, int m, int n, int k, 
   if (m < 0 || n < 0 || k < 0 || lda < std::max(1, m) || ldb < std::max(1, k) || ldc < std::max(1, m)) {
     return kInvalidValue;
   }
+  std::lock_guard lock(fusejit::emulator::driver_mutex());
   const float alpha_f = *static_cast<const float*>(alpha);
   const float beta_f = *static_cast<const float*>(beta);
   for (int j = 0; j < n; ++j) {
@@ -121,6 +125,11 @@ Status cublasGemmEx(Handle handle, int transa, int transb, int m, int n, int k, 
       const float old = beta_f == 0 ? 0.0f : beta_f * load(c, c_type, at);
       store(c, c_type, at, alpha_f * acc + old);
     }
+  }
+  // cuBLAS statuses carry no detail: what went wrong goes to stderr.
+  if (const std::string bad = fusejit::emulator::check_and_restore_guards(); !bad.empty()) {
+    std::fprintf(stderr, "fusejit CUDA emulator: cublasGemmEx made %s\n", bad.c_str());
+    return kExecutionFailed;
   }
   return blas::kSuccess;
 }
@@ -135,13 +144,16 @@ const char* cublasGetStatusName(Status status) {
       return "CUBLAS_STATUS_INVALID_VALUE";
     case kNotSupported:
       return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case kExecutionFailed:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
 
 const char* cublasGetStatusString(Status status) {
-  return status == kNotSupported ? "the CUDA emulator's cublasGemmEx takes only what fusejit asks for"
-                                 : "emulated cuBLAS";
+  if (status == kNotSupported) return "the CUDA emulator's cublasGemmEx takes only what fusejit asks for";
+  if (status == kExecutionFailed) return "a write outside an allocation (described on stderr)";
+  return "emulated cuBLAS";
 }
 
 }  // extern "C"

@@ -10,12 +10,14 @@
 // are the CUDA source compiled for the host, with device_shim.h), timing,
 // and anything cuBLAS does.
 //
-// One emulated device ("sm_90", 4 SMs, 8 GiB). Device memory is host
-// memory with a guard band of known bytes on each side of every
-// allocation; a kernel that writes outside its buffers fails its launch
-// with CUDA_ERROR_ILLEGAL_ADDRESS. Launches run synchronously, one block
-// after another (fibers.h). A failure's detail is what cuGetErrorString
-// returns for that error until the next failure.
+// One emulated device ("sm_90", 4 SMs or $FUSEJIT_EMULATOR_SMS, 8 GiB).
+// Device memory is host memory, filled with 0xFF (NaN in every float type)
+// when allocated, with a guard band of known bytes on each side; a kernel
+// (or GEMM) that writes into a guard band fails with
+// CUDA_ERROR_ILLEGAL_ADDRESS. Reads out of bounds and writes beyond the
+// guard bands are not caught. Launches run synchronously, one block after
+// another (fibers.h; $FUSEJIT_EMULATOR_SCHEDULE=warps runs each warp ahead
+// of the next). cuGetErrorString gives the detail of the last failure.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -24,10 +26,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string_view>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "device_memory.h"
 #include "fibers.h"
 #include "kernel_module.h"
 #include "runtime/cuda_driver_abi.h"
@@ -73,12 +78,33 @@ constexpr size_t kGuardBytes = 256;  // also the allocation alignment, as cuMemA
 constexpr unsigned char kGuardByte = 0xA5;
 
 std::mutex g_mutex;  // one driver call at a time: launches share each module's fj_emu_state
-std::map<Result, std::string> g_details;
 size_t g_allocated = 0;
 
+// What cuGetErrorString says of the last failure, if it asks about that
+// code. The texts are kept for the life of the process: a caller may hold
+// one while another call fails.
+std::mutex g_details_mutex;
+std::set<std::string> g_detail_texts;
+Result g_last_error = 0;
+const std::string* g_last_detail = nullptr;
+
 Result fail(Result code, std::string detail) {
-  g_details[code] = std::move(detail);
+  std::lock_guard lock(g_details_mutex);
+  g_last_error = code;
+  g_last_detail = &*g_detail_texts.insert(std::move(detail)).first;
   return code;
+}
+
+const char* env_or(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+// FUSEJIT_EMULATOR_SMS: the SM count the device reports (default 4). One
+// SM makes persistent kernels give each block many rows.
+int emulated_sms() {
+  static const int sms = std::clamp(std::atoi(env_or("FUSEJIT_EMULATOR_SMS", "4")), 1, 1024);
+  return sms;
 }
 
 struct Allocation {
@@ -89,21 +115,37 @@ std::map<uintptr_t, Allocation> g_allocations;  // by the data's address
 
 unsigned char* data_of(const Allocation& a) { return a.base + kGuardBytes; }
 
-// The allocation whose guards were overwritten, described; empty if none.
-std::string check_guards() {
+}  // namespace
+
+namespace fusejit::emulator {
+
+// The allocation whose guards were overwritten, described (empty if none);
+// the guards are then restored, so the next check blames only the next
+// culprit. Callers hold g_mutex.
+std::string check_and_restore_guards() {
+  std::string found;
   for (const auto& [address, a] : g_allocations) {
-    const unsigned char* guards[] = {a.base, data_of(a) + a.bytes};
+    unsigned char* guards[] = {a.base, data_of(a) + a.bytes};
     for (int side = 0; side < 2; ++side) {
-      for (size_t i = 0; i < kGuardBytes; ++i) {
+      for (size_t i = 0; i < kGuardBytes && found.empty(); ++i) {
         if (guards[side][i] == kGuardByte) continue;
         const std::string where = side == 0 ? fmt::format("{} bytes before", kGuardBytes - i)
                                             : fmt::format("{} bytes past the end of", i + 1);
-        return fmt::format("a write {} the allocation of {} bytes at 0x{:x}", where, a.bytes, address);
+        found = fmt::format("a write {} the allocation of {} bytes at 0x{:x}", where, a.bytes, address);
       }
+      std::memset(guards[side], kGuardByte, kGuardBytes);
     }
   }
-  return "";
+  return found;
 }
+
+std::mutex& driver_mutex() { return g_mutex; }
+
+}  // namespace fusejit::emulator
+
+namespace {
+
+using fusejit::emulator::check_and_restore_guards;
 
 // The allocation holding [ptr, ptr + bytes), or nullptr.
 const Allocation* find_allocation(DevicePtr ptr, size_t bytes) {
@@ -173,9 +215,13 @@ Result cuGetErrorName(Result error, const char** name) {
 }
 
 Result cuGetErrorString(Result error, const char** text) {
-  std::lock_guard lock(g_mutex);
-  auto it = g_details.find(error);
-  *text = it != g_details.end() ? it->second.c_str() : "emulated error";
+  const char* name = nullptr;
+  if (cuGetErrorName(error, &name) != kSuccess) {
+    *text = nullptr;
+    return kInvalidValue;
+  }
+  std::lock_guard lock(g_details_mutex);
+  *text = error == g_last_error && g_last_detail != nullptr ? g_last_detail->c_str() : name;
   return kSuccess;
 }
 
@@ -200,7 +246,7 @@ Result cuDeviceGetAttribute(int* value, int attribute, Device) {
   // CU_DEVICE_ATTRIBUTE_* codes: a small sm_90, 64 GB/s.
   static const std::map<int, int> kAttributes = {
       {13, 1'000'000},  // clock rate, kHz
-      {16, 4},          // SMs
+      {16, 0},          // SMs: emulated_sms()
       {36, 1'000'000},  // memory clock, kHz
       {37, 256},        // memory bus width, bits
       {38, 512 << 10},  // L2 bytes
@@ -211,7 +257,7 @@ Result cuDeviceGetAttribute(int* value, int attribute, Device) {
   };
   auto it = kAttributes.find(attribute);
   if (it == kAttributes.end()) return fail(kInvalidValue, fmt::format("device attribute {} is not emulated", attribute));
-  *value = it->second;
+  *value = attribute == 16 ? emulated_sms() : it->second;
   return kSuccess;
 }
 
@@ -303,6 +349,14 @@ Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsig
     state.thread_idx = {thread % block_x, thread / block_x % block_y, thread / (block_x * block_y)};
   };
   static BlockRunner runner;  // keeps its fiber stacks between launches
+  static const bool scheduled = [] {
+    // FUSEJIT_EMULATOR_SCHEDULE=warps: see BlockRunner::Schedule.
+    if (std::string_view(env_or("FUSEJIT_EMULATOR_SCHEDULE", "threads")) == "warps") {
+      runner.set_schedule(BlockRunner::Schedule::kWarps);
+    }
+    return true;
+  }();
+  (void)scheduled;
   for (unsigned z = 0; z < grid_z; ++z) {
     for (unsigned y = 0; y < grid_y; ++y) {
       for (unsigned x = 0; x < grid_x; ++x) {
@@ -314,7 +368,7 @@ Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsig
       }
     }
   }
-  if (std::string bad = check_guards(); !bad.empty()) {
+  if (std::string bad = check_and_restore_guards(); !bad.empty()) {
     return fail(kIllegalAddress, fmt::format("kernel {} made {}", f.name, bad));
   }
   return kSuccess;
@@ -331,6 +385,9 @@ Result cuMemAlloc_v2(DevicePtr* ptr, size_t bytes) {
   auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuardBytes, total));
   if (base == nullptr) return fail(kOutOfMemory, fmt::format("the host has no {} bytes for the emulated device", total));
   std::memset(base, kGuardByte, kGuardBytes);
+  // NaN in every float type, as never-written device memory may hold: a
+  // kernel that reads what nothing wrote gives NaN, not a stale result.
+  std::memset(base + kGuardBytes, 0xFF, bytes);
   std::memset(base + kGuardBytes + bytes, kGuardByte, kGuardBytes);
   const Allocation a{base, bytes};
   g_allocations[reinterpret_cast<uintptr_t>(data_of(a))] = a;

@@ -118,9 +118,11 @@ std::string BlockRunner::run(int threads, const std::function<void()>& body, con
   }
   int remaining = threads;
   std::string error;
-  while (remaining > 0) {
-    bool progressed = false;
-    for (Fiber& f : fibers_) {
+  // Resumes fibers [begin, end) that can run, once each; true if any ran.
+  const auto sweep = [&](int begin, int end) {
+    bool ran = false;
+    for (int t = begin; t < end; ++t) {
+      Fiber& f = fibers_[t];
       if (f.done) continue;
       if (f.waiting != nullptr && f.waiting->generation == f.wait_generation) continue;
       f.waiting = nullptr;
@@ -129,8 +131,19 @@ std::string BlockRunner::run(int threads, const std::function<void()>& body, con
       start_switch(&scheduler_fake_stack_, f.stack, kStackBytes);
       swapcontext(&scheduler_, &f.context);
       finish_switch(scheduler_fake_stack_, nullptr, nullptr);
-      progressed = true;
+      ran = true;
       if (f.done) --remaining;
+    }
+    return ran;
+  };
+  while (remaining > 0) {
+    bool progressed = false;
+    if (schedule_ == Schedule::kThreads) {
+      progressed = sweep(0, threads);
+    } else {  // each warp as far as it goes before the next one starts
+      for (int w = 0; w * kWarpSize < threads; ++w) {
+        while (sweep(w * kWarpSize, std::min(threads, (w + 1) * kWarpSize))) progressed = true;
+      }
     }
     if (!progressed) {
       error = describe_deadlock();

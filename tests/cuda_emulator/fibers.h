@@ -21,7 +21,15 @@ namespace fusejit::emulator {
 
 class BlockRunner {
  public:
+  // The order fibers run in between barriers. kThreads: every thread of the
+  // block to its next barrier, in turn. kWarps: each warp as far as it can
+  // go (through its shuffles) before the next warp starts, so a warp that
+  // writes shared memory before another has read it shows up as a wrong
+  // result: a missing __syncthreads that thread order would hide.
+  enum class Schedule { kThreads, kWarps };
+
   BlockRunner();
+  void set_schedule(Schedule schedule) { schedule_ = schedule; }
   ~BlockRunner();
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
@@ -67,6 +75,7 @@ class BlockRunner {
   std::vector<Barrier> warp_barriers_;
   std::vector<unsigned> lanes_;  // one shuffle slot per thread
   const std::function<void()>* body_ = nullptr;
+  Schedule schedule_ = Schedule::kThreads;
 };
 
 }  // namespace fusejit::emulator
