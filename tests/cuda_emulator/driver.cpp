@@ -164,7 +164,6 @@ Result check_range(DevicePtr ptr, size_t bytes, const char* what) {
 
 struct EmulatedModule {
   std::unique_ptr<KernelModule> module;
-  std::map<std::string, std::unique_ptr<std::string>> functions;  // name -> handle storage
 };
 struct EmulatedFunction {
   EmulatedModule* module;
@@ -246,7 +245,6 @@ Result cuDeviceGetAttribute(int* value, int attribute, Device) {
   // CU_DEVICE_ATTRIBUTE_* codes: a small sm_90, 64 GB/s.
   static const std::map<int, int> kAttributes = {
       {13, 1'000'000},  // clock rate, kHz
-      {16, 0},          // SMs: emulated_sms()
       {36, 1'000'000},  // memory clock, kHz
       {37, 256},        // memory bus width, bits
       {38, 512 << 10},  // L2 bytes
@@ -255,9 +253,13 @@ Result cuDeviceGetAttribute(int* value, int attribute, Device) {
       {76, 0},          // minor
       {97, 232448},     // shared memory per block, opt-in
   };
+  if (attribute == 16) {  // SMs
+    *value = emulated_sms();
+    return kSuccess;
+  }
   auto it = kAttributes.find(attribute);
   if (it == kAttributes.end()) return fail(kInvalidValue, fmt::format("device attribute {} is not emulated", attribute));
-  *value = attribute == 16 ? emulated_sms() : it->second;
+  *value = it->second;
   return kSuccess;
 }
 

@@ -70,9 +70,9 @@ std::string compiled_object(const std::string& source, std::string* error) {
   const std::string command_prefix = fmt::format(
       "{} -std=c++17 -O1 -fPIC -shared -fno-strict-aliasing -w -I'{}' -include '{}'", compiler(), dir.string(),
       (dir / "device_shim.h").string());
-  uint64_t key = fnv1a(read_file(dir / "device_shim.h"));
-  key = fnv1a(read_file(dir / "emu_state.h"), key);
-  key = fnv1a(command_prefix, key);
+  // The shim's files are read once per process, not once per module.
+  static const uint64_t shim_hash = fnv1a(read_file(dir / "emu_state.h"), fnv1a(read_file(dir / "device_shim.h")));
+  uint64_t key = fnv1a(command_prefix, shim_hash);
   key = fnv1a(module_source, key);
   std::error_code ec;
   const fs::path cache = cache_dir();
