@@ -16,16 +16,24 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-out=${OUT:-gpu-check-out}
-mkdir -p "$out"
-report="$out/report.md"
+final_out=${OUT:-gpu-check-out}
+mkdir -p "$final_out"
+report="$final_out/report.md"
 status=0
+# The device tool brings back at most 8 files from $OUT: the logs, JSON and
+# chart are written to a scratch folder and packed into one archive beside
+# the report when the script ends (also when it is stopped).
+out=$(mktemp -d "${TMPDIR:-/tmp}/fusejit-gpu-check.XXXXXX")
+trap 'tar -czf "$final_out/details.tar.gz" -C "$out" . 2>/dev/null' EXIT
+started=$SECONDS
+section() { echo "## $1 (at $((SECONDS - started)) s)" >>"$report"; }
 
 {
   echo "# fusejit GPU check, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
   echo '```'
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv 2>&1 || echo "nvidia-smi failed"
+  ldd --version 2>&1 | head -n 1
   echo '```'
 } >"$report"
 
@@ -50,22 +58,29 @@ if [[ ! -x "$build/tests/fusejit_tests" || ! -x "$build/fusejit" ]]; then
   exit 1
 fi
 
-echo "## GPU tests" >>"$report"
+section "GPU tests"
 # CudaDriver*: the driver wrappers; CudaBackend*, CudaCublas*: the backend's
 # launch arithmetic and cuBLAS loading; DramCounters*: CUPTI loading; Gpu*: the
 # CUDA backend on this GPU (HBM byte counters included),
 # every example against the reference (GpuBackend.*).
-"$build/tests/fusejit_tests" --gtest_filter='CudaDriver*:CudaBackend*:CudaCublas*:DramCounters*:Gpu*-*MeasuredBytes*' \
-  --gtest_brief=1 >"$out/gpu-tests.log" 2>&1 || status=1
-# The CUPTI counters on their own: a crash inside libcupti must not take
+# (ctest's emulated_gpu.tests runs the same suites on the CUDA emulator.)
+# The CUPTI counters run on their own: a crash inside libcupti must not take
 # the other tests' results with it.
-"$build/tests/fusejit_tests" --gtest_filter='*MeasuredBytes*' >"$out/gpu-counters.log" 2>&1 || status=1
-for log in "$out/gpu-tests.log" "$out/gpu-counters.log"; do
-  grep -E '^\[ +(FAILED|gpu|device|copy|counters|kernel|cublas) ' "$log" | sed 's/^/    /' >>"$report"
-  grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test' "$log" | sed 's/^/    /' >>"$report"
-done
+run_tests() {  # LOG FILTER [ARGS...]
+  local log=$1 filter=$2
+  shift 2
+  "$build/tests/fusejit_tests" --gtest_filter="$filter" "$@" >"$out/$log" 2>&1
+  local rc=$?
+  ((rc == 0)) || status=1
+  ((rc >= 128)) && echo "    $log: the test program died with signal $((rc - 128)); its last lines:" >>"$report" &&
+    tail -n 5 "$out/$log" | sed 's/^/      /' >>"$report"
+  grep -E '^\[ +(FAILED|gpu|device|copy|counters|kernel|cublas) ' "$out/$log" | sed 's/^/    /' >>"$report"
+  grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test' "$out/$log" | sed 's/^/    /' >>"$report"
+}
+run_tests gpu-tests.log 'CudaDriver*:CudaBackend*:CudaCublas*:DramCounters*:Gpu*-*MeasuredBytes*' --gtest_brief=1
+run_tests gpu-counters.log '*MeasuredBytes*'
 
-echo "## Benchmarks: fused against unfused on this GPU" >>"$report"
+section "Benchmarks: fused against unfused on this GPU"
 # Every example, then the demo at its GPU size ([16384, 4096] bf16). Each
 # run checks both plans against the reference before timing them. Should
 # reading the HBM counters crash (signal exit), the rest run without them.
@@ -100,10 +115,10 @@ else:
     print(f"    {'':<30} HBM bytes not measured: {j['measured_bytes_note']}")
 PY
 done
-"$build/fusejit" demo --backend cuda --reps 20 $counters --plot "$out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1
+"$build/fusejit" demo --backend cuda --reps 20 $counters --plot "$final_out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1
 sed -n '/^measured:/,$p' "$out/demo.txt" | sed 's/^/    /' >>"$report"
 
-echo "## The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW_PREFETCH)" >>"$report"
+section "The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW_PREFETCH)"
 # The default gives each of 512 threads one 16-byte chunk of the row and
 # loads a row only when the last one is done; the alternatives trade
 # registers, occupancy and loads in flight differently. Each run checks
@@ -128,7 +143,7 @@ PY
   fi
 done
 
-echo "## Peers: PyTorch eager and torch.compile on the same graphs" >>"$report"
+section "Peers: PyTorch eager and torch.compile on the same graphs"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   python3 bench/peers/torch_peers.py --fusejit "$build/fusejit" --device cuda --json "$out/peers.json" \
     >"$out/peers.txt" 2>&1 || status=1
@@ -137,7 +152,7 @@ else
   echo "    PyTorch with CUDA is not available here; peers skipped" >>"$report"
 fi
 
-echo "## Kernels of every example, compiled for this GPU" >>"$report"
+section "Kernels of every example, compiled for this GPU"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
 for graph in examples/graphs/*.fj; do
   echo "### $graph" >>"$report"
@@ -145,5 +160,6 @@ for graph in examples/graphs/*.fj; do
     >>"$report" 2>&1 || status=1
 done
 
-echo "gpu-check: report in $report (exit $status)"
+section "End"
+echo "gpu-check: report in $report, logs and JSON in $final_out/details.tar.gz (exit $status)"
 exit "$status"

@@ -96,6 +96,16 @@ absl::Status cupti_error(const char* call, CUptiResult result) {
   return absl::FailedPreconditionError(message);
 }
 
+// A CUPTI parameter struct: zeroed, its version's size first. (Braces with
+// the size alone do the same, but -Wextra then warns for every other field.)
+template <class Params>
+Params cupti_params(size_t struct_size) {
+  Params params{};
+  params.structSize = struct_size;
+  return params;
+}
+#define FUSEJIT_CUPTI_PARAMS(Type) cupti_params<Type>(Type##_STRUCT_SIZE)
+
 #define FUSEJIT_CUPTI_CALL(fn, params)                                                         \
   do {                                                                                         \
     if (const CUptiResult r = cupti()->fn(&(params)); r != CUPTI_SUCCESS) return cupti_error(#fn, r); \
@@ -103,7 +113,7 @@ absl::Status cupti_error(const char* call, CUptiResult result) {
 
 absl::Status initialize_profiler_once() {
   static const absl::Status status = []() -> absl::Status {
-    CUpti_Profiler_Initialize_Params p{CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    auto p = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Initialize_Params);
     FUSEJIT_CUPTI_CALL(cuptiProfilerInitialize, p);
     return absl::OkStatus();
   }();
@@ -121,31 +131,31 @@ struct DramByteCounter::State {
 
   ~State() {
     if (profiler != nullptr) {
-      CUpti_RangeProfiler_Disable_Params p{CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
+      auto p = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_Disable_Params);
       p.pRangeProfilerObject = profiler;
       (void)cupti()->cuptiRangeProfilerDisable(&p);
     }
     if (host != nullptr) {
-      CUpti_Profiler_Host_Deinitialize_Params p{CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+      auto p = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Host_Deinitialize_Params);
       p.pHostObject = host;
       (void)cupti()->cuptiProfilerHostDeinitialize(&p);
     }
   }
 
   absl::Status open(int ordinal) {
-    CUpti_Device_GetChipName_Params chip{CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+    auto chip = FUSEJIT_CUPTI_PARAMS(CUpti_Device_GetChipName_Params);
     chip.deviceIndex = static_cast<size_t>(ordinal);
     FUSEJIT_CUPTI_CALL(cuptiDeviceGetChipName, chip);
 
     // Which counters this GPU and driver let us read: the size first, then the image.
-    CUpti_Profiler_GetCounterAvailability_Params availability{CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+    auto availability = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_GetCounterAvailability_Params);
     availability.ctx = context;
     FUSEJIT_CUPTI_CALL(cuptiProfilerGetCounterAvailability, availability);
     std::vector<uint8_t> available(availability.counterAvailabilityImageSize);
     availability.pCounterAvailabilityImage = available.data();
     FUSEJIT_CUPTI_CALL(cuptiProfilerGetCounterAvailability, availability);
 
-    CUpti_Profiler_Host_Initialize_Params init{CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    auto init = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params);
     init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
     init.pChipName = chip.pChipName;
     init.pCounterAvailabilityImage = available.data();
@@ -153,23 +163,23 @@ struct DramByteCounter::State {
     host = init.pHostObject;
 
     std::vector<const char*> metrics(std::begin(kMetrics), std::end(kMetrics));
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add{CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    auto add = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
     add.pHostObject = host;
     add.ppMetricNames = metrics.data();
     add.numMetrics = metrics.size();
     FUSEJIT_CUPTI_CALL(cuptiProfilerHostConfigAddMetrics, add);
-    CUpti_Profiler_Host_GetConfigImageSize_Params size{CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+    auto size = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params);
     size.pHostObject = host;
     FUSEJIT_CUPTI_CALL(cuptiProfilerHostGetConfigImageSize, size);
     config_image.resize(size.configImageSize);
-    CUpti_Profiler_Host_GetConfigImage_Params image{CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    auto image = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params);
     image.pHostObject = host;
     image.configImageSize = config_image.size();
     image.pConfigImage = config_image.data();
     FUSEJIT_CUPTI_CALL(cuptiProfilerHostGetConfigImage, image);
     // More than one pass would replay each kernel, and memory restored
     // between passes would leave L2 dirty for the later ones.
-    CUpti_Profiler_Host_GetNumOfPasses_Params passes{CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    auto passes = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params);
     passes.configImageSize = config_image.size();
     passes.pConfigImage = config_image.data();
     FUSEJIT_CUPTI_CALL(cuptiProfilerHostGetNumOfPasses, passes);
@@ -179,12 +189,12 @@ struct DramByteCounter::State {
           passes.numOfPasses));
     }
 
-    CUpti_RangeProfiler_Enable_Params enable{CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+    auto enable = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_Enable_Params);
     enable.ctx = context;
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerEnable, enable);
     profiler = enable.pRangeProfilerObject;
 
-    CUpti_RangeProfiler_GetCounterDataSize_Params data_size{CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
+    auto data_size = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params);
     data_size.pRangeProfilerObject = profiler;
     data_size.pMetricNames = metrics.data();
     data_size.numMetrics = metrics.size();
@@ -198,8 +208,7 @@ struct DramByteCounter::State {
   absl::StatusOr<double> measure(const std::function<absl::Status()>& launch,
                                  const std::function<absl::Status()>& drain) {
     // Reset, so that the image's ranges are this call's.
-    CUpti_RangeProfiler_CounterDataImage_Initialize_Params init{
-        CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    auto init = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params);
     init.pRangeProfilerObject = profiler;
     init.counterDataSize = counter_data.size();
     init.pCounterData = counter_data.data();
@@ -208,7 +217,7 @@ struct DramByteCounter::State {
     // Auto ranges (one per kernel launch) with kernel replay: CUPTI replays
     // each kernel for as many passes as the counters need, restoring the
     // memory it writes, all inside the launch.
-    CUpti_RangeProfiler_SetConfig_Params config{CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
+    auto config = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params);
     config.pRangeProfilerObject = profiler;
     config.configSize = config_image.size();
     config.pConfig = config_image.data();
@@ -223,19 +232,19 @@ struct DramByteCounter::State {
     config.targetNestingLevel = 1;
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerSetConfig, config);
 
-    CUpti_RangeProfiler_Start_Params start{CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+    auto start = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_Start_Params);
     start.pRangeProfilerObject = profiler;
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerStart, start);
     absl::Status launched = launch();
     if (launched.ok()) launched = drain();
-    CUpti_RangeProfiler_Stop_Params stop{CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+    auto stop = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_Stop_Params);
     stop.pRangeProfilerObject = profiler;
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerStop, stop);
     if (!launched.ok()) return launched;
     if (!stop.isAllPassSubmitted) {
       return absl::InternalError("the CUPTI range profiler did not finish its passes within the kernel launches");
     }
-    CUpti_RangeProfiler_DecodeData_Params decode{CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
+    auto decode = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_DecodeData_Params);
     decode.pRangeProfilerObject = profiler;
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerDecodeData, decode);
     if (decode.numOfRangeDropped > 0) {
@@ -244,7 +253,7 @@ struct DramByteCounter::State {
           decode.numOfRangeDropped, kMaxRanges));
     }
 
-    CUpti_RangeProfiler_GetCounterDataInfo_Params info{CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+    auto info = FUSEJIT_CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataInfo_Params);
     info.pCounterDataImage = counter_data.data();
     info.counterDataImageSize = counter_data.size();
     FUSEJIT_CUPTI_CALL(cuptiRangeProfilerGetCounterDataInfo, info);
@@ -258,7 +267,7 @@ struct DramByteCounter::State {
     const size_t drain_range = info.numTotalRanges - 1;  // auto ranges are in launch order
     for (size_t range = 0; range < info.numTotalRanges; ++range) {
       double values[kMetricCount] = {};
-      CUpti_Profiler_Host_EvaluateToGpuValues_Params eval{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+      auto eval = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params);
       eval.pHostObject = host;
       eval.pCounterDataImage = counter_data.data();
       eval.counterDataImageSize = counter_data.size();

@@ -177,6 +177,15 @@ struct EmulatedEvent {
   std::chrono::steady_clock::time_point time;
   bool recorded = false;
 };
+// Events the emulator made and has not destroyed: as the driver does, a call
+// on any other handle (null, destroyed) fails with CUDA_ERROR_INVALID_HANDLE
+// instead of touching it.
+std::map<const void*, std::unique_ptr<EmulatedEvent>> g_events;
+
+EmulatedEvent* find_event(Event event) {
+  auto it = g_events.find(event);
+  return it == g_events.end() ? nullptr : it->second.get();
+}
 
 int g_context_tag;  // the primary context's handle points here
 
@@ -447,27 +456,41 @@ Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
 }
 
 Result cuEventCreate(Event* event, unsigned) {
-  *event = reinterpret_cast<Event>(new EmulatedEvent);
+  std::lock_guard lock(g_mutex);
+  auto made = std::make_unique<EmulatedEvent>();
+  *event = reinterpret_cast<Event>(made.get());
+  g_events[made.get()] = std::move(made);
   return kSuccess;
 }
 
 Result cuEventDestroy_v2(Event event) {
-  delete reinterpret_cast<EmulatedEvent*>(event);
+  std::lock_guard lock(g_mutex);
+  if (g_events.erase(event) == 0) return fail(kInvalidHandle, "cuEventDestroy of an event the emulator never made");
   return kSuccess;
 }
 
 Result cuEventRecord(Event event, Stream) {
-  auto* e = reinterpret_cast<EmulatedEvent*>(event);
+  std::lock_guard lock(g_mutex);
+  EmulatedEvent* e = find_event(event);
+  if (e == nullptr) return fail(kInvalidHandle, "cuEventRecord of an event the emulator never made");
   e->time = std::chrono::steady_clock::now();
   e->recorded = true;
   return kSuccess;
 }
 
-Result cuEventSynchronize(Event) { return kSuccess; }
+Result cuEventSynchronize(Event event) {
+  std::lock_guard lock(g_mutex);
+  if (find_event(event) == nullptr)
+    return fail(kInvalidHandle, "cuEventSynchronize of an event the emulator never made");
+  return kSuccess;
+}
 
 Result cuEventElapsedTime(float* milliseconds, Event start, Event end) {
-  const auto* a = reinterpret_cast<const EmulatedEvent*>(start);
-  const auto* b = reinterpret_cast<const EmulatedEvent*>(end);
+  std::lock_guard lock(g_mutex);
+  const EmulatedEvent* a = find_event(start);
+  const EmulatedEvent* b = find_event(end);
+  if (a == nullptr || b == nullptr)
+    return fail(kInvalidHandle, "cuEventElapsedTime of an event the emulator never made");
   if (!a->recorded || !b->recorded) return fail(kInvalidHandle, "cuEventElapsedTime of an event never recorded");
   *milliseconds = static_cast<float>(elapsed_ms(*a, *b));
   return kSuccess;

@@ -25,6 +25,7 @@ constexpr int kIllegalAddress = 700;
 constexpr int kLaunchFailed = 719;
 constexpr int kInvalidSource = 300;
 constexpr int kNotFound = 500;
+constexpr int kInvalidHandle = 400;
 
 class CudaEmulator : public ::testing::Test {
  protected:
@@ -187,6 +188,28 @@ TEST_F(CudaEmulator, CompileErrorsReachTheJitLogAndUnknownKernelsAreNotFound) {
   cuda_abi::Function f = nullptr;
   EXPECT_EQ(api_.module_get_function(&f, module, "not_there"), kNotFound);
   EXPECT_EQ(api_.module_unload(module), 0);
+}
+
+TEST_F(CudaEmulator, EventsItNeverMadeAreInvalidHandlesNotCrashes) {
+  cuda_abi::Event start = nullptr, end = nullptr;
+  ASSERT_EQ(api_.event_create(&start, 0), 0);
+  ASSERT_EQ(api_.event_create(&end, 0), 0);
+  float ms = -1;
+  EXPECT_EQ(api_.event_elapsed_time(&ms, start, end), kInvalidHandle);  // neither recorded yet
+  ASSERT_EQ(api_.event_record(start, nullptr), 0);
+  ASSERT_EQ(api_.event_record(end, nullptr), 0);
+  ASSERT_EQ(api_.event_synchronize(end), 0);
+  ASSERT_EQ(api_.event_elapsed_time(&ms, start, end), 0);
+  EXPECT_GE(ms, 0.0f);
+
+  EXPECT_EQ(api_.event_record(nullptr, nullptr), kInvalidHandle);
+  EXPECT_EQ(api_.event_synchronize(nullptr), kInvalidHandle);
+  EXPECT_EQ(api_.event_elapsed_time(&ms, nullptr, end), kInvalidHandle);
+  EXPECT_EQ(api_.event_destroy(nullptr), kInvalidHandle);
+  ASSERT_EQ(api_.event_destroy(start), 0);
+  EXPECT_EQ(api_.event_record(start, nullptr), kInvalidHandle);  // destroyed
+  EXPECT_EQ(api_.event_destroy(start), kInvalidHandle);
+  EXPECT_EQ(api_.event_destroy(end), 0);
 }
 
 #else
