@@ -8,6 +8,11 @@
 #
 #   scripts/gpu-check.sh [BUILD_DIR]     # build-gpu/ from scripts/build-portable.sh
 #
+# GPU_CHECK_GRAPHS (a folder of .fj files, default examples/graphs) and
+# GPU_CHECK_DEMO_ARGS (added to every `fusejit demo`, e.g. "--rows 128") let
+# tests/gpu_check_on_emulator.sh run the whole script small on the CUDA
+# emulator, so that it works the first time a GPU is lent.
+#
 # Every example runs on the GPU against the reference interpreter inside the
 # GpuBackend tests (each example in f32, f16 and bf16, fused and unfused,
 # plus the demo example at its real size), then `fusejit bench` times every
@@ -24,8 +29,10 @@ status=0
 # chart are written to a scratch folder and packed into one archive beside
 # the report when the script ends (also when it is stopped).
 out=$(mktemp -d "${TMPDIR:-/tmp}/fusejit-gpu-check.XXXXXX")
-trap 'tar -czf "$final_out/details.tar.gz" -C "$out" . 2>/dev/null' EXIT
+trap 'tar -czf "$final_out/details.tar.gz" -C "$out" . 2>/dev/null; rm -rf "$out"' EXIT
 started=$SECONDS
+graphs_dir=${GPU_CHECK_GRAPHS:-examples/graphs}
+read -r -a demo_args <<<"${GPU_CHECK_DEMO_ARGS:-}"
 section() { echo "## $1 (at $((SECONDS - started)) s)" >>"$report"; }
 
 {
@@ -81,11 +88,12 @@ run_tests gpu-tests.log 'CudaDriver*:CudaBackend*:CudaCublas*:DramCounters*:Gpu*
 run_tests gpu-counters.log '*MeasuredBytes*'
 
 section "Benchmarks: fused against unfused on this GPU"
-# Every example, then the demo at its GPU size ([16384, 4096] bf16). Each
+# Every example, then the demo (by default at its GPU size, [16384, 4096]
+# bf16). Each
 # run checks both plans against the reference before timing them. Should
 # reading the HBM counters crash (signal exit), the rest run without them.
 counters=""
-for graph in examples/graphs/*.fj; do
+for graph in "$graphs_dir"/*.fj; do
   name=$(basename "$graph" .fj)
   "$build/fusejit" bench "$graph" --backend cuda --reps 20 $counters --json >"$out/bench-$name.json" 2>"$out/bench-$name.err"
   rc=$?
@@ -115,7 +123,7 @@ else:
     print(f"    {'':<30} HBM bytes not measured: {j['measured_bytes_note']}")
 PY
 done
-"$build/fusejit" demo --backend cuda --reps 20 $counters --plot "$final_out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1
+"$build/fusejit" demo --backend cuda --reps 20 "${demo_args[@]}" $counters --plot "$final_out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1
 sed -n '/^measured:/,$p' "$out/demo.txt" | sed 's/^/    /' >>"$report"
 
 section "The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW_PREFETCH)"
@@ -123,13 +131,11 @@ section "The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW
 # loads a row only when the last one is done; the alternatives trade
 # registers, occupancy and loads in flight differently. Each run checks
 # both plans against the reference as always.
-demo_graph="${TMPDIR:-/tmp}/fusejit-gpu-check-demo.fj"
-sed 's/\[8192, 4096\]/[16384, 4096]/' examples/graphs/bias_gelu_dropout_layernorm.fj >"$demo_graph"
 for shape in 512:0 512:1 256:0 256:1 1024:0; do
   threads=${shape%:*} prefetch=${shape#*:}
   tag="threads-$threads-prefetch-$prefetch"
-  if FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch "$build/fusejit" bench "$demo_graph" \
-    --backend cuda --reps 20 --no-counters --json >"$out/demo-$tag.json" 2>"$out/demo-$tag.err"; then
+  if FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch "$build/fusejit" demo \
+    --backend cuda --reps 20 "${demo_args[@]}" --no-counters --json >"$out/demo-$tag.json" 2>"$out/demo-$tag.err"; then
     python3 - "$out/demo-$tag.json" "$threads threads, prefetch $prefetch" >>"$report" 2>&1 <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
@@ -154,9 +160,9 @@ fi
 
 section "Kernels of every example, compiled for this GPU"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
-for graph in examples/graphs/*.fj; do
+for graph in "$graphs_dir"/*.fj; do
   echo "### $graph" >>"$report"
-  "$build/fusejit" emit "$graph" --arch "sm_${arch:-90}" --out "${TMPDIR:-/tmp}/fusejit-gpu-check/$(basename "$graph" .fj)" \
+  "$build/fusejit" emit "$graph" --arch "sm_${arch:-90}" --out "$out/emit/$(basename "$graph" .fj)" \
     >>"$report" 2>&1 || status=1
 done
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh end to end on the CUDA emulator, so that the script
+# works the first time a GPU is lent (device time is short, and a script
+# that fails halfway wastes it): a stand-in nvidia-smi, the example graphs
+# shrunk to a few thousand elements, the demo at 128 x 256. The script must
+# exit 0, run every part, and leave the report and one archive with every
+# example's and every demo shape's JSON.
+#
+#   run_on_emulator.sh SOURCE_DIR BUILD_DIR EMULATOR_LIBRARY
+set -euo pipefail
+source_dir=$1 build_dir=$2 emulator=$3
+work=$(mktemp -d "${TMPDIR:-/tmp}/fusejit-gpu-check-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/bin" "$work/graphs" "$work/out" "$work/details"
+
+cat >"$work/bin/nvidia-smi" <<'SMI'
+#!/bin/sh
+case "$*" in
+  *compute_cap*) echo "9.0" ;;
+  *) echo "name, driver_version"; echo "fusejit CUDA emulator, none" ;;
+esac
+SMI
+chmod +x "$work/bin/nvidia-smi"
+
+# Every extent of the examples, scaled down: one table so that operands that
+# must agree (a bias and its rows' width) still do.
+python3 - "$source_dir/examples/graphs" "$work/graphs" <<'PY'
+import pathlib, re, sys
+small = {8192: 64, 4096: 256, 3072: 384, 2048: 32, 1024: 128, 768: 96, 512: 64, 256: 32, 16: 2}
+for graph in pathlib.Path(sys.argv[1]).glob("*.fj"):
+    shrink = lambda shape: re.sub(r"\d+", lambda n: str(small.get(int(n.group()), int(n.group()))), shape.group())
+    (pathlib.Path(sys.argv[2]) / graph.name).write_text(re.sub(r"\[[\d, ]*\]", shrink, graph.read_text()))
+PY
+
+status=0
+PATH="$work/bin:$PATH" FUSEJIT_CUDA_DRIVER="$emulator" GPU_CHECK_GRAPHS="$work/graphs" \
+  GPU_CHECK_DEMO_ARGS="--rows 128 --cols 256" OUT="$work/out" \
+  bash "$source_dir/scripts/gpu-check.sh" "$build_dir" >"$work/gpu-check.log" 2>&1 || status=$?
+report="$work/out/report.md"
+fail() {
+  echo "FAIL: $*"
+  echo "--- gpu-check output"; cat "$work/gpu-check.log"
+  echo "--- report"; cat "$report" 2>/dev/null || true
+  exit 1
+}
+((status == 0)) || fail "gpu-check.sh exited $status"
+tar -xzf "$work/out/details.tar.gz" -C "$work/details" || fail "no readable details.tar.gz"
+for section in "GPU tests" "Benchmarks" "other shapes" "Peers" "Kernels of every example" "End"; do
+  grep -q "^## .*$section" "$report" || fail "the report has no section '$section'"
+done
+grep -q 'PASSED  \] [1-9][0-9]* tests' "$report" || fail "the report shows no passed GPU tests"
+! grep -q 'FAILED\|failed' "$report" || fail "the report shows a failure"
+for graph in "$work"/graphs/*.fj; do
+  name=$(basename "$graph" .fj)
+  python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert j["correct"], "wrong results"' \
+    "$work/details/bench-$name.json" || fail "bench-$name.json is missing or says the results are wrong"
+  grep -q "^    $name .*speedup" "$report" || fail "the report has no line for $name"
+done
+shapes=$(ls "$work"/details/demo-threads-*.json | wc -l)
+((shapes == 5)) || fail "$shapes demo shapes measured, not 5"
+[[ -s "$work/out/roofline-demo.svg" ]] || fail "no roofline chart"
+emitted=$(ls "$work"/details/emit/*/plan.txt 2>/dev/null | wc -l)
+((emitted == $(ls "$work"/graphs/*.fj | wc -l))) || fail "$emitted examples' kernels emitted into the archive"
+echo "gpu-check.sh ran end to end on the emulator: $(grep -c '^## ' "$report") sections, $shapes demo shapes"
