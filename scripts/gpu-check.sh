@@ -10,8 +10,14 @@
 #
 # GPU_CHECK_GRAPHS (a folder of .fj files, default examples/graphs) and
 # GPU_CHECK_DEMO_ARGS (added to every `fusejit demo`, e.g. "--rows 128") let
-# tests/gpu_check_on_emulator.sh run the whole script small on the CUDA
-# emulator, so that it works the first time a GPU is lent.
+# tests/gpu_check/run_on_emulator.sh run the whole script small on the
+# CUDA emulator, so that it works the first time a GPU is lent.
+#
+# Through the `device` tool: scripts/build-portable.sh here, then run
+#   OUT=$OUT bash scripts/gpu-check.sh build-gpu
+# carrying build-gpu/fusejit, build-gpu/tests/fusejit_tests and
+# build-gpu/source-dir.txt. Each step has its own time limit (a hung kernel
+# costs minutes, not the lease) and the report grows as steps finish.
 #
 # Every example runs on the GPU against the reference interpreter inside the
 # GpuBackend tests (each example in f32, f16 and bf16, fused and unfused,
@@ -76,9 +82,10 @@ section "GPU tests"
 run_tests() {  # LOG FILTER [ARGS...]
   local log=$1 filter=$2
   shift 2
-  "$build/tests/fusejit_tests" --gtest_filter="$filter" "$@" >"$out/$log" 2>&1
+  timeout -k 10 300 "$build/tests/fusejit_tests" --gtest_filter="$filter" "$@" >"$out/$log" 2>&1
   local rc=$?
   ((rc == 0)) || status=1
+  ((rc == 124)) && echo "    $log: stopped after 300 s" >>"$report"
   ((rc >= 128)) && echo "    $log: the test program died with signal $((rc - 128)); its last lines:" >>"$report" &&
     tail -n 5 "$out/$log" | sed 's/^/      /' >>"$report"
   grep -E '^\[ +(FAILED|gpu|device|copy|counters|kernel|cublas) ' "$out/$log" | sed 's/^/    /' >>"$report"
@@ -95,17 +102,21 @@ section "Benchmarks: fused against unfused on this GPU"
 counters=""
 for graph in "$graphs_dir"/*.fj; do
   name=$(basename "$graph" .fj)
-  "$build/fusejit" bench "$graph" --backend cuda --reps 20 $counters --json >"$out/bench-$name.json" 2>"$out/bench-$name.err"
+  timeout -k 10 120 "$build/fusejit" bench "$graph" --backend cuda --reps 20 $counters --json \
+    >"$out/bench-$name.json" 2>"$out/bench-$name.err"
   rc=$?
   if ((rc >= 128)) && [[ -z "$counters" ]]; then
     echo "    $name: bench died with signal $((rc - 128)); again without the HBM counters" >>"$report"
     counters="--no-counters"
-    "$build/fusejit" bench "$graph" --backend cuda --reps 20 $counters --json >"$out/bench-$name.json" 2>"$out/bench-$name.err"
+    timeout -k 10 120 "$build/fusejit" bench "$graph" --backend cuda --reps 20 $counters --json \
+      >"$out/bench-$name.json" 2>"$out/bench-$name.err"
     rc=$?
   fi
   if ((rc != 0)); then
     status=1
-    echo "    $name: bench failed (exit $rc): $(tail -n 1 "$out/bench-$name.err")" >>"$report"
+    why="exit $rc"
+    ((rc == 124)) && why="stopped after 120 s"
+    echo "    $name: bench failed ($why): $(tail -n 1 "$out/bench-$name.err")" >>"$report"
     continue
   fi
   python3 - "$out/bench-$name.json" "$name" >>"$report" 2>&1 <<'PY'
@@ -123,7 +134,8 @@ else:
     print(f"    {'':<30} HBM bytes not measured: {j['measured_bytes_note']}")
 PY
 done
-"$build/fusejit" demo --backend cuda --reps 20 "${demo_args[@]}" $counters --plot "$final_out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1
+timeout -k 10 120 "$build/fusejit" demo --backend cuda --reps 20 "${demo_args[@]}" $counters \
+  --plot "$final_out/roofline-demo.svg" >"$out/demo.txt" 2>&1 || status=1
 sed -n '/^measured:/,$p' "$out/demo.txt" | sed 's/^/    /' >>"$report"
 
 section "The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW_PREFETCH)"
@@ -134,7 +146,7 @@ section "The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW
 for shape in 512:0 512:1 256:0 256:1 1024:0; do
   threads=${shape%:*} prefetch=${shape#*:}
   tag="threads-$threads-prefetch-$prefetch"
-  if FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch "$build/fusejit" demo \
+  if FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch timeout -k 10 90 "$build/fusejit" demo \
     --backend cuda --reps 20 "${demo_args[@]}" --no-counters --json >"$out/demo-$tag.json" 2>"$out/demo-$tag.err"; then
     python3 - "$out/demo-$tag.json" "$threads threads, prefetch $prefetch" >>"$report" 2>&1 <<'PY'
 import json, sys
@@ -151,8 +163,8 @@ done
 
 section "Peers: PyTorch eager and torch.compile on the same graphs"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  python3 bench/peers/torch_peers.py --fusejit "$build/fusejit" --device cuda --json "$out/peers.json" \
-    >"$out/peers.txt" 2>&1 || status=1
+  PYTHONUNBUFFERED=1 timeout -k 10 300 python3 bench/peers/torch_peers.py --fusejit "$build/fusejit" \
+    --device cuda --fusejit-results "$out" --json "$out/peers.json" "$graphs_dir"/*.fj >"$out/peers.txt" 2>&1 || status=1
   sed 's/^/    /' "$out/peers.txt" >>"$report"
 else
   echo "    PyTorch with CUDA is not available here; peers skipped" >>"$report"
@@ -162,7 +174,7 @@ section "Kernels of every example, compiled for this GPU"
 arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
 for graph in "$graphs_dir"/*.fj; do
   echo "### $graph" >>"$report"
-  "$build/fusejit" emit "$graph" --arch "sm_${arch:-90}" --out "$out/emit/$(basename "$graph" .fj)" \
+  timeout -k 10 60 "$build/fusejit" emit "$graph" --arch "sm_${arch:-90}" --out "$out/emit/$(basename "$graph" .fj)" \
     >>"$report" 2>&1 || status=1
 done
 

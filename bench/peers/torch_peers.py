@@ -127,7 +127,12 @@ def time_us(fn, args, device, reps, flush):
     return statistics.median(samples)
 
 
-def fusejit_times(binary, graph, device, reps):
+def fusejit_times(binary, graph, device, reps, results_dir):
+    if results_dir:  # `fusejit bench --json` of this graph, run earlier on this machine
+        saved = os.path.join(results_dir, f"bench-{os.path.splitext(os.path.basename(graph))[0]}.json")
+        if os.path.exists(saved):
+            with open(saved) as f:
+                return json.load(f), None
     backend = "cuda" if device == "cuda" else "cpu"
     r = subprocess.run([binary, "bench", graph, "--backend", backend, "--reps", str(reps), "--json"],
                        capture_output=True, text=True)
@@ -145,6 +150,8 @@ def main():
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--fusejit-results", metavar="DIR",
+                        help="take fusejit's times from DIR/bench-NAME.json (`fusejit bench --json`) where present")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="PyTorch's CPU threads (default: every hardware thread, as fusejit)")
     args = parser.parse_args()
@@ -182,7 +189,7 @@ def main():
                     compile_us = time_us(compiled, tensors, args.device, args.reps, flush)
                 except Exception as e:  # noqa: BLE001 - report and go on
                     print(f"  torch.compile failed on {graph}: {e}", file=sys.stderr)
-        fj, error = fusejit_times(args.fusejit, graph, args.device, args.reps)
+        fj, error = fusejit_times(args.fusejit, graph, args.device, args.reps, args.fusejit_results)
         fused = fj["fused"]["measured_us_median"] if fj else None
         unfused = fj["unfused"]["measured_us_median"] if fj else None
         row = {"graph": os.path.basename(graph), "eager_us": eager_us, "compile_us": compile_us,
