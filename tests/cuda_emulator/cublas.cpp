@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <string>
 
 #include "device_memory.h"
 #include "runtime/cublas_abi.h"
@@ -115,19 +116,21 @@ Status cublasGemmEx(Handle handle, int transa, int transb, int m, int n, int k, 
   std::lock_guard lock(fusejit::emulator::driver_mutex());
   const float alpha_f = *static_cast<const float*>(alpha);
   const float beta_f = *static_cast<const float*>(beta);
-  for (int j = 0; j < n; ++j) {
-    for (int i = 0; i < m; ++i) {
-      float acc = 0;
-      for (int p = 0; p < k; ++p) {
-        acc += load(a, a_type, size_t(i) + size_t(p) * lda) * load(b, b_type, size_t(p) + size_t(j) * ldb);
+  const std::string bad = fusejit::emulator::run_watched([&] {
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) {
+        float acc = 0;
+        for (int p = 0; p < k; ++p) {
+          acc += load(a, a_type, size_t(i) + size_t(p) * lda) * load(b, b_type, size_t(p) + size_t(j) * ldb);
+        }
+        const size_t at = size_t(i) + size_t(j) * ldc;
+        const float old = beta_f == 0 ? 0.0f : beta_f * load(c, c_type, at);
+        store(c, c_type, at, alpha_f * acc + old);
       }
-      const size_t at = size_t(i) + size_t(j) * ldc;
-      const float old = beta_f == 0 ? 0.0f : beta_f * load(c, c_type, at);
-      store(c, c_type, at, alpha_f * acc + old);
     }
-  }
+  });
   // cuBLAS statuses carry no detail: what went wrong goes to stderr.
-  if (const std::string bad = fusejit::emulator::check_and_restore_guards(); !bad.empty()) {
+  if (!bad.empty()) {
     std::fprintf(stderr, "fusejit CUDA emulator: cublasGemmEx made %s\n", bad.c_str());
     return kExecutionFailed;
   }

@@ -11,11 +11,10 @@
 // and anything cuBLAS does.
 //
 // One emulated device ("sm_90", 4 SMs or $FUSEJIT_EMULATOR_SMS, 8 GiB).
-// Device memory is host memory, filled with 0xFF (NaN in every float type)
-// when allocated, with a guard band of known bytes on each side; a kernel
-// (or GEMM) that writes into a guard band fails with
-// CUDA_ERROR_ILLEGAL_ADDRESS. Reads out of bounds and writes beyond the
-// guard bands are not caught. Launches run synchronously, one block after
+// Device memory (device_memory.h) is host memory filled with 0xFF (NaN in
+// every float type) when allocated, between inaccessible pages; a kernel
+// (or GEMM) that reads or writes outside its buffers fails with
+// CUDA_ERROR_ILLEGAL_ADDRESS. Launches run synchronously, one block after
 // another (fibers.h; $FUSEJIT_EMULATOR_SCHEDULE=warps runs each warp ahead
 // of the next). cuGetErrorString gives the detail of the last failure.
 #include <algorithm>
@@ -74,11 +73,7 @@ constexpr Result kLaunchFailed = 719;
 
 constexpr const char* kDeviceName = "fusejit CUDA emulator (CPU fibers, sm_90)";
 constexpr size_t kDeviceMemory = size_t{8} << 30;
-constexpr size_t kGuardBytes = 256;  // also the allocation alignment, as cuMemAlloc's
-constexpr unsigned char kGuardByte = 0xA5;
-
-std::mutex g_mutex;  // one driver call at a time: launches share each module's fj_emu_state
-size_t g_allocated = 0;
+using fusejit::emulator::driver_mutex;  // one driver call at a time: launches share each module's fj_emu_state
 
 // What cuGetErrorString says of the last failure, if it asks about that
 // code. The texts are kept for the life of the process: a caller may hold
@@ -107,58 +102,8 @@ int emulated_sms() {
   return sms;
 }
 
-struct Allocation {
-  unsigned char* base;  // guard, data, guard
-  size_t bytes;
-};
-std::map<uintptr_t, Allocation> g_allocations;  // by the data's address
-
-unsigned char* data_of(const Allocation& a) { return a.base + kGuardBytes; }
-
-}  // namespace
-
-namespace fusejit::emulator {
-
-// The allocation whose guards were overwritten, described (empty if none);
-// the guards are then restored, so the next check blames only the next
-// culprit. Callers hold g_mutex.
-std::string check_and_restore_guards() {
-  std::string found;
-  for (const auto& [address, a] : g_allocations) {
-    unsigned char* guards[] = {a.base, data_of(a) + a.bytes};
-    for (int side = 0; side < 2; ++side) {
-      for (size_t i = 0; i < kGuardBytes && found.empty(); ++i) {
-        if (guards[side][i] == kGuardByte) continue;
-        const std::string where = side == 0 ? fmt::format("{} bytes before", kGuardBytes - i)
-                                            : fmt::format("{} bytes past the end of", i + 1);
-        found = fmt::format("a write {} the allocation of {} bytes at 0x{:x}", where, a.bytes, address);
-      }
-      std::memset(guards[side], kGuardByte, kGuardBytes);
-    }
-  }
-  return found;
-}
-
-std::mutex& driver_mutex() { return g_mutex; }
-
-}  // namespace fusejit::emulator
-
-namespace {
-
-using fusejit::emulator::check_and_restore_guards;
-
-// The allocation holding [ptr, ptr + bytes), or nullptr.
-const Allocation* find_allocation(DevicePtr ptr, size_t bytes) {
-  auto it = g_allocations.upper_bound(static_cast<uintptr_t>(ptr));
-  if (it == g_allocations.begin()) return nullptr;
-  --it;
-  const uintptr_t begin = it->first;
-  if (ptr < begin || ptr + bytes > begin + it->second.bytes) return nullptr;
-  return &it->second;
-}
-
 Result check_range(DevicePtr ptr, size_t bytes, const char* what) {
-  if (bytes == 0 || find_allocation(ptr, bytes) != nullptr) return kSuccess;
+  if (bytes == 0 || fusejit::emulator::inside_one_allocation(ptr, bytes)) return kSuccess;
   return fail(kInvalidValue, fmt::format("{}: [0x{:x}, +{}) is not inside one allocation", what, ptr, bytes));
 }
 
@@ -289,7 +234,7 @@ Result cuModuleLoadDataEx(Module* module, const void* image, unsigned num_option
                           void** option_values) {
   std::string error;
   std::unique_ptr<KernelModule> loaded = KernelModule::load(static_cast<const char*>(image), &error);
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (!loaded) {
     for (unsigned i = 0; i < num_options; ++i) {  // CU_JIT_ERROR_LOG_BUFFER, as the driver fills it
       if (options[i] != fusejit::cuda_abi::kJitErrorLogBuffer) continue;
@@ -313,7 +258,7 @@ Result cuModuleLoadDataEx(Module* module, const void* image, unsigned num_option
 }
 
 Result cuModuleUnload(Module module) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   auto it = g_modules.find(module);
   if (it == g_modules.end()) return fail(kInvalidHandle, "cuModuleUnload of a module the emulator never loaded");
   for (auto f = g_functions.begin(); f != g_functions.end();) {
@@ -324,7 +269,7 @@ Result cuModuleUnload(Module module) {
 }
 
 Result cuModuleGetFunction(Function* function, Module module, const char* name) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   auto it = g_modules.find(module);
   if (it == g_modules.end()) return fail(kInvalidHandle, "cuModuleGetFunction on a module the emulator never loaded");
   KernelModule::Launch launch = it->second->module->kernel(name);
@@ -339,7 +284,7 @@ Result cuFuncSetAttribute(Function, int, int) { return kSuccess; }
 
 Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
                       unsigned block_y, unsigned block_z, unsigned shared_bytes, Stream, void** params, void** extra) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   auto it = g_functions.find(function);
   if (it == g_functions.end()) return fail(kInvalidHandle, "cuLaunchKernel of a function the emulator never made");
   const EmulatedFunction& f = *it->second;
@@ -368,71 +313,63 @@ Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsig
     return true;
   }();
   (void)scheduled;
-  for (unsigned z = 0; z < grid_z; ++z) {
-    for (unsigned y = 0; y < grid_y; ++y) {
-      for (unsigned x = 0; x < grid_x; ++x) {
-        state.block_idx = {x, y, z};
-        const std::string error = runner.run(static_cast<int>(threads), body, enter);
-        if (!error.empty()) {
-          return fail(kLaunchFailed, fmt::format("kernel {}, block ({}, {}, {}): {}", f.name, x, y, z, error));
+  std::string launch_error;
+  const std::string bad_access = fusejit::emulator::run_watched([&] {
+    for (unsigned z = 0; z < grid_z; ++z) {
+      for (unsigned y = 0; y < grid_y; ++y) {
+        for (unsigned x = 0; x < grid_x; ++x) {
+          state.block_idx = {x, y, z};
+          if (std::string error = runner.run(static_cast<int>(threads), body, enter); !error.empty()) {
+            launch_error = fmt::format("kernel {}, block ({}, {}, {}): {}", f.name, x, y, z, error);
+            return;
+          }
         }
       }
     }
-  }
-  if (std::string bad = check_and_restore_guards(); !bad.empty()) {
-    return fail(kIllegalAddress, fmt::format("kernel {} made {}", f.name, bad));
-  }
+  });
+  if (!launch_error.empty()) return fail(kLaunchFailed, launch_error);
+  if (!bad_access.empty()) return fail(kIllegalAddress, fmt::format("kernel {} made {}", f.name, bad_access));
   return kSuccess;
 }
 
 Result cuMemAlloc_v2(DevicePtr* ptr, size_t bytes) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (bytes == 0) return fail(kInvalidValue, "cuMemAlloc of 0 bytes");
-  if (bytes > kDeviceMemory - g_allocated) {
-    return fail(kOutOfMemory, fmt::format("{} bytes asked, {} of the emulated {} free", bytes,
-                                          kDeviceMemory - g_allocated, kDeviceMemory));
+  const size_t allocated = fusejit::emulator::allocated_bytes();
+  if (bytes > kDeviceMemory - allocated) {
+    return fail(kOutOfMemory,
+                fmt::format("{} bytes asked, {} of the emulated {} free", bytes, kDeviceMemory - allocated, kDeviceMemory));
   }
-  const size_t total = kGuardBytes + (bytes + kGuardBytes - 1) / kGuardBytes * kGuardBytes + kGuardBytes;
-  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kGuardBytes, total));
-  if (base == nullptr) return fail(kOutOfMemory, fmt::format("the host has no {} bytes for the emulated device", total));
-  std::memset(base, kGuardByte, kGuardBytes);
-  // NaN in every float type, as never-written device memory may hold: a
-  // kernel that reads what nothing wrote gives NaN, not a stale result.
-  std::memset(base + kGuardBytes, 0xFF, bytes);
-  std::memset(base + kGuardBytes + bytes, kGuardByte, kGuardBytes);
-  const Allocation a{base, bytes};
-  g_allocations[reinterpret_cast<uintptr_t>(data_of(a))] = a;
-  g_allocated += bytes;
-  *ptr = reinterpret_cast<uintptr_t>(data_of(a));
+  const uintptr_t data = fusejit::emulator::allocate(bytes);
+  if (data == 0) return fail(kOutOfMemory, fmt::format("the host would not map {} bytes for the emulated device", bytes));
+  *ptr = data;
   return kSuccess;
 }
 
 Result cuMemFree_v2(DevicePtr ptr) {
-  std::lock_guard lock(g_mutex);
-  auto it = g_allocations.find(static_cast<uintptr_t>(ptr));
-  if (it == g_allocations.end()) return fail(kInvalidValue, fmt::format("cuMemFree of 0x{:x}, not an allocation", ptr));
-  g_allocated -= it->second.bytes;
-  std::free(it->second.base);
-  g_allocations.erase(it);
+  std::lock_guard lock(driver_mutex());
+  if (!fusejit::emulator::release(ptr)) {
+    return fail(kInvalidValue, fmt::format("cuMemFree of 0x{:x}, not an allocation", ptr));
+  }
   return kSuccess;
 }
 
 Result cuMemcpyHtoD_v2(DevicePtr dst, const void* src, size_t bytes) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (Result r = check_range(dst, bytes, "cuMemcpyHtoD destination"); r != kSuccess) return r;
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return kSuccess;
 }
 
 Result cuMemcpyDtoH_v2(void* dst, DevicePtr src, size_t bytes) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (Result r = check_range(src, bytes, "cuMemcpyDtoH source"); r != kSuccess) return r;
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return kSuccess;
 }
 
 Result cuMemcpyDtoD_v2(DevicePtr dst, DevicePtr src, size_t bytes) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (Result r = check_range(dst, bytes, "cuMemcpyDtoD destination"); r != kSuccess) return r;
   if (Result r = check_range(src, bytes, "cuMemcpyDtoD source"); r != kSuccess) return r;
   std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
@@ -440,14 +377,14 @@ Result cuMemcpyDtoD_v2(DevicePtr dst, DevicePtr src, size_t bytes) {
 }
 
 Result cuMemsetD8_v2(DevicePtr dst, unsigned char value, size_t count) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (Result r = check_range(dst, count, "cuMemsetD8"); r != kSuccess) return r;
   std::memset(reinterpret_cast<void*>(dst), value, count);
   return kSuccess;
 }
 
 Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (dst % 4 != 0) return fail(kInvalidValue, fmt::format("cuMemsetD32 at 0x{:x}, not 4-byte aligned", dst));
   if (Result r = check_range(dst, count * 4, "cuMemsetD32"); r != kSuccess) return r;
   auto* words = reinterpret_cast<unsigned*>(dst);
@@ -456,7 +393,7 @@ Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
 }
 
 Result cuEventCreate(Event* event, unsigned) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   auto made = std::make_unique<EmulatedEvent>();
   *event = reinterpret_cast<Event>(made.get());
   g_events[made.get()] = std::move(made);
@@ -464,13 +401,13 @@ Result cuEventCreate(Event* event, unsigned) {
 }
 
 Result cuEventDestroy_v2(Event event) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (g_events.erase(event) == 0) return fail(kInvalidHandle, "cuEventDestroy of an event the emulator never made");
   return kSuccess;
 }
 
 Result cuEventRecord(Event event, Stream) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   EmulatedEvent* e = find_event(event);
   if (e == nullptr) return fail(kInvalidHandle, "cuEventRecord of an event the emulator never made");
   e->time = std::chrono::steady_clock::now();
@@ -479,14 +416,14 @@ Result cuEventRecord(Event event, Stream) {
 }
 
 Result cuEventSynchronize(Event event) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   if (find_event(event) == nullptr)
     return fail(kInvalidHandle, "cuEventSynchronize of an event the emulator never made");
   return kSuccess;
 }
 
 Result cuEventElapsedTime(float* milliseconds, Event start, Event end) {
-  std::lock_guard lock(g_mutex);
+  std::lock_guard lock(driver_mutex());
   const EmulatedEvent* a = find_event(start);
   const EmulatedEvent* b = find_event(end);
   if (a == nullptr || b == nullptr)

@@ -153,6 +153,57 @@ extern "C" __global__ void one_too_far(float* p, int n) { p[threadIdx.x + (threa
   EXPECT_NE(error_text(result).find("one_too_far"), std::string::npos) << error_text(result);
 }
 
+// Reads past the last 256-byte granule, or before the start, reach an
+// inaccessible page: the launch fails with the access described, and the
+// next launch neither faults nor inherits the report.
+TEST_F(CudaEmulator, AReadOutsideItsAllocationFailsTheLaunch) {
+  const std::string source = R"(
+extern "C" __global__ void gather(const float* in, float* out, int at) { out[threadIdx.x] = in[at + (int)threadIdx.x]; }
+)";
+  cuda_abi::Function f = load(source, "gather");
+  ASSERT_NE(f, nullptr);
+  constexpr int kFloats = 1024;  // 4096 bytes: whole granules, whole pages
+  cuda_abi::DevicePtr in = alloc(kFloats * 4), out = alloc(32 * 4);
+  std::vector<float> host(kFloats, 2.5f);
+  ASSERT_EQ(api_.memcpy_htod(in, host.data(), host.size() * 4), 0);
+  auto gather = [&](int at) {
+    void* args[] = {&in, &out, &at};
+    return launch(f, 1, 1, 32, 1, args);
+  };
+  EXPECT_EQ(gather(kFloats - 32), 0);  // the last 32 floats: inside
+  EXPECT_EQ(gather(kFloats - 31), kIllegalAddress);
+  EXPECT_NE(error_text(kIllegalAddress).find("kernel gather made a read 1 bytes past the end of the allocation of "
+                                             "4096 bytes"),
+            std::string::npos)
+      << error_text(kIllegalAddress);
+  EXPECT_EQ(gather(0), 0);
+  EXPECT_EQ(gather(-1), kIllegalAddress);
+  EXPECT_NE(error_text(kIllegalAddress).find("a read 4 bytes before the allocation of 4096 bytes"), std::string::npos)
+      << error_text(kIllegalAddress);
+  EXPECT_EQ(gather(kFloats + 900), kIllegalAddress);  // 3600 bytes past the end: still the guard page
+  std::vector<float> got(32);
+  EXPECT_EQ(gather(kFloats - 32), 0);
+  ASSERT_EQ(api_.memcpy_dtoh(got.data(), out, got.size() * 4), 0);
+  EXPECT_EQ(got, std::vector<float>(32, 2.5f));
+}
+
+TEST_F(CudaEmulator, AWriteIntoTheGuardPageFailsTheLaunch) {
+  const std::string source = R"(
+extern "C" __global__ void poke(float* p, int at) { if (threadIdx.x == 0) p[at] = 1.0f; }
+)";
+  cuda_abi::Function f = load(source, "poke");
+  ASSERT_NE(f, nullptr);
+  cuda_abi::DevicePtr d = alloc(64 * 4);  // one granule: the guard page starts right after it
+  int at = 64 + 100;
+  void* args[] = {&d, &at};
+  EXPECT_EQ(launch(f, 1, 1, 32, 1, args), kIllegalAddress);
+  EXPECT_NE(error_text(kIllegalAddress).find("a write 401 bytes past the end of the allocation of 256 bytes"),
+            std::string::npos)
+      << error_text(kIllegalAddress);
+  at = 63;
+  EXPECT_EQ(launch(f, 1, 1, 32, 1, args), 0);
+}
+
 TEST_F(CudaEmulator, AThreadThatSkipsABarrierIsADeadlock) {
   const std::string source = R"(
 extern "C" __global__ void early_exit(float* p) {

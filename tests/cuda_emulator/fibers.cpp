@@ -1,6 +1,10 @@
 #include "fibers.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -22,6 +26,7 @@ namespace {
 // pages are only touched as used.
 constexpr size_t kStackBytes = 256 << 10;
 constexpr int kWarpSize = 32;
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 
 thread_local BlockRunner* g_runner = nullptr;
 
@@ -94,8 +99,23 @@ unsigned BlockRunner::shuffle_xor(unsigned value, int lane_mask) {
   return result;
 }
 
+BlockRunner::Stack::Stack(size_t bytes) : map_(nullptr), map_bytes_(bytes + kPage) {
+  void* map = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED || mprotect(map, kPage, PROT_NONE) != 0) {
+    std::fprintf(stderr, "fusejit CUDA emulator: cannot map a fiber stack of %zu bytes\n", bytes);
+    std::abort();
+  }
+  map_ = static_cast<char*>(map);
+}
+
+BlockRunner::Stack::~Stack() {
+  if (map_ != nullptr) munmap(map_, map_bytes_);
+}
+
+char* BlockRunner::Stack::bottom() const { return map_ + kPage; }
+
 std::string BlockRunner::run(int threads, const std::function<void()>& body, const std::function<void(int)>& enter) {
-  while (static_cast<int>(stacks_.size()) < threads) stacks_.emplace_back(new char[kStackBytes]);  // untouched until used
+  while (static_cast<int>(stacks_.size()) < threads) stacks_.emplace_back(kStackBytes);  // untouched until used
   fibers_.assign(threads, Fiber{});
   block_barrier_ = Barrier{.expected = threads};
   warp_barriers_.assign((threads + kWarpSize - 1) / kWarpSize, Barrier{});
@@ -109,7 +129,7 @@ std::string BlockRunner::run(int threads, const std::function<void()>& body, con
   for (int t = 0; t < threads; ++t) {
     Fiber& f = fibers_[t];
     f.index = t;
-    f.stack = stacks_[t].get();
+    f.stack = stacks_[t].bottom();
     getcontext(&f.context);
     f.context.uc_stack.ss_sp = f.stack;
     f.context.uc_stack.ss_size = kStackBytes;

@@ -11,8 +11,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ucontext.h>
@@ -65,7 +65,23 @@ class BlockRunner {
   std::string describe_deadlock() const;
 
   std::vector<Fiber> fibers_;
-  std::vector<std::unique_ptr<char[]>> stacks_;
+  // A fiber's stack: mapped with an inaccessible page below it, so that an
+  // overflow crashes instead of writing over the heap.
+  class Stack {
+   public:
+    explicit Stack(size_t bytes);
+    Stack(Stack&& other) noexcept : map_(std::exchange(other.map_, nullptr)), map_bytes_(other.map_bytes_) {}
+    Stack(const Stack&) = delete;
+    Stack& operator=(const Stack&) = delete;
+    Stack& operator=(Stack&&) = delete;
+    ~Stack();
+    char* bottom() const;
+
+   private:
+    char* map_;
+    size_t map_bytes_;
+  };
+  std::vector<Stack> stacks_;
   ucontext_t scheduler_;
   void* scheduler_fake_stack_ = nullptr;
   const void* scheduler_stack_bottom_ = nullptr;
