@@ -24,8 +24,10 @@
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 // Blocks run one after another, so a function-local static is exactly one
-// variable per block, seen by all of the block's threads.
-#define __shared__ static
+// variable per block, seen by all of the block's threads. They share one
+// section, which the emulator fills with 0xFF (NaN) before each block: on a
+// GPU, shared memory starts with whatever was there, never zeros.
+#define __shared__ static __attribute__((section("fj_emu_shared")))
 
 #include "emu_state.h"
 
@@ -37,6 +39,15 @@ inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return
 // Set by the emulator (it finds the symbol with dlsym) before each fiber runs.
 extern "C" FjEmuState fj_emu_state;
 extern "C" FjEmuState fj_emu_state = {};
+
+// The bounds of the __shared__ variables (both null if there are none): the
+// linker defines __start_/__stop_ symbols for a section named like an identifier.
+extern "C" char __start_fj_emu_shared[] __attribute__((weak));
+extern "C" char __stop_fj_emu_shared[] __attribute__((weak));
+extern "C" void fj_emu_shared_memory(char** begin, char** end) {
+  *begin = __start_fj_emu_shared;
+  *end = __stop_fj_emu_shared;
+}
 
 #define threadIdx (fj_emu_state.thread_idx)
 #define blockIdx (fj_emu_state.block_idx)

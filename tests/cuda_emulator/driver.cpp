@@ -319,6 +319,7 @@ Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsig
       for (unsigned y = 0; y < grid_y; ++y) {
         for (unsigned x = 0; x < grid_x; ++x) {
           state.block_idx = {x, y, z};
+          f.module->module->poison_shared_memory();
           if (std::string error = runner.run(static_cast<int>(threads), body, enter); !error.empty()) {
             launch_error = fmt::format("kernel {}, block ({}, {}, {}): {}", f.name, x, y, z, error);
             return;

@@ -4,6 +4,7 @@
 // the emulator must report rather than hide.
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <random>
@@ -202,6 +203,28 @@ extern "C" __global__ void poke(float* p, int at) { if (threadIdx.x == 0) p[at] 
       << error_text(kIllegalAddress);
   at = 63;
   EXPECT_EQ(launch(f, 1, 1, 32, 1, args), 0);
+}
+
+// Shared memory starts each block as NaN: a block that reads what it never
+// wrote sees neither zeros nor the previous block's values.
+TEST_F(CudaEmulator, EachBlockFindsItsSharedMemoryPoisoned) {
+  const std::string source = R"(
+extern "C" __global__ void unwritten(float* out) {
+  __shared__ float s[32];
+  if (blockIdx.x == 0) s[threadIdx.x] = 1.0f;
+  __syncthreads();
+  out[blockIdx.x * 32 + threadIdx.x] = s[threadIdx.x];
+}
+)";
+  cuda_abi::Function f = load(source, "unwritten");
+  ASSERT_NE(f, nullptr);
+  cuda_abi::DevicePtr d = alloc(2 * 32 * 4);
+  void* args[] = {&d};
+  ASSERT_EQ(launch(f, 2, 1, 32, 1, args), 0);
+  std::vector<float> got(64);
+  ASSERT_EQ(api_.memcpy_dtoh(got.data(), d, got.size() * 4), 0);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(got[i], 1.0f) << i;
+  for (int i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(got[i])) << i << ": " << got[i];
 }
 
 TEST_F(CudaEmulator, AThreadThatSkipsABarrierIsADeadlock) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -135,7 +136,18 @@ std::unique_ptr<KernelModule> KernelModule::load(const std::string& source, std:
     *error = fmt::format("{} lacks fj_emu_state (not built with device_shim.h?)", object);
     return nullptr;
   }
+  using SharedMemory = void (*)(char**, char**);
+  auto shared_memory = reinterpret_cast<SharedMemory>(dlsym(handle, "fj_emu_shared_memory"));
+  if (shared_memory == nullptr) {
+    *error = fmt::format("{} lacks fj_emu_shared_memory (built with an older device_shim.h?)", object);
+    return nullptr;
+  }
+  shared_memory(&module->shared_begin_, &module->shared_end_);
   return module;
+}
+
+void KernelModule::poison_shared_memory() const {
+  if (shared_begin_ != nullptr) std::memset(shared_begin_, 0xFF, static_cast<size_t>(shared_end_ - shared_begin_));
 }
 
 KernelModule::~KernelModule() {

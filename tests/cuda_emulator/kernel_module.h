@@ -29,11 +29,17 @@ class KernelModule {
   // The kernel `name` (an extern "C" __global__ function of the source), or nullptr.
   Launch kernel(const std::string& name) const;
   FjEmuState& state() const { return *state_; }
+  // Fills the module's __shared__ variables with 0xFF bytes (NaN): before
+  // each block, so that a kernel reading what its block never wrote gets
+  // NaN, not zeros or the last block's values.
+  void poison_shared_memory() const;
 
  private:
   KernelModule() = default;
   void* handle_ = nullptr;
   FjEmuState* state_ = nullptr;
+  char* shared_begin_ = nullptr;
+  char* shared_end_ = nullptr;
 };
 
 // The extern "C" __global__ functions a source defines, in order.
