@@ -26,7 +26,8 @@ void add_bench_options(CLI::App* cmd, BenchSettings& s) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--reps", s.reps, "timed repetitions of each plan")->check(CLI::Range(1, 100000))->capture_default_str();
-  cmd->add_option("--seed", s.seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_option("--seed", s.seed, "seed of the random inputs")
+      ->check(seed_validator())->capture_default_str();
   cmd->add_flag("--json", s.json, "print one JSON object instead of tables");
   // The extension is checked before the benchmark runs, not after.
   cmd->add_option("--plot", s.plot, "draw the roofline chart into FILE (.svg or .png; needs gnuplot)")
@@ -41,11 +42,14 @@ void add_bench_options(CLI::App* cmd, BenchSettings& s) {
   cmd->add_flag("--tamper-for-testing", s.tamper, "")->group("");
 }
 
+bool plot_target_ok(const BenchSettings& s) {
+  if (s.plot.empty()) return true;
+  const absl::Status check = check_roofline_plot_target(s.plot, s.overwrite);
+  if (!check.ok()) fmt::print(stderr, "fusejit: error: {}\n", status_text(check));
+  return check.ok();
+}
+
 int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, const std::string& title) {
-  if (!s.plot.empty() && !s.overwrite && std::filesystem::exists(s.plot)) {
-    fmt::print(stderr, "fusejit: error: --plot {} already exists; pass --overwrite to replace it\n", s.plot);
-    return 1;
-  }
   BenchOptions options;
   options.reps = s.reps;
   options.seed = s.seed;
@@ -97,7 +101,7 @@ void register_bench(CLI::App& app, int& exit_code) {
   add_bench_options(cmd, opt->settings);
   cmd->callback([opt, &exit_code] {
     const std::optional<Graph> graph = load_graph(opt->file);
-    if (!graph) {
+    if (!graph || !plot_target_ok(opt->settings)) {
       exit_code = 1;
       return;
     }

@@ -20,6 +20,10 @@ std::optional<Graph> load_graph(const std::string& file);
 // ...") to stderr and returns nullptr (the command then exits with 1).
 std::unique_ptr<Backend> open_backend(const std::string& name);
 
+// For --seed: a non-negative integer that fits 64 bits (CLI11 alone would
+// take "-1" as 2^64 - 1).
+CLI::Validator seed_validator();
+
 // What `bench` and `demo` share: how to benchmark and what to print.
 struct BenchSettings {
   std::string backend = "auto";
@@ -32,6 +36,9 @@ struct BenchSettings {
   bool tamper = false;
 };
 void add_bench_options(CLI::App* cmd, BenchSettings& settings);
+// Whether --plot (if given) can be written: checked before anything runs;
+// prints why not to stderr.
+bool plot_target_ok(const BenchSettings& settings);
 
 // What to tell the user about a command line CLI11 rejected: its message,
 // with the command or option they most likely meant when one is misspelled

@@ -1,5 +1,6 @@
 // What several commands share (declared in commands.h): loading a graph
 // file and opening a backend, each printing why it failed.
+#include <charconv>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,20 @@
 #include "fusejit.h"
 
 namespace fusejit::cli {
+
+CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        uint64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (text.empty() || ec != std::errc() || ptr != end) {
+          return "a seed is an integer from 0 to 18446744073709551615, not '" + text + "'";
+        }
+        return "";
+      },
+      "UINT64");
+}
 
 std::optional<Graph> load_graph(const std::string& file) {
   absl::StatusOr<Graph> graph = parse_graph_file(file);

@@ -38,6 +38,7 @@ int demo(const DemoOptions& opt) {
   // unfused plan moves eight such tensors), whose reference check takes
   // about a second.
   const BenchSettings& settings = opt.settings;
+  if (!plot_target_ok(settings)) return 1;
   const std::unique_ptr<Backend> backend = open_backend(settings.backend);
   if (!backend) return 1;
   const bool gpu = backend->name() == "cuda";

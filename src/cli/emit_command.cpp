@@ -1,9 +1,15 @@
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <regex>
+#include <set>
 #include <string>
+#include <vector>
+
+#include <absl/strings/str_join.h>
 
 #include <fmt/format.h>
 
@@ -23,6 +29,7 @@ struct EmitOptions {
   std::string access = "vector";
   bool unfused = false;
   bool json = false;
+  bool overwrite = false;
 };
 
 absl::Status write_text(const std::filesystem::path& path, const std::string& text) {
@@ -43,6 +50,70 @@ std::optional<Occupancy> occupancy_of(const CompiledKernel& c, const CudaKernelS
                                c.ptxas.shared_bytes);
 }
 
+// What an earlier emit wrote: its kernels' names are k<index>_<ops>.
+bool looks_emitted(const std::string& file) {
+  static const std::regex kKernelFile("k[0-9]+_[A-Za-z0-9_]+\\.(cu|ptx|ptxas\\.txt)");
+  return file == "plan.txt" || std::regex_match(file, kKernelFile);
+}
+
+// Before anything is compiled or written: the files `writing` would replace
+// in `dir`, and an earlier emit's kernels that would be left beside the new
+// ones, are an error unless --overwrite; with it, those stale kernels are
+// removed (and named), so the folder holds exactly this plan.
+absl::Status prepare_out_dir(const std::filesystem::path& dir, const std::set<std::string>& writing, bool overwrite) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(fmt::format("--out {}: exists and is not a directory", dir.string()));
+  }
+  std::vector<std::string> replaced, stale;
+  if (std::filesystem::is_directory(dir, ec)) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (writing.count(name) != 0) {
+        replaced.push_back(name);
+      } else if (looks_emitted(name)) {
+        stale.push_back(name);
+      }
+    }
+  }
+  std::sort(replaced.begin(), replaced.end());
+  std::sort(stale.begin(), stale.end());
+  if (!overwrite && (!replaced.empty() || !stale.empty())) {
+    std::vector<std::string> all = replaced;
+    all.insert(all.end(), stale.begin(), stale.end());
+    const size_t shown = std::min<size_t>(all.size(), 4);
+    return absl::AlreadyExistsError(fmt::format(
+        "--out {}: holds {}{} from an earlier emit; pass --overwrite to replace them (an earlier emit's other "
+        "kernels are then removed) or choose another --out",
+        dir.string(), absl::StrJoin(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+        all.size() > shown ? fmt::format(" and {} more", all.size() - shown) : ""));
+  }
+  for (const std::string& name : stale) {
+    if (!std::filesystem::remove(dir / name, ec) || ec) {
+      return absl::PermissionDeniedError(
+          fmt::format("--out {}: cannot remove the earlier emit's {}: {}", dir.string(), name, ec.message()));
+    }
+  }
+  if (!stale.empty()) {
+    fmt::print(stderr, "fusejit: removed {} file{} of an earlier emit from {}: {}\n", stale.size(),
+               stale.size() == 1 ? "" : "s", dir.string(), absl::StrJoin(stale, ", "));
+  }
+  return absl::OkStatus();
+}
+
+// bf16 arithmetic needs sm_80: found before NVRTC prints pages of ptxas errors.
+absl::Status check_dtypes_for_arch(const Graph& graph, const std::string& arch) {
+  const int cc = std::atoi(arch.c_str() + arch.find('_') + 1);
+  for (const Node& node : graph.nodes()) {
+    if (node.dtype == DType::kBF16 && cc < 80) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--arch {}: {} is bf16, which needs sm_80 or newer (compute capability 8.0); choose --arch sm_80 or later",
+          arch, describe(node)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int emit(const EmitOptions& opt) {
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;
@@ -55,18 +126,27 @@ int emit(const EmitOptions& opt) {
     fmt::print(stderr, "fusejit: error: --arch: {}\n", status_text(s));
     return 1;
   }
+  if (absl::Status s = check_dtypes_for_arch(*graph, opt.arch); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+    return 1;
+  }
   // Row-kernel variants follow the persistent limit of the datasheet GPUs.
   const FusionOptions options = fusion_options_for(gpu_device("h100"));
   const FusionPlan plan = opt.unfused ? make_unfused_plan(*graph, options) : make_fused_plan(*graph, options);
   const std::filesystem::path dir(opt.out);
+  std::set<std::string> writing = {"plan.txt"};
+  for (const Kernel& kernel : plan.kernels) {
+    if (kernel.kind == KernelKind::kMatmul) continue;
+    writing.insert({kernel.name + ".cu", kernel.name + ".ptx", kernel.name + ".ptxas.txt"});
+  }
+  if (absl::Status s = prepare_out_dir(dir, writing, opt.overwrite); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+    return 1;
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     fmt::print(stderr, "fusejit: error: --out {}: cannot create the directory: {}\n", opt.out, ec.message());
-    return 1;
-  }
-  if (absl::Status s = write_text(dir / "plan.txt", describe(plan)); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
     return 1;
   }
   CudaCompileOptions compile_options;
@@ -92,6 +172,10 @@ int emit(const EmitOptions& opt) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
     return 1;
   }
+  if (absl::Status s = write_text(dir / "plan.txt", describe(plan)); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+    return 1;
+  }
   size_t next = 0;
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) {
@@ -108,6 +192,8 @@ int emit(const EmitOptions& opt) {
         return 1;
       }
     }
+    // Without ptxas (a compute_XX target) registers, spills and shared memory are unknown, not 0.
+    const bool reported = c.ptxas.registers > 0;
     const int64_t spills = c.ptxas.spill_store_bytes + c.ptxas.spill_load_bytes;
     const std::optional<Occupancy> occupancy = occupancy_of(c, source);
     if (opt.json) {
@@ -116,9 +202,9 @@ int emit(const EmitOptions& opt) {
                          {"access", source.access == CudaAccess::kVector ? "vector" : "scalar"},
                          {"entry", source.name}, {"arch", c.arch},
                          {"compile_ms", c.compile_ms}, {"cache_hit", c.cache_hit},
-                         {"registers", c.ptxas.registers > 0 ? nlohmann::json(c.ptxas.registers) : nlohmann::json()},
-                         {"spill_bytes", spills},
-                         {"shared_bytes", c.ptxas.shared_bytes},
+                         {"registers", reported ? nlohmann::json(c.ptxas.registers) : nlohmann::json()},
+                         {"spill_bytes", reported ? nlohmann::json(spills) : nlohmann::json()},
+                         {"shared_bytes", reported ? nlohmann::json(c.ptxas.shared_bytes) : nlohmann::json()},
                          {"block_threads", source.block_threads * source.rows_per_block},
                          {"blocks_per_sm", occupancy ? nlohmann::json(occupancy->blocks_per_sm) : nlohmann::json()},
                          {"occupancy", occupancy ? nlohmann::json(occupancy->fraction) : nlohmann::json()},
@@ -130,7 +216,7 @@ int emit(const EmitOptions& opt) {
                     : std::string("occupancy unknown (no ptxas report)");
       fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n", kernel.name,
                  c.compile_ms, c.cache_hit ? "hit" : "miss",
-                 c.ptxas.registers > 0 ? std::to_string(c.ptxas.registers) : "-", spills, resident,
+                 reported ? std::to_string(c.ptxas.registers) : "-", reported ? std::to_string(spills) : "-", resident,
                  cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }
@@ -155,6 +241,8 @@ void register_emit(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--unfused", opt->unfused, "emit the unfused plan (one kernel per op) instead of the fused one");
   cmd->add_flag("--json", opt->json, "print one JSON object instead of lines");
+  cmd->add_flag("--overwrite", opt->overwrite,
+                "let --out replace an earlier emit's files (its kernels that this plan lacks are removed)");
   cmd->callback([opt, &exit_code] { exit_code = emit(*opt); });
 }
 

@@ -28,7 +28,7 @@ struct FuzzCommandOptions {
 // --check: each file (a reproducer an earlier run printed, or any graph) is
 // checked as a generated graph would be, without shrinking.
 int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
-  int failed = 0;
+  int failed = 0, unreadable = 0;
   int64_t kernels = 0;
   nlohmann::json failures = nlohmann::json::array();
   for (const std::string& file : opt.files) {
@@ -37,6 +37,16 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
       fmt::print(stderr, "fusejit: error: {}\n", status_text(text.status()));
       return 1;
     }
+    // A file that does not parse is the user's error, at its file:line, not
+    // a mismatch; the other files are still checked.
+    if (const absl::StatusOr<Graph> parsed = parse_graph_file(file); !parsed.ok()) {
+      const std::string error(status_text(parsed.status()));
+      ++unreadable;
+      fmt::print(stderr, "{}\n", error);
+      failures.push_back({{"file", file}, {"error", error}});
+      if (!opt.json) fmt::print("{}: not checked: it is not a valid graph (errors above)\n", file);
+      continue;
+    }
     const std::string what = check_graph_text(*text, options, &kernels);
     failed += !what.empty();
     if (!what.empty()) failures.push_back({{"file", file}, {"what", what}, {"graph", *text}});
@@ -44,13 +54,18 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
   }
   if (opt.json) {
     fmt::print("{}\n", nlohmann::json{{"graphs", opt.files.size()}, {"kernels", kernels}, {"mismatches", failed},
-                                      {"failures", failures}}
+                                      {"invalid_files", unreadable}, {"failures", failures}}
                            .dump(2));
   }
-  return failed == 0 ? 0 : 1;
+  return failed == 0 && unreadable == 0 ? 0 : 1;
 }
 
 int fuzz(const FuzzCommandOptions& opt) {
+  if (opt.backend == "none" && !opt.cuda_compile) {
+    fmt::print(stderr, "fusejit: error: --backend none runs nothing; add --cuda-compile to compile every kernel, "
+                       "or choose a backend (auto, cpu, cuda)\n");
+    return 2;
+  }
   std::unique_ptr<Backend> backend;
   if (opt.backend != "none") {
     backend = open_backend(opt.backend);
@@ -101,7 +116,8 @@ void register_fuzz(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "fuzz", "Differential fuzzing: random graphs, both plans against the reference interpreter");
   cmd->add_option("--graphs", opt->graphs, "graphs to try")->check(CLI::Range(1, 100000000))->capture_default_str();
-  cmd->add_option("--seed", opt->seed, "first seed; graph i uses a seed derived from seed + i")->capture_default_str();
+  cmd->add_option("--seed", opt->seed, "first seed; graph i uses a seed derived from seed + i")
+      ->check(seed_validator())->capture_default_str();
   cmd->add_option("--backend", opt->backend, "run the plans on auto, cpu or cuda; none only generates (and compiles)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
       ->capture_default_str();

@@ -1,6 +1,7 @@
 // fusejit: check, plan, emit, run and benchmark fused kernels for graphs of
 // memory-bound tensor ops.
 #include <exception>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -33,6 +34,9 @@ int main(int argc, char** argv) {
     // scripts can tell them from a graph that failed to check (1).
     fmt::print(stderr, "fusejit: error: {}\n", fusejit::cli::usage_error_text(app, e, argc, argv));
     return 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "fusejit: error: out of host memory: the graph's tensors do not fit in this machine's memory\n");
+    return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fusejit: error: {}\n", e.what());
     return 1;

@@ -82,6 +82,10 @@ std::string npy_path(const std::string& dir, const std::string& name) {
 // unless the user asked to overwrite them, so that a long run never ends in
 // "already exists" and nothing the user has is replaced unasked.
 absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool overwrite) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(fmt::format("--save {}: exists and is not a directory", dir));
+  }
   if (overwrite) return absl::OkStatus();
   std::vector<int32_t> ids = graph.inputs();
   for (int32_t id : graph.outputs()) ids.push_back(id);
@@ -183,10 +187,14 @@ void register_run(CLI::App& app, int& exit_code) {
                   "auto (cuda when a GPU is usable, else cpu); cpu, cuda and auto run the fused plan")
       ->check(CLI::IsMember({"reference", "auto", "cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--seed", opt->seed, "seed of the normal(0, 1) input generator")->capture_default_str();
+  CLI::Option* seed = cmd->add_option("--seed", opt->seed, "seed of the normal(0, 1) input generator")
+                          ->check(seed_validator())
+                          ->capture_default_str();
   cmd->add_option("--inputs", opt->inputs_dir, "read each input NAME from DIR/NAME.npy instead")
-      ->check(CLI::ExistingDirectory);
-  cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy");
+      ->check(CLI::ExistingDirectory)
+      ->excludes(seed);
+  cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy")
+      ->check(CLI::Validator([](std::string& dir) { return dir.empty() ? std::string("needs a folder") : ""; }, "DIR"));
   cmd->add_flag("--overwrite", opt->overwrite, "let --save replace existing files");
   CLI::Option* rounding = cmd->add_option("--rounding", opt->rounding,
                   "where results are rounded to their dtype: every-op (as unfused kernels store them) or "

@@ -9,6 +9,26 @@
 
 namespace fusejit {
 
+namespace {
+
+// Why `value` cannot be used as an operand, or empty if it can.
+std::string unusable(const Value& value) {
+  if (value.graph() == nullptr) return "an empty Value (default-constructed), not a tensor of a graph";
+  if (!value.graph()->has_node(value.id())) {
+    return fmt::format("a Value (node {}) that its Graph no longer holds: was the Graph moved from or assigned to "
+                       "after the Value was made? Values refer to the Graph object that made them",
+                       value.id());
+  }
+  return "";
+}
+
+}  // namespace
+
+const Node& Value::node() const {
+  if (const std::string why = unusable(*this); !why.empty()) throw Error(why);
+  return graph_->node(id_);
+}
+
 Value apply(Op op, std::initializer_list<Arg> args, const Attrs& attrs) {
   return apply(op, std::span<const Arg>(args.begin(), args.size()), attrs);
 }
@@ -16,8 +36,12 @@ Value apply(Op op, std::initializer_list<Arg> args, const Attrs& attrs) {
 Value apply(Op op, std::span<const Arg> args, const Attrs& attrs) {
   const OpInfo& info = op_info(op);
   Graph* graph = nullptr;
-  for (const Arg& a : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Arg& a = args[i];
     if (a.is_literal()) continue;
+    if (const std::string why = unusable(a.value()); !why.empty()) {
+      throw Error(fmt::format("{}: operand {} is {}", info.name, i + 1, why));
+    }
     if (graph != nullptr && a.value().graph() != graph) {
       throw Error(fmt::format("{}: operands belong to different graphs", info.name));
     }

@@ -29,7 +29,9 @@ class Value {
 
   Graph* graph() const { return graph_; }
   int32_t id() const { return id_; }
-  const Node& node() const { return graph_->node(id_); }
+  // Throws fusejit::Error for an empty Value or one whose graph no longer
+  // holds its node (the Graph was moved from or assigned to since).
+  const Node& node() const;
   const Shape& shape() const { return node().shape; }
   DType dtype() const { return node().dtype; }
   const std::string& name() const { return node().name; }
@@ -43,14 +45,16 @@ class Value {
 class Arg {
  public:
   Arg(Value v) : value_(v) {}  // NOLINT(google-explicit-constructor): reads like math
-  Arg(double literal) : literal_(literal) {}  // NOLINT(google-explicit-constructor)
-  bool is_literal() const { return value_.graph() == nullptr; }
+  Arg(double literal) : literal_(literal), is_literal_(true) {}  // NOLINT(google-explicit-constructor)
+  // A number written in C++; an empty Value is not one (apply() rejects it).
+  bool is_literal() const { return is_literal_; }
   Value value() const { return value_; }
   double literal() const { return literal_; }
 
  private:
   Value value_;
   double literal_ = 0;
+  bool is_literal_ = false;
 };
 
 // Generic application of any callable op; the named functions below use it.

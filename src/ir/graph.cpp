@@ -55,6 +55,11 @@ Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
 
 void Graph::output(std::string_view name, Value value) {
   if (value.graph() != this) throw Error(fmt::format("output {}: the value belongs to another graph", name));
+  if (!has_node(value.id())) {
+    throw Error(fmt::format("output {}: this graph no longer holds the value's node (was it moved from or assigned "
+                            "to after the value was made?)",
+                            name));
+  }
   Node& n = nodes_[value.id()];
   if (n.op == Op::kInput) {
     throw Error(fmt::format("output {}: {} is a graph input; outputs must be computed", name, describe(n)));

@@ -84,6 +84,7 @@ class Graph {
 
   int32_t num_nodes() const { return static_cast<int32_t>(nodes_.size()); }
   const Node& node(int32_t id) const { return nodes_[id]; }
+  bool has_node(int32_t id) const { return id >= 0 && id < static_cast<int32_t>(nodes_.size()); }
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<int32_t>& outputs() const { return outputs_; }
   std::vector<int32_t> inputs() const;

@@ -365,7 +365,12 @@ TensorMap random_inputs(const Graph& graph, uint64_t seed) {
     // seed s's input i the stream of seed i + 1's input s - 1.)
     const uint64_t input_seed =
         splitmix64_mix(splitmix64_mix(seed) + (static_cast<uint64_t>(index) + 1) * 0x9E3779B97F4A7C15ull);
-    inputs[n.name] = HostTensor::random_normal(n.dtype, n.shape, input_seed);
+    try {
+      inputs[n.name] = HostTensor::random_normal(n.dtype, n.shape, input_seed);
+    } catch (const std::bad_alloc&) {
+      throw Error(fmt::format("out of host memory: cannot hold input {} ({} elements, 8 bytes each on the host)",
+                              describe(n), n.shape.numel()));
+    }
   }
   return inputs;
 }

@@ -121,17 +121,22 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   DeviceSpec d = cpu_device();
   const std::filesystem::path path = cpu_calibration_cache_path();
   const std::string key = calibration_key(d);
+  // The file keeps one entry per key (compiler, thread count, kernel
+  // source), so that switching between settings does not measure again.
+  nlohmann::json entries = nlohmann::json::object();
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
     std::ifstream in(path);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_discarded() && j.is_object() && j.value("key", "") == key && j.contains("class_tflops")) {
+    if (!j.is_discarded() && j.is_object() && j.contains("entries") && j["entries"].is_object()) entries = j["entries"];
+    if (entries.contains(key)) {
       try {
+        const nlohmann::json& entry = entries.at(key);
         for (const Probe& p : kProbes) {
           d.class_tflops[static_cast<int>(p.cost_class)] =
-              j.at("class_tflops").at(std::string(cost_class_name(p.cost_class))).get<double>();
+              entry.at("class_tflops").at(std::string(cost_class_name(p.cost_class))).get<double>();
         }
-        d.launch_overhead_us = j.at("launch_overhead_us").get<double>();
+        d.launch_overhead_us = entry.at("launch_overhead_us").get<double>();
         d.description += "; op throughput of JIT kernels";
         return d;
       } catch (const nlohmann::json::exception&) {
@@ -139,6 +144,11 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
       }
     }
   }
+  // A few seconds of silence would look like a hang.
+  fmt::print(stderr,
+             "fusejit: measuring this CPU's op throughput with JIT kernels for the cost model (once for this "
+             "compiler, thread count and kernel source; kept in {})\n",
+             path.string());
   nlohmann::json classes;
   for (const Probe& p : kProbes) {
     absl::StatusOr<double> tflops = probe_tflops(backend, p);
@@ -151,7 +161,8 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   d.description += "; op throughput of JIT kernels";
   // An unwritable directory only costs the caching (replace_file writes
   // temp-then-rename, so a concurrent reader never sees half a file).
-  const nlohmann::json cached{{"key", key}, {"class_tflops", classes}, {"launch_overhead_us", launch}};
+  entries[key] = nlohmann::json{{"class_tflops", classes}, {"launch_overhead_us", launch}};
+  const nlohmann::json cached{{"entries", entries}};
   absl::Status saved = ensure_directory(path.parent_path().string());
   if (saved.ok()) saved = replace_file(path.string(), cached.dump(2) + "\n");
   return d;

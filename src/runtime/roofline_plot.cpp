@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "ir/error.h"
@@ -74,6 +76,49 @@ std::string roofline_gnuplot_script(const BenchResult& r, const std::string& pat
                              quoted(fmt::format("compute roof of the fused kernel's op mix: {:.1f} GFLOP/s", mix_roof)))
                : std::string());
   return s;
+}
+
+namespace {
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::string dirs = path;
+  for (size_t start = 0; start <= dirs.size();) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::filesystem::path candidate =
+        std::filesystem::path(end > start ? dirs.substr(start, end - start) : ".") / program;
+    if (access(candidate.c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status check_roofline_plot_target(const std::string& path, bool overwrite) {
+  std::error_code ec;
+  if (!overwrite) {
+    for (const std::string& file : {path, path + ".gnuplot"}) {
+      if (std::filesystem::exists(file, ec)) {
+        return absl::AlreadyExistsError(
+            file == path ? fmt::format("--plot {} already exists; pass --overwrite to replace it", path)
+                         : fmt::format("--plot {}: {} (where the chart's gnuplot script goes) already exists; pass "
+                                       "--overwrite to replace it",
+                                       path, file));
+      }
+    }
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    return absl::NotFoundError(fmt::format("--plot {}: the folder {} does not exist", path, parent.string()));
+  }
+  if (!on_path("gnuplot")) {
+    return absl::UnavailableError(
+        fmt::format("--plot {}: drawing the chart needs gnuplot, which is not on PATH (scripts/setup.sh installs it)",
+                    path));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) {

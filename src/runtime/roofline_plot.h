@@ -17,5 +17,10 @@ std::string roofline_gnuplot_script(const BenchResult& result, const std::string
 // Runs gnuplot on that script. Unavailable when gnuplot is not installed
 // (scripts/setup.sh installs it), InvalidArgument for another extension.
 absl::Status write_roofline_plot(const BenchResult& result, const std::string& path);
+// Whether a chart could be written to `path`, checked before a benchmark
+// runs rather than after: gnuplot on PATH, the folder there, and neither
+// the chart nor its working script (PATH.gnuplot) already there unless
+// `overwrite`.
+absl::Status check_roofline_plot_target(const std::string& path, bool overwrite);
 
 }  // namespace fusejit

@@ -2,15 +2,20 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace fusejit {
 
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool([] {
-    if (const char* env = std::getenv("FUSEJIT_THREADS")) {
-      const int n = std::atoi(env);
-      if (n > 0) return std::min(n, 1024);
+    if (const char* env = std::getenv("FUSEJIT_THREADS"); env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      const long n = std::strtol(env, &end, 10);
+      if (*end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
+      std::fprintf(stderr, "fusejit: warning: FUSEJIT_THREADS=%s is not a thread count from 1 to 1024; using %u\n",
+                   env, std::max(1u, std::thread::hardware_concurrency()));
     }
     return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }());

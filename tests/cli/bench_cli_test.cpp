@@ -127,6 +127,28 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(has(bad.err, ".svg or .png")) << bad.err;
   EXPECT_TRUE(bad.out.empty()) << bad.out;
+  // The chart's working script is the user's file too; and a folder that is
+  // not there fails before the benchmark runs, not after.
+  const std::string other = dir + "/other.svg";
+  write_file(other + ".gnuplot", "my script");
+  auto script = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + other);
+  EXPECT_EQ(script.exit_code, 1);
+  EXPECT_TRUE(has(script.err, "other.svg.gnuplot (where the chart's gnuplot script goes) already exists")) << script.err;
+  EXPECT_EQ(testing::read_file(other + ".gnuplot"), "my script");
+  auto nowhere = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/no/such.svg");
+  EXPECT_EQ(nowhere.exit_code, 1);
+  EXPECT_TRUE(has(nowhere.err, "/no does not exist")) << nowhere.err;
+  EXPECT_FALSE(has(nowhere.out, "measured")) << nowhere.out;
+}
+
+// Without gnuplot, --plot fails before the benchmark runs and writes nothing.
+TEST(BenchCli, PlotWithoutGnuplotFailsFirst) {
+  const std::string dir = make_temp_dir("fusejit-bench-nognuplot");
+  auto r = run_command("PATH=/nonexistent " + std::string(FUSEJIT_CLI_PATH) + " bench " + tiny_chain(dir) +
+                       " --backend cpu --reps 1 --plot " + dir + "/r.svg");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.err, "needs gnuplot, which is not on PATH")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/r.svg.gnuplot"));
 }
 
 // `fusejit devices` shows the CPU as plan and bench model it, says where
@@ -193,10 +215,12 @@ TEST(FuzzCli, CheckReportsEveryFile) {
   EXPECT_EQ(both.exit_code, 1) << both.out << both.err;
   const nlohmann::json j = nlohmann::json::parse(both.out);
   EXPECT_EQ(j["graphs"], 2);
-  EXPECT_EQ(j["mismatches"], 1);
+  EXPECT_EQ(j["mismatches"], 0) << "a file that does not parse is not a mismatch";
+  EXPECT_EQ(j["invalid_files"], 1);
   ASSERT_EQ(j["failures"].size(), 1u);
   EXPECT_EQ(j["failures"][0]["file"], dir + "/bad.fj");
-  EXPECT_TRUE(has(j["failures"][0]["what"].get<std::string>(), "'z'")) << j.dump(2);
+  EXPECT_TRUE(has(j["failures"][0]["error"].get<std::string>(), dir + "/bad.fj:2:9: error: undefined name 'z'"))
+      << j.dump(2);
 }
 
 TEST(RunCli, CudaBackendWithoutAGpuSaysWhy) {

@@ -1,4 +1,5 @@
 // The fusejit program as a user drives it: exit codes, output and files.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -75,6 +76,56 @@ TEST(Cli, OptionMistakesAreFoundBeforeAnythingRuns) {
     EXPECT_LT(arch.err.size(), 400u) << "a short message, not a compile log:\n" << arch.err;
     EXPECT_FALSE(std::filesystem::exists(dir + "/kernels")) << "nothing written";
   }
+}
+
+// Mistakes a new user made (a helper's trial, 2026-11-30), each refused
+// with a message that names it, before any work.
+TEST(Cli, ValuesThatMeanNothingAreRefused) {
+  const std::string dir = make_temp_dir("fusejit-cli-values");
+  const std::string graph = small_graph_file(dir);
+  for (const std::string& seed : {"-1", "99999999999999999999", "1.5", "x"}) {
+    auto r = run_fusejit("run " + graph + " --seed " + seed);
+    EXPECT_EQ(r.exit_code, 2) << seed;
+    EXPECT_NE(r.err.find("a seed is an integer from 0 to 18446744073709551615, not '" + seed + "'"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(run_fusejit("run " + graph + " --seed 18446744073709551615").exit_code, 0);
+  auto empty_save = run_fusejit("run " + graph + " --save ''");
+  EXPECT_EQ(empty_save.exit_code, 2);
+  EXPECT_NE(empty_save.err.find("needs a folder"), std::string::npos) << empty_save.err;
+  write_file(dir + "/afile", "mine");
+  auto save_to_file = run_fusejit("run " + graph + " --save " + dir + "/afile");
+  EXPECT_EQ(save_to_file.exit_code, 1);
+  EXPECT_NE(save_to_file.err.find("afile: exists and is not a directory"), std::string::npos) << save_to_file.err;
+  EXPECT_EQ(save_to_file.out, "") << "refused before running";
+  auto both = run_fusejit("run " + graph + " --inputs " + dir + " --seed 5");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+  auto threads = testing::run_command("FUSEJIT_THREADS=abc " + std::string(FUSEJIT_CLI_PATH) + " run " + graph +
+                                      " --backend cpu");
+  EXPECT_EQ(threads.exit_code, 0) << threads.err;
+  EXPECT_NE(threads.err.find("FUSEJIT_THREADS=abc is not a thread count from 1 to 1024"), std::string::npos)
+      << threads.err;
+  write_file(dir + "/huge.fj", "input x: f32[1000000, 1000000]\ny = exp(x)\noutput y\n");
+  auto huge = run_fusejit("run " + dir + "/huge.fj");
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_NE(huge.err.find("out of host memory: cannot hold input x: f32[1000000, 1000000]"), std::string::npos)
+      << huge.err;
+}
+
+// --check of a file that does not parse is the user's error at file:line,
+// not a mismatch; --backend none alone would check nothing.
+TEST(Cli, FuzzRefusesWhatItCannotCheck) {
+  const std::string dir = make_temp_dir("fusejit-cli-fuzz");
+  write_file(dir + "/typo.fj", "input x: f32[4, 8]\ny = gelux(x)\noutput y\n");
+  auto typo = run_fusejit("fuzz --check " + dir + "/typo.fj --backend cpu");
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_NE(typo.err.find("typo.fj:2:5: error: unknown op 'gelux'"), std::string::npos) << typo.err;
+  EXPECT_EQ(typo.out.find("MISMATCH"), std::string::npos) << typo.out;
+  auto none = run_fusejit("fuzz --graphs 3 --backend none");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("--backend none runs nothing; add --cuda-compile"), std::string::npos) << none.err;
 }
 
 TEST(Cli, CheckPrintsCanonicalTextOfEveryExample) {
@@ -274,14 +325,67 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + k[key].get<std::string>())) << key;
   }
   EXPECT_TRUE(std::filesystem::exists(dir + "/plan.txt"));
-  auto second = testing::run_command(env + FUSEJIT_CLI_PATH + " " + args);
+  // The same folder again: refused, nothing touched, until --overwrite.
+  const std::string plan_before = testing::read_file(dir + "/plan.txt");
+  auto refused = testing::run_command(env + FUSEJIT_CLI_PATH + " " + args);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("holds k0_add_gelu_dropout_layer_norm.cu, k0_add_gelu_dropout_layer_norm.ptx, "
+                             "k0_add_gelu_dropout_layer_norm.ptxas.txt, plan.txt from an earlier emit; pass "
+                             "--overwrite"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(testing::read_file(dir + "/plan.txt"), plan_before);
+  auto second = testing::run_command(env + FUSEJIT_CLI_PATH + " " + args + " --overwrite");
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(nlohmann::json::parse(second.out)["kernels"][0]["cache_hit"], true);
-  // The text form: one line per kernel, and matmuls named as library calls.
-  auto text = testing::run_command(env + FUSEJIT_CLI_PATH + " emit " + kExamples + "/mlp_block.fj --out " + dir);
+  // The text form: one line per kernel, and matmuls named as library calls;
+  // the earlier plan's kernel is removed, so the folder holds this plan alone.
+  auto text = testing::run_command(env + FUSEJIT_CLI_PATH + " emit " + kExamples + "/mlp_block.fj --overwrite --out " +
+                                   dir);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("library matmul"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("k1_add_gelu"), std::string::npos) << text.out;
+  EXPECT_NE(text.err.find("removed 3 files of an earlier emit"), std::string::npos) << text.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/k0_add_gelu_dropout_layer_norm.cu"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/k1_add_gelu.cu"));
+  std::filesystem::remove_all(dir);
+}
+
+// A folder holding the user's own plan.txt is not written into, and a bf16
+// graph for an architecture without bf16 fails in one line, before NVRTC.
+TEST(CliEmit, NeitherOverwritesUserFilesNorCompilesWhatCannotWork) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  const std::string dir = testing::make_temp_dir("fusejit-emit-mine");
+  testing::write_file(dir + "/plan.txt", "my notes\n");
+  auto mine = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples + "/softmax.fj --out " + dir);
+  EXPECT_EQ(mine.exit_code, 1);
+  EXPECT_NE(mine.err.find("holds plan.txt from an earlier emit; pass --overwrite"), std::string::npos) << mine.err;
+  EXPECT_EQ(testing::read_file(dir + "/plan.txt"), "my notes\n");
+  auto old_arch = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples +
+                                       "/bias_gelu_dropout_layernorm.fj --arch sm_75 --out " + dir + "/sm75");
+  EXPECT_EQ(old_arch.exit_code, 1);
+  EXPECT_NE(old_arch.err.find("--arch sm_75: x: bf16[8192, 4096] is bf16, which needs sm_80 or newer"),
+            std::string::npos)
+      << old_arch.err;
+  EXPECT_EQ(std::count(old_arch.err.begin(), old_arch.err.end(), '\n'), 1) << old_arch.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/sm75"));
+  std::filesystem::remove_all(dir);
+}
+
+// Without ptxas (a PTX-only target) the registers, spills and shared memory
+// are unknown: null in JSON, "-" in text, never 0.
+TEST(CliEmit, PtxOnlyTargetsReportUnknownResourcesAsUnknown) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  const std::string dir = testing::make_temp_dir("fusejit-emit-ptx");
+  auto run = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples +
+                                  "/softmax.fj --arch compute_90 --json --out " + dir + "/k");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json k = nlohmann::json::parse(run.out)["kernels"][0];
+  for (const char* key : {"registers", "spill_bytes", "shared_bytes"}) EXPECT_TRUE(k[key].is_null()) << key;
+  auto text = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples +
+                                   "/softmax.fj --arch compute_90 --overwrite --out " + dir + "/k");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("   - registers     - spill bytes"), std::string::npos) << text.out;
   std::filesystem::remove_all(dir);
 }
 
@@ -291,7 +395,7 @@ TEST(CliEmit, ScalarVariantIsWrittenOnRequest) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   const std::string dir = testing::make_temp_dir("fusejit-emit-scalar");
   const std::string command = "FUSEJIT_CACHE_DIR=" + dir + "/cache " + FUSEJIT_CLI_PATH + " emit " + kExamples +
-                              "/residual_layernorm.fj --json --out " + dir;
+                              "/residual_layernorm.fj --json --overwrite --out " + dir;
   for (const char* access : {"vector", "scalar"}) {
     auto run = testing::run_command(command + " --access " + access);
     ASSERT_EQ(run.exit_code, 0) << run.err;
