@@ -1,5 +1,7 @@
 #include "ir/interpreter.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -365,11 +367,18 @@ TensorMap random_inputs(const Graph& graph, uint64_t seed) {
     // seed s's input i the stream of seed i + 1's input s - 1.)
     const uint64_t input_seed =
         splitmix64_mix(splitmix64_mix(seed) + (static_cast<uint64_t>(index) + 1) * 0x9E3779B97F4A7C15ull);
+    // More than the machine's memory is refused before asking for it (an
+    // allocator may abort rather than fail, as AddressSanitizer's does).
+    const auto too_big = [&] {
+      return fmt::format("out of host memory: cannot hold input {} ({} elements, 8 bytes each on the host)",
+                         describe(n), n.shape.numel());
+    };
+    const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    if (physical > 0 && static_cast<double>(n.shape.numel()) * 8.0 > physical) throw Error(too_big());
     try {
       inputs[n.name] = HostTensor::random_normal(n.dtype, n.shape, input_seed);
     } catch (const std::bad_alloc&) {
-      throw Error(fmt::format("out of host memory: cannot hold input {} ({} elements, 8 bytes each on the host)",
-                              describe(n), n.shape.numel()));
+      throw Error(too_big());
     }
   }
   return inputs;
