@@ -96,9 +96,9 @@ run_tests gpu-counters.log '*MeasuredBytes*'
 
 section "Benchmarks: fused against unfused on this GPU"
 # Every example, then the demo (by default at its GPU size, [16384, 4096]
-# bf16). Each
-# run checks both plans against the reference before timing them. Should
-# reading the HBM counters crash (signal exit), the rest run without them.
+# bf16). Each run checks both plans against the reference before timing
+# them. Should reading the HBM counters crash (signal exit), the rest run
+# without them.
 counters=""
 for graph in "$graphs_dir"/*.fj; do
   name=$(basename "$graph" .fj)

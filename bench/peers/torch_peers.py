@@ -130,9 +130,11 @@ def time_us(fn, args, device, reps, flush):
 def fusejit_times(binary, graph, device, reps, results_dir):
     if results_dir:  # `fusejit bench --json` of this graph, run earlier on this machine
         saved = os.path.join(results_dir, f"bench-{os.path.splitext(os.path.basename(graph))[0]}.json")
-        if os.path.exists(saved):
+        try:
             with open(saved) as f:
                 return json.load(f), None
+        except (OSError, json.JSONDecodeError):
+            pass  # not there, or that bench failed: run it here
     backend = "cuda" if device == "cuda" else "cpu"
     r = subprocess.run([binary, "bench", graph, "--backend", backend, "--reps", str(reps), "--json"],
                        capture_output=True, text=True)

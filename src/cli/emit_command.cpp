@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -43,9 +42,8 @@ absl::Status write_text(const std::filesystem::path& path, const std::string& te
 // The kernel's theoretical occupancy on the architecture it was compiled
 // for; none for a PTX-only compile (no ptxas, so no register count).
 std::optional<Occupancy> occupancy_of(const CompiledKernel& c, const CudaKernelSource& k) {
-  const size_t digits = c.arch.find('_');
-  if (c.ptxas.registers <= 0 || digits == std::string::npos) return std::nullopt;
-  const int cc = std::atoi(c.arch.c_str() + digits + 1);  // sm_90 -> 90, sm_100 -> 100
+  if (c.ptxas.registers <= 0) return std::nullopt;
+  const int cc = cuda_arch_number(c.arch);  // sm_90 -> 90, sm_100 -> 100
   return theoretical_occupancy(sm_limits(cc / 10, cc % 10), k.block_threads * k.rows_per_block, c.ptxas.registers,
                                c.ptxas.shared_bytes);
 }
@@ -103,7 +101,7 @@ absl::Status prepare_out_dir(const std::filesystem::path& dir, const std::set<st
 
 // bf16 arithmetic needs sm_80: found before NVRTC prints pages of ptxas errors.
 absl::Status check_dtypes_for_arch(const Graph& graph, const std::string& arch) {
-  const int cc = std::atoi(arch.c_str() + arch.find('_') + 1);
+  const int cc = cuda_arch_number(arch);
   for (const Node& node : graph.nodes()) {
     if (node.dtype == DType::kBF16 && cc < 80) {
       return absl::InvalidArgumentError(fmt::format(

@@ -39,7 +39,7 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
     }
     // A file that does not parse is the user's error, at its file:line, not
     // a mismatch; the other files are still checked.
-    if (const absl::StatusOr<Graph> parsed = parse_graph_file(file); !parsed.ok()) {
+    if (const absl::StatusOr<Graph> parsed = parse_graph(*text, file); !parsed.ok()) {
       const std::string error(status_text(parsed.status()));
       ++unreadable;
       fmt::print(stderr, "{}\n", error);

@@ -360,6 +360,7 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
 TensorMap random_inputs(const Graph& graph, uint64_t seed) {
   TensorMap inputs;
   const std::vector<int32_t> ids = graph.inputs();
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   for (size_t index = 0; index < ids.size(); ++index) {
     const Node& n = graph.node(ids[index]);
     // Input i takes the (i+1)-th output of SplitMix64 started from a mix of
@@ -373,7 +374,6 @@ TensorMap random_inputs(const Graph& graph, uint64_t seed) {
       return fmt::format("out of host memory: cannot hold input {} ({} elements, 8 bytes each on the host)",
                          describe(n), n.shape.numel());
     };
-    const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     if (physical > 0 && static_cast<double>(n.shape.numel()) * 8.0 > physical) throw Error(too_big());
     try {
       inputs[n.name] = HostTensor::random_normal(n.dtype, n.shape, input_seed);

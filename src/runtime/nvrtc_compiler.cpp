@@ -78,13 +78,15 @@ absl::Status compile_failure(const CompiledKernel& kernel, const NvrtcOutput& ou
 
 }  // namespace
 
+int cuda_arch_number(const std::string& arch) { return std::atoi(arch.c_str() + arch.find('_') + 1); }
+
 absl::Status check_cuda_arch(const std::string& arch) {
   if (absl::StatusOr<std::vector<std::string>> options = nvrtc_options({.arch = arch}); !options.ok()) {
     return options.status();
   }
   absl::StatusOr<std::vector<int>> archs = nvrtc_library_archs();
   if (!archs.ok()) return archs.status();
-  const int cc = std::atoi(arch.c_str() + arch.find('_') + 1);
+  const int cc = cuda_arch_number(arch);
   if (std::find(archs->begin(), archs->end(), cc) != archs->end()) return absl::OkStatus();
   std::vector<std::string> known;
   for (int a : *archs) known.push_back(fmt::format("{}_{}", is_virtual_arch(arch) ? "compute" : "sm", a));

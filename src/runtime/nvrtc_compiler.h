@@ -73,6 +73,8 @@ absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<C
 // OK when `arch` is well formed (sm_XX, compute_XX) and NVRTC can compile
 // for it; otherwise InvalidArgument naming the architectures it knows.
 absl::Status check_cuda_arch(const std::string& arch);
+// The number of a well-formed architecture: sm_90 -> 90, compute_100 -> 100.
+int cuda_arch_number(const std::string& arch);
 
 // The NVRTC options compile_cuda() uses with NVRTC `nvrtc_version` ({12, 4}
 // and later take --minimal); InvalidArgument for a malformed arch.

@@ -1,7 +1,6 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -10,14 +9,15 @@ namespace fusejit {
 
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool([] {
+    const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     if (const char* env = std::getenv("FUSEJIT_THREADS"); env != nullptr && *env != '\0') {
       char* end = nullptr;
       const long n = std::strtol(env, &end, 10);
       if (*end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
-      std::fprintf(stderr, "fusejit: warning: FUSEJIT_THREADS=%s is not a thread count from 1 to 1024; using %u\n",
-                   env, std::max(1u, std::thread::hardware_concurrency()));
+      std::fprintf(stderr, "fusejit: warning: FUSEJIT_THREADS=%s is not a thread count from 1 to 1024; using %d\n",
+                   env, hardware);
     }
-    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    return hardware;
   }());
   return pool;
 }
