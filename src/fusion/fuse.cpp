@@ -24,10 +24,14 @@
 // Nothing is recomputed in two kernels, so no duplication decision arises.
 // The result is deterministic: it depends only on node order.
 #include <algorithm>
+#include <functional>
 #include <optional>
+#include <queue>
+#include <set>
 
 #include <absl/container/flat_hash_set.h>
 
+#include "fusion/group_dag.h"
 #include "fusion/plan.h"
 #include "fusion/plan_builder.h"
 #include "ir/composites.h"
@@ -38,8 +42,14 @@ namespace {
 struct Group {
   KernelKind kind = KernelKind::kPointwise;
   Shape iteration;
-  std::vector<int32_t> nodes;
-  absl::flat_hash_set<int> deps;  // groups read directly
+  std::vector<int32_t> nodes;  // ascending
+  // What the group's tensor count is made of, kept up to date so that a
+  // join or merge is judged without walking the group's nodes (which made a
+  // long chain quadratic): the nodes outside it that its nodes read, and its
+  // nodes that it writes (graph outputs, or read by a node outside it or by
+  // one not placed yet).
+  absl::flat_hash_set<int32_t> reads;
+  absl::flat_hash_set<int32_t> written;
   bool alive = true;
 };
 
@@ -49,8 +59,12 @@ class Partitioner {
       : graph_(graph),
         max_tensors_(max_tensors),
         live_(graph.reaches_outputs()),
+        is_output_(graph.num_nodes(), false),
         group_of_(graph.num_nodes(), -1),
-        users_(graph.num_nodes()) {
+        users_(graph.num_nodes()),
+        outside_uses_(graph.num_nodes(), 0),
+        readers_(graph.num_nodes()) {
+    for (int32_t id : graph.outputs()) is_output_[id] = true;
     for (int32_t id = 0; id < graph.num_nodes(); ++id) {
       if (!live_[id]) continue;  // computed nowhere, so it reads nothing
       for (const Operand& o : graph.node(id).operands) {
@@ -81,48 +95,48 @@ class Partitioner {
     return space == g.iteration || (!is_reduce && space == per_row(g.iteration));
   }
 
-  // Whether `from` reaches `to` through the dependency edges (to ∈ deps*(from)).
-  bool depends(int from, int to) const {
-    std::vector<int> stack{from};
-    absl::flat_hash_set<int> seen{from};
-    while (!stack.empty()) {
-      const int g = stack.back();
-      stack.pop_back();
-      for (int d : groups_[g].deps) {
-        if (d == to) return true;
-        if (seen.insert(d).second) stack.push_back(d);
-      }
-    }
-    return false;
-  }
-
   // Merging a and b is safe when no third group lies on a path between them.
-  bool can_merge(int a, int b) const {
-    for (int k = 0; k < static_cast<int>(groups_.size()); ++k) {
-      if (k == a || k == b || !groups_[k].alive) continue;
-      if ((depends(k, a) && depends(b, k)) || (depends(k, b) && depends(a, k))) return false;
+  bool can_merge(int a, int b) const { return !dag_.joined_through_third(a, b); }
+
+  // Joining `g` adds edges g -> p for every other producer p; refused if some p already reaches g.
+  bool can_join(int g, const std::vector<int>& producers) const {
+    for (int p : producers) {
+      if (p != g && dag_.reaches(p, g)) return false;
     }
     return true;
+  }
+
+  // Takes from outside_uses_[x] the uses of x by nodes of group `other`
+  // (about to merge with x's group).
+  void forget_uses_by(int32_t x, int other) {
+    for (int32_t u : users_[x]) outside_uses_[x] -= group_of_[u] == other;
   }
 
   void merge(int into, int from) {
     Group& dst = groups_[into];
     Group& src = groups_[from];
+    for (int32_t x : dst.written) forget_uses_by(x, from);
+    for (int32_t x : src.written) forget_uses_by(x, into);
     if (src.kind == KernelKind::kRow && dst.kind == KernelKind::kPointwise) {
       dst.kind = KernelKind::kRow;
       dst.iteration = src.iteration;
     }
     for (int32_t id : src.nodes) group_of_[id] = into;
+    const size_t middle = dst.nodes.size();
     dst.nodes.insert(dst.nodes.end(), src.nodes.begin(), src.nodes.end());
-    std::sort(dst.nodes.begin(), dst.nodes.end());
-    for (int d : src.deps) dst.deps.insert(d);
-    dst.deps.erase(into);
-    dst.deps.erase(from);
+    std::inplace_merge(dst.nodes.begin(), dst.nodes.begin() + static_cast<std::ptrdiff_t>(middle),
+                       dst.nodes.end());
+    dst.written.insert(src.written.begin(), src.written.end());
+    absl::erase_if(dst.written, [&](int32_t x) { return outside_uses_[x] == 0 && !is_output_[x]; });
+    for (int32_t x : src.reads) {
+      if (dst.reads.insert(x).second) readers_[x].push_back(into);
+    }
+    absl::erase_if(dst.reads, [&](int32_t x) { return group_of_[x] == into; });
+    dag_.contract(into, from);
     src.alive = false;
     src.nodes.clear();
-    for (Group& g : groups_) {
-      if (g.deps.erase(from) > 0 && &g != &dst) g.deps.insert(into);
-    }
+    src.reads.clear();
+    src.written.clear();
   }
 
   std::vector<int> producer_groups(const Node& n) const {
@@ -146,27 +160,50 @@ class Partitioner {
     };
     absl::flat_hash_set<int32_t> reads;
     int64_t writes = 0;
-    auto count = [&](int32_t id) {
-      for (const Operand& o : graph_.node(id).operands) {
+    for (int g : gs) {
+      for (int32_t x : groups_[g].reads) {
+        if (!inside(x)) reads.insert(x);
+      }
+      // A node its own group does not write has every user in that group.
+      for (int32_t x : groups_[g].written) {
+        // Users not placed yet come last: look at them first.
+        writes += is_output_[x] ||
+                  std::any_of(users_[x].rbegin(), users_[x].rend(), [&](int32_t u) { return !inside(u); });
+      }
+    }
+    if (extra >= 0) {
+      for (const Operand& o : graph_.node(extra).operands) {
         if (!o.is_literal() && !inside(o.node)) reads.insert(o.node);
       }
-      bool written = graph_.is_output(id);
-      for (int32_t u : users_[id]) written = written || !inside(u);
-      writes += written;
-    };
-    for (int g : gs) {
-      for (int32_t id : groups_[g].nodes) count(id);
+      writes += is_output_[extra] || !users_[extra].empty();  // its users come later
     }
-    if (extra >= 0) count(extra);
     return static_cast<int64_t>(reads.size()) + writes <= max_tensors_;
   }
 
-  // Joining `g` adds edges g -> p for every other producer p; refused if some p already reaches g.
-  bool can_join(int g, const std::vector<int>& producers) const {
-    for (int p : producers) {
-      if (p != g && depends(p, g)) return false;
+  int new_group(KernelKind kind, Shape iteration) {
+    const int index = dag_.add();
+    Group g;
+    g.kind = kind;
+    g.iteration = std::move(iteration);
+    groups_.push_back(std::move(g));
+    return index;
+  }
+
+  // Puts node `id` into group `target`, updating what the group reads and writes.
+  void add_node(int target, int32_t id) {
+    Group& g = groups_[target];
+    g.nodes.push_back(id);
+    group_of_[id] = target;
+    outside_uses_[id] = static_cast<int>(users_[id].size());
+    if (is_output_[id] || !users_[id].empty()) g.written.insert(id);
+    for (const Operand& o : graph_.node(id).operands) {
+      if (o.is_literal()) continue;
+      if (group_of_[o.node] == target) {
+        if (--outside_uses_[o.node] == 0 && !is_output_[o.node]) g.written.erase(o.node);
+      } else if (g.reads.insert(o.node).second) {
+        readers_[o.node].push_back(target);
+      }
     }
-    return true;
   }
 
   void place(int32_t id) {
@@ -184,20 +221,17 @@ class Partitioner {
       }
     }
     if (!target) {
-      Group g;
-      g.kind = kind == OpKind::kMatmul ? KernelKind::kMatmul
-               : kind == OpKind::kReduce ? KernelKind::kRow
-                                         : KernelKind::kPointwise;
-      g.iteration = kind == OpKind::kReduce ? graph_.node(n.operands[0].node).shape : n.shape;
-      groups_.push_back(std::move(g));
-      target = static_cast<int>(groups_.size()) - 1;
+      target = new_group(kind == OpKind::kMatmul ? KernelKind::kMatmul
+                         : kind == OpKind::kReduce ? KernelKind::kRow
+                                                   : KernelKind::kPointwise,
+                         kind == OpKind::kReduce ? graph_.node(n.operands[0].node).shape : n.shape);
     }
-    Group& g = groups_[*target];
-    if (kind == OpKind::kReduce && g.kind == KernelKind::kPointwise) g.kind = KernelKind::kRow;
-    g.nodes.push_back(id);
-    group_of_[id] = *target;
+    if (kind == OpKind::kReduce && groups_[*target].kind == KernelKind::kPointwise) {
+      groups_[*target].kind = KernelKind::kRow;
+    }
+    add_node(*target, id);
     for (int p : producers) {
-      if (p != *target) g.deps.insert(p);
+      if (p != *target) dag_.add_edge(*target, p);
     }
     if (kind == OpKind::kMatmul) return;
     // Pull in the other producers that can live in this kernel.
@@ -223,47 +257,80 @@ class Partitioner {
   }
 
   bool reads_common_input(int a, int b) const {
-    absl::flat_hash_set<int32_t> reads;
-    for (int32_t id : groups_[a].nodes) {
-      for (const Operand& o : graph_.node(id).operands) {
-        if (!o.is_literal() && group_of_[o.node] != a) reads.insert(o.node);
-      }
-    }
-    for (int32_t id : groups_[b].nodes) {
-      for (const Operand& o : graph_.node(id).operands) {
-        if (!o.is_literal() && group_of_[o.node] != b && reads.contains(o.node)) return true;
-      }
-    }
-    return false;
+    const auto& small = groups_[a].reads.size() <= groups_[b].reads.size() ? groups_[a].reads : groups_[b].reads;
+    const auto& large = &small == &groups_[a].reads ? groups_[b].reads : groups_[a].reads;
+    return std::any_of(small.begin(), small.end(), [&](int32_t x) { return large.contains(x); });
   }
 
+  // Adds to `candidates` the groups after `after` that read one of `nodes`
+  // (readers_ may name groups that have since merged away or stopped reading
+  // a node: every candidate is checked again).
+  template <typename Nodes>
+  void add_sibling_candidates(const Nodes& nodes, int after, std::set<int>& candidates) const {
+    for (int32_t x : nodes) {
+      for (int r : readers_[x]) {
+        if (r > after && groups_[r].alive) candidates.insert(r);
+      }
+    }
+  }
+
+  // For each group a in index order, each later group b that reads a common
+  // input is merged into a when the rules allow, in index order of b, with a
+  // as it stands after earlier merges.
   void merge_siblings() {
+    // joined[c] == stamp: c is joined to a through a third group (as a stands now).
+    std::vector<int> joined(groups_.size(), 0);
+    int stamp = 0;
     for (int a = 0; a < static_cast<int>(groups_.size()); ++a) {
-      for (int b = a + 1; b < static_cast<int>(groups_.size()); ++b) {
-        if (!groups_[a].alive || !groups_[b].alive) continue;
-        if (compatible(a, b) && reads_common_input(a, b) && can_merge(a, b) && fits({a, b}, -1)) merge(a, b);
+      if (!groups_[a].alive) continue;
+      std::set<int> candidates;
+      add_sibling_candidates(groups_[a].reads, a, candidates);
+      bool joined_fresh = false;
+      while (!candidates.empty()) {
+        const int b = *candidates.begin();
+        candidates.erase(candidates.begin());
+        if (!groups_[b].alive || !compatible(a, b) || !reads_common_input(a, b)) continue;
+        if (!joined_fresh) {
+          // One search answers can_merge(a, c) for every candidate c.
+          int lo = std::min(dag_.order(a), dag_.order(b));
+          int hi = std::max(dag_.order(a), dag_.order(b));
+          for (int c : candidates) {
+            lo = std::min(lo, dag_.order(c));
+            hi = std::max(hi, dag_.order(c));
+          }
+          dag_.mark_joined_through_third(a, lo, hi, joined, ++stamp);
+          joined_fresh = true;
+        }
+        if (joined[b] == stamp || !fits({a, b}, -1)) continue;
+        std::vector<int32_t> new_reads;
+        for (int32_t x : groups_[b].reads) {
+          if (!groups_[a].reads.contains(x) && group_of_[x] != a) new_reads.push_back(x);
+        }
+        merge(a, b);
+        joined_fresh = false;
+        add_sibling_candidates(new_reads, b, candidates);
       }
     }
   }
 
   // Kahn's algorithm; among ready groups the one with the earliest node goes first.
   std::vector<KernelGroup> ordered_groups() const {
-    std::vector<int> alive;
+    std::vector<int> waiting_on(groups_.size(), 0);
+    using Ready = std::pair<int32_t, int>;  // (first node, group)
+    std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
     for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
-      if (groups_[g].alive) alive.push_back(g);
+      if (!groups_[g].alive) continue;
+      waiting_on[g] = static_cast<int>(dag_.producers(g).size());
+      if (waiting_on[g] == 0) ready.push({groups_[g].nodes.front(), g});
     }
     std::vector<KernelGroup> out;
-    absl::flat_hash_set<int> done;
-    while (out.size() < alive.size()) {
-      int best = -1;
-      for (int g : alive) {
-        if (done.contains(g)) continue;
-        bool ready = true;
-        for (int d : groups_[g].deps) ready = ready && done.contains(d);
-        if (ready && (best < 0 || groups_[g].nodes.front() < groups_[best].nodes.front())) best = g;
+    while (!ready.empty()) {
+      const int g = ready.top().second;
+      ready.pop();
+      out.push_back({groups_[g].kind, groups_[g].iteration, groups_[g].nodes});
+      for (int c : dag_.consumers(g)) {
+        if (--waiting_on[c] == 0) ready.push({groups_[c].nodes.front(), c});
       }
-      done.insert(best);
-      out.push_back({groups_[best].kind, groups_[best].iteration, groups_[best].nodes});
     }
     return out;
   }
@@ -271,9 +338,15 @@ class Partitioner {
   const Graph& graph_;
   const int max_tensors_;
   const std::vector<bool> live_;  // Graph::reaches_outputs(): the nodes worth computing
+  std::vector<bool> is_output_;   // Graph::is_output(), which searches the outputs, as a table
   std::vector<int> group_of_;
-  std::vector<std::vector<int32_t>> users_;
+  std::vector<std::vector<int32_t>> users_;  // ascending
+  // Per placed node: its uses (operand slots) by nodes outside its group or not placed yet.
+  std::vector<int> outside_uses_;
+  // Per node: groups that read it (or once did), for finding siblings.
+  std::vector<std::vector<int>> readers_;
   std::vector<Group> groups_;
+  GroupDag dag_;  // group i of groups_ is group i of dag_
 };
 
 }  // namespace
