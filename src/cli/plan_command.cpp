@@ -60,7 +60,7 @@ int plan(const PlanOptions& opt) {
 // backend model it (op throughput of its JIT kernels). The CPU's figures are
 // measured once and cached; a measurement taken while the machine was busy
 // would stay, so --remeasure measures both caches again.
-int devices(bool remeasure) {
+int devices(bool remeasure, bool json) {
   if (remeasure) {
     for (const std::string& path : {cpu_device_cache_path(), cpu_calibration_cache_path()}) {
       std::error_code ec;
@@ -71,21 +71,35 @@ int devices(bool remeasure) {
       }
     }
   }
+  std::vector<DeviceSpec> modelled;
   for (const std::string& name : device_names()) {
     absl::StatusOr<DeviceSpec> device = device_as_modelled(name);
     if (!device.ok()) {
       fmt::print(stderr, "fusejit: error: {}\n", status_text(device.status()));
       return 1;
     }
-    fmt::print("{}", format_device(*device));
-    if (name == "cpu") {
+    modelled.push_back(*std::move(device));
+  }
+  // Which of them this machine can run on.
+  absl::StatusOr<std::unique_ptr<Backend>> gpu = make_backend("cuda");
+  if (json) {
+    nlohmann::json out;
+    out["devices"] = nlohmann::json::array();
+    for (const DeviceSpec& d : modelled) out["devices"].push_back(device_json(d));
+    out["cpu_cache"] = {cpu_device_cache_path(), cpu_calibration_cache_path()};
+    out["gpu"] = gpu.ok() ? nlohmann::json{{"usable", true}, {"description", (*gpu)->description()}}
+                          : nlohmann::json{{"usable", false}, {"reason", status_text(gpu.status())}};
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  for (const DeviceSpec& d : modelled) {
+    fmt::print("{}", format_device(d));
+    if (d.name == "cpu") {
       fmt::print("  {} in {} and {}; `fusejit devices --remeasure` measures again\n",
                  remeasure ? "measured now, cached" : "cached", cpu_device_cache_path(), cpu_calibration_cache_path());
     }
     fmt::print("\n");
   }
-  // Which of them this machine can run on.
-  absl::StatusOr<std::unique_ptr<Backend>> gpu = make_backend("cuda");
   if (gpu.ok()) {
     fmt::print("this machine's GPU: {}; --backend auto runs on it\n", (*gpu)->description());
   } else {
@@ -107,10 +121,15 @@ void register_plan(CLI::App& app, int& exit_code) {
 }
 
 void register_devices(CLI::App& app, int& exit_code) {
-  auto remeasure = std::make_shared<bool>(false);
+  struct DevicesOptions {
+    bool remeasure = false;
+    bool json = false;
+  };
+  auto opt = std::make_shared<DevicesOptions>();
   CLI::App* cmd = app.add_subcommand("devices", "List the devices of the cost model with their ridge points");
-  cmd->add_flag("--remeasure", *remeasure, "measure this CPU again (bandwidth, FMA peak, op throughput of JIT kernels)");
-  cmd->callback([remeasure, &exit_code] { exit_code = devices(*remeasure); });
+  cmd->add_flag("--remeasure", opt->remeasure, "measure this CPU again (bandwidth, FMA peak, op throughput of JIT kernels)");
+  cmd->add_flag("--json", opt->json, "print one JSON object: devices (as in plan --json), cpu_cache, gpu");
+  cmd->callback([opt, &exit_code] { exit_code = devices(opt->remeasure, opt->json); });
 }
 
 }  // namespace fusejit::cli

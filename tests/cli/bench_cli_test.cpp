@@ -175,6 +175,22 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   EXPECT_FALSE(has(again.out, "bandwidth 12345 GB/s")) << again.out;
   EXPECT_TRUE(has(again.out, "measured now, cached in")) << again.out;
   EXPECT_NE(nlohmann::json::parse(testing::read_file(path))["bandwidth_gbps"].get<double>(), 12345.0);
+  // --json: the same devices, each as `plan --json` describes its device.
+  auto json = run_command(env + FUSEJIT_CLI_PATH + " devices --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  std::vector<std::string> names;
+  for (const nlohmann::json& d : j["devices"]) names.push_back(d["name"]);
+  EXPECT_EQ(names, device_names());
+  const nlohmann::json cpu = j["devices"].back();
+  EXPECT_EQ(cpu["bandwidth_gbps"], nlohmann::json::parse(testing::read_file(path))["bandwidth_gbps"]);
+  auto plan = run_command(env + FUSEJIT_CLI_PATH + " plan " + FUSEJIT_SOURCE_DIR +
+                          "/examples/graphs/softmax.fj --device cpu --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_EQ(nlohmann::json::parse(plan.out)["device"], cpu);
+  EXPECT_EQ(j["cpu_cache"], (nlohmann::json{path, dir + "/cpu-device-jit.json"}));
+  EXPECT_TRUE(j["gpu"]["usable"].is_boolean());
+  EXPECT_TRUE(j["gpu"].contains(j["gpu"]["usable"].get<bool>() ? "description" : "reason")) << j["gpu"];
 }
 
 TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
