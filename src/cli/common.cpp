@@ -34,10 +34,13 @@ std::optional<Graph> load_graph(const std::string& file) {
   }
   // Not an error (a graph being edited often has loose ends), but the user
   // should know that no plan computes these, and where they are.
-  for (int32_t id : graph->unused_nodes()) {
+  const std::vector<bool> live = graph->reaches_outputs();
+  for (int32_t id = 0; id < graph->num_nodes(); ++id) {
+    if (live[id]) continue;
     const Node& n = graph->node(id);
-    warn(fmt::format("{}:{}:{}: '{}' is not used by any output; it is not computed", file, n.loc.line, n.loc.col,
-                     n.name));
+    // An input no output reads is often a name mistyped where it is used.
+    warn(fmt::format("{}:{}:{}: '{}' is not used by any output; {}", file, n.loc.line, n.loc.col, n.name,
+                     n.op == Op::kInput ? "no plan reads it" : "it is not computed"));
   }
   return *std::move(graph);
 }

@@ -159,10 +159,12 @@ TEST(Cli, CheckReportsFileLineAndColumn) {
 TEST(Cli, UnusedValuesAreNamedWithTheirLineAndNotComputed) {
   const std::string dir = make_temp_dir("fusejit-cli");
   const std::string path = dir + "/loose_end.fj";
-  write_file(path, "input x: f32[4, 8]\ny = relu(x)\nz = exp(x)\noutput y\n");
+  write_file(path, "input x: f32[4, 8]\ninput w: f32[8]\ny = relu(x)\nz = exp(x)\noutput y\n");
   auto r = run_fusejit("plan " + path);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find(path + ":3:1: 'z' is not used by any output; it is not computed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(path + ":4:1: 'z' is not used by any output; it is not computed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(path + ":2:7: 'w' is not used by any output; no plan reads it"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("'x' is not used"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("unfused plan: 1 kernel"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("k1_exp"), std::string::npos) << r.out;
   std::filesystem::remove_all(dir);
