@@ -26,34 +26,46 @@ struct RunOptions {
 };
 
 struct Summary {
+  int64_t finite = 0;
   double mean = 0, stddev = 0;
   double min = std::numeric_limits<double>::infinity();
   double max = -std::numeric_limits<double>::infinity();
-  int64_t nonfinite = 0;
+  int64_t nan = 0, pos_inf = 0, neg_inf = 0;
 };
 
 // Statistics over the finite values; NaN and inf are counted apart so that
 // one bad element is visible rather than turning every figure into NaN.
+// Welford's update keeps the deviation exact for values far from zero.
 Summary summarize(const HostTensor& t) {
   Summary s;
-  double sum = 0, sum_sq = 0;
-  int64_t n = 0;
+  double m2 = 0;
   for (double v : t.values) {
-    if (!std::isfinite(v)) {
-      ++s.nonfinite;
-      continue;
+    if (std::isnan(v)) {
+      ++s.nan;
+    } else if (std::isinf(v)) {
+      ++(v > 0 ? s.pos_inf : s.neg_inf);
+    } else {
+      ++s.finite;
+      const double delta = v - s.mean;
+      s.mean += delta / static_cast<double>(s.finite);
+      m2 += delta * (v - s.mean);
+      s.min = std::min(s.min, v);
+      s.max = std::max(s.max, v);
     }
-    sum += v;
-    sum_sq += v * v;
-    s.min = std::min(s.min, v);
-    s.max = std::max(s.max, v);
-    ++n;
   }
-  if (n > 0) {
-    s.mean = sum / static_cast<double>(n);
-    s.stddev = std::sqrt(std::max(0.0, sum_sq / static_cast<double>(n) - s.mean * s.mean));
-  }
+  if (s.finite > 0) s.stddev = std::sqrt(m2 / static_cast<double>(s.finite));
   return s;
+}
+
+// "mean ... std ... min ... max ...", then what was not finite, if anything.
+std::string format_summary(const Summary& s) {
+  std::string out = s.finite > 0 ? fmt::format("mean {:>10.6f}  std {:>10.6f}  min {:>10.6f}  max {:>10.6f}", s.mean,
+                                               s.stddev, s.min, s.max)
+                                 : std::string("no finite values");
+  if (s.nan > 0) out += fmt::format("  nan {}", s.nan);
+  if (s.pos_inf > 0) out += fmt::format("  +inf {}", s.pos_inf);
+  if (s.neg_inf > 0) out += fmt::format("  -inf {}", s.neg_inf);
+  return out;
 }
 
 absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir) {
@@ -160,11 +172,7 @@ int run(const RunOptions& opt) {
              seconds);
   for (int32_t id : graph->outputs()) {
     const Node& n = graph->node(id);
-    const Summary s = summarize(outputs->at(n.name));
-    fmt::print("  {:<12} {:>5}{:<16} mean {:>10.6f}  std {:>10.6f}  min {:>10.6f}  max {:>10.6f}", n.name, n.dtype,
-               n.shape.to_string(), s.mean, s.stddev, s.min, s.max);
-    if (s.nonfinite > 0) fmt::print("  non-finite {}", s.nonfinite);
-    fmt::print("\n");
+    fmt::print("  {:<12} {:>5}{:<16} {}\n", n.name, n.dtype, n.shape.to_string(), format_summary(summarize(outputs->at(n.name))));
   }
   if (!opt.save_dir.empty()) {
     if (absl::Status s = save_all(opt.save_dir, *inputs, *outputs); !s.ok()) {

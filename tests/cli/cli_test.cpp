@@ -186,6 +186,26 @@ TEST(Cli, RunPrintsASummaryPerOutput) {
   std::filesystem::remove_all(dir);
 }
 
+// NaN, +inf and -inf are counted apart from the statistics of the finite
+// values; an output with no finite value says so instead of showing the
+// starting values of min and max.
+TEST(Cli, RunSummaryCountsNanAndInfinitiesApart) {
+  const std::string dir = make_temp_dir("fusejit-cli");
+  write_file(dir + "/g.fj", "input x: f32[4]\ny = log(x)\nz = div(x, 0.0)\noutput y, z\n");
+  std::filesystem::create_directories(dir + "/in");
+  HostTensor x{DType::kF32, Shape{4}, {1.0, -1.0, 0.0, 4.0}};
+  ASSERT_TRUE(write_npy(dir + "/in/x.npy", x).ok());
+  auto r = run_fusejit("run " + dir + "/g.fj --backend reference --inputs " + dir + "/in");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // log: 0, nan, -inf, log(4) = 1.386294: mean 0.693147, std 0.693147.
+  EXPECT_NE(r.out.find("mean   0.693147  std   0.693147  min   0.000000  max   1.386294  nan 1  -inf 1\n"),
+            std::string::npos)
+      << r.out;
+  // x / 0: +inf, -inf, nan (0 / 0), +inf.
+  EXPECT_NE(r.out.find("no finite values  nan 1  +inf 2  -inf 1\n"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunSavesAndReloadsNpyWithoutOverwriting) {
   const std::string dir = make_temp_dir("fusejit-cli");
   const std::string graph = small_graph_file(dir);
