@@ -97,7 +97,7 @@ void register_bench(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<BenchCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Run the unfused and the fused plan of a .fj graph, check both against the reference, and time them");
-  cmd->add_option("FILE", opt->file, "graph in the .fj text format")->required();
+  cmd->add_option("FILE", opt->file, kGraphFileHelp)->required();
   add_bench_options(cmd, opt->settings);
   cmd->callback([opt, &exit_code] {
     const std::optional<Graph> graph = load_graph(opt->file);
@@ -106,7 +106,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       return;
     }
     const std::unique_ptr<Backend> backend = open_backend(opt->settings.backend);
-    exit_code = backend ? run_bench(*backend, *graph, opt->settings, fmt::format("fusejit bench {}", opt->file)) : 1;
+    exit_code = backend ? run_bench(*backend, *graph, opt->settings, fmt::format("fusejit bench {}", graph->source_file())) : 1;
   });
 }
 

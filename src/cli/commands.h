@@ -13,9 +13,10 @@
 
 namespace fusejit::cli {
 
-// Reads and verifies FILE; on failure prints the errors to stderr and
-// returns nullopt (the command then exits with 1).
+// Reads and verifies FILE ("-": standard input); on failure prints the
+// errors to stderr and returns nullopt (the command then exits with 1).
 std::optional<Graph> load_graph(const std::string& file);
+inline constexpr const char* kGraphFileHelp = "graph in the .fj text format ('-': standard input)";
 // make_backend(name); on failure prints why ("backend cuda: no CUDA driver:
 // ...") to stderr and returns nullptr (the command then exits with 1).
 std::unique_ptr<Backend> open_backend(const std::string& name);

@@ -39,8 +39,8 @@ std::optional<Graph> load_graph(const std::string& file) {
     if (live[id]) continue;
     const Node& n = graph->node(id);
     // An input no output reads is often a name mistyped where it is used.
-    warn(fmt::format("{}:{}:{}: '{}' is not used by any output; {}", file, n.loc.line, n.loc.col, n.name,
-                     n.op == Op::kInput ? "no plan reads it" : "it is not computed"));
+    warn(fmt::format("{}:{}:{}: '{}' is not used by any output; {}", graph->source_file(), n.loc.line, n.loc.col,
+                     n.name, n.op == Op::kInput ? "no plan reads it" : "it is not computed"));
   }
   return *std::move(graph);
 }

@@ -151,7 +151,7 @@ int emit(const EmitOptions& opt) {
   compile_options.arch = opt.arch;
   nlohmann::json kernels = nlohmann::json::array();
   if (!opt.json) {
-    fmt::print("{} plan of {}: {} kernel{} -> {}/\n", plan.label, opt.file, plan.kernels.size(),
+    fmt::print("{} plan of {}: {} kernel{} -> {}/\n", plan.label, graph->source_file(), plan.kernels.size(),
                plan.kernels.size() == 1 ? "" : "s", opt.out);
   }
   // Every generated kernel first, compiled together (several at a time),
@@ -227,7 +227,7 @@ int emit(const EmitOptions& opt) {
 void register_emit(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<EmitOptions>();
   CLI::App* cmd = app.add_subcommand("emit", "Generate and compile the kernels of a plan; write .cu, .ptx, ptxas reports");
-  cmd->add_option("FILE", opt->file, "graph in the .fj text format")->required();
+  cmd->add_option("FILE", opt->file, kGraphFileHelp)->required();
   cmd->add_option("--target", opt->target, "code generation target")->check(CLI::IsMember({"cuda"}))->capture_default_str();
   cmd->add_option("--arch", opt->arch, "GPU architecture: sm_XX (CUBIN) or compute_XX (PTX only)")
       ->capture_default_str();

@@ -42,7 +42,7 @@ int plan(const PlanOptions& opt) {
     fmt::print("{}\n", comparison_json(*device, unfused, fused, comparison).dump(2));
     return 0;
   }
-  fmt::print("graph {}:\n{}\n", opt.file, print_graph(*graph));
+  fmt::print("graph {}:\n{}\n", graph->source_file(), print_graph(*graph));
   fmt::print("device {}\n", format_device(*device));
   fmt::print("{}\n", format_plan_table(unfused, comparison.unfused));
   fmt::print("{}\n", format_plan_table(fused, comparison.fused));
@@ -113,7 +113,7 @@ int devices(bool remeasure, bool json) {
 void register_plan(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Show the unfused and fused plans and their roofline costs");
-  cmd->add_option("FILE", opt->file, "graph in the .fj text format")->required();
+  cmd->add_option("FILE", opt->file, kGraphFileHelp)->required();
   cmd->add_option("--device", opt->device, "device to model: h100, h200, a100 or cpu (measured here)")
       ->capture_default_str();
   cmd->add_flag("--json", opt->json, "print one JSON object instead of tables");
@@ -127,7 +127,8 @@ void register_devices(CLI::App& app, int& exit_code) {
   };
   auto opt = std::make_shared<DevicesOptions>();
   CLI::App* cmd = app.add_subcommand("devices", "List the devices of the cost model with their ridge points");
-  cmd->add_flag("--remeasure", opt->remeasure, "measure this CPU again (bandwidth, FMA peak, op throughput of JIT kernels)");
+  cmd->add_flag("--remeasure", opt->remeasure,
+                "measure this CPU again (bandwidth, FMA peak, op throughput of JIT kernels)");
   cmd->add_flag("--json", opt->json, "print one JSON object: devices (as in plan --json), cpu_cache, gpu");
   cmd->callback([opt, &exit_code] { exit_code = devices(opt->remeasure, opt->json); });
 }

@@ -124,8 +124,7 @@ class Partitioner {
     for (int32_t id : src.nodes) group_of_[id] = into;
     const size_t middle = dst.nodes.size();
     dst.nodes.insert(dst.nodes.end(), src.nodes.begin(), src.nodes.end());
-    std::inplace_merge(dst.nodes.begin(), dst.nodes.begin() + static_cast<std::ptrdiff_t>(middle),
-                       dst.nodes.end());
+    std::inplace_merge(dst.nodes.begin(), dst.nodes.begin() + static_cast<std::ptrdiff_t>(middle), dst.nodes.end());
     dst.written.insert(src.written.begin(), src.written.end());
     absl::erase_if(dst.written, [&](int32_t x) { return outside_uses_[x] == 0 && !is_output_[x]; });
     for (int32_t x : src.reads) {
@@ -167,8 +166,8 @@ class Partitioner {
       // A node its own group does not write has every user in that group.
       for (int32_t x : groups_[g].written) {
         // Users not placed yet come last: look at them first.
-        writes += is_output_[x] ||
-                  std::any_of(users_[x].rbegin(), users_[x].rend(), [&](int32_t u) { return !inside(u); });
+        writes +=
+            is_output_[x] || std::any_of(users_[x].rbegin(), users_[x].rend(), [&](int32_t u) { return !inside(u); });
       }
     }
     if (extra >= 0) {
@@ -221,7 +220,7 @@ class Partitioner {
       }
     }
     if (!target) {
-      target = new_group(kind == OpKind::kMatmul ? KernelKind::kMatmul
+      target = new_group(kind == OpKind::kMatmul   ? KernelKind::kMatmul
                          : kind == OpKind::kReduce ? KernelKind::kRow
                                                    : KernelKind::kPointwise,
                          kind == OpKind::kReduce ? graph_.node(n.operands[0].node).shape : n.shape);

@@ -106,8 +106,7 @@ bool GroupDag::joined_through_third(int a, int b) const {
   return any_reaches(std::move(starts), lo);
 }
 
-void GroupDag::mark_joined_through_third(int g, int lo_order, int hi_order, std::vector<int>& mark,
-                                         int stamp) const {
+void GroupDag::mark_joined_through_third(int g, int lo_order, int hi_order, std::vector<int>& mark, int stamp) const {
   // Walk from g's direct neighbours; what they reach is two or more edges away.
   auto walk = [&](const std::vector<absl::flat_hash_set<int>>& edges) {
     const int seen = new_stamp();

@@ -57,7 +57,7 @@ class GroupDag {
 
   std::vector<absl::flat_hash_set<int>> producers_;  // groups each group reads
   std::vector<absl::flat_hash_set<int>> consumers_;  // groups reading each group
-  std::vector<int> order_;  // a topological order: a producer's is below its consumers'
+  std::vector<int> order_;                           // a topological order: a producer's is below its consumers'
   int next_order_ = 0;
   // Search scratch: visited_[g] == stamp_ means g was seen in the current search.
   mutable std::vector<int> visited_;

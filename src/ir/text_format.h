@@ -28,7 +28,9 @@ namespace fusejit {
 // found, one per line, each "FILE:LINE:COL: error: message" (FILE is
 // `file_name`; LINE and COL are 1-based, COL counting bytes).
 absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_name = "<input>");
-// Reads `path` and parses it; the graph's source_file() is `path`.
+// Reads `path` and parses it; the graph's source_file() is `path`. "-"
+// reads standard input, named "<stdin>" in diagnostics (a file named "-"
+// is "./-").
 absl::StatusOr<Graph> parse_graph_file(const std::string& path);
 
 // The canonical text of a graph.

@@ -471,12 +471,16 @@ absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_n
 }
 
 absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
-  auto close = [](std::FILE* f) { std::fclose(f); };
-  std::unique_ptr<std::FILE, decltype(close)> file(std::fopen(path.c_str(), "rb"), close);
+  const bool is_stdin = path == "-";
+  const std::string name = is_stdin ? "<stdin>" : path;
+  auto close = [is_stdin](std::FILE* f) {
+    if (!is_stdin) std::fclose(f);
+  };
+  std::unique_ptr<std::FILE, decltype(close)> file(is_stdin ? stdin : std::fopen(path.c_str(), "rb"), close);
   auto failure = [&](std::string_view what) {
     const int error_number = errno;  // before anything else can change it
     return absl::Status(absl::ErrnoToStatusCode(error_number),
-                        fmt::format("{}: error: cannot {} the file: {}", path, what, std::strerror(error_number)));
+                        fmt::format("{}: error: cannot {} the file: {}", name, what, std::strerror(error_number)));
   };
   if (file == nullptr) return failure("open");
   std::string text;
@@ -486,7 +490,7 @@ absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
     if (text.size() > kMaxTextBytes) break;  // parse_graph reports the size
   }
   if (std::ferror(file.get())) return failure("read");
-  return parse_graph(text, path);
+  return parse_graph(text, name);
 }
 
 }  // namespace fusejit

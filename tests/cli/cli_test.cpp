@@ -86,8 +86,7 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   for (const std::string& seed : {"-1", "99999999999999999999", "1.5", "x"}) {
     auto r = run_fusejit("run " + graph + " --seed " + seed);
     EXPECT_EQ(r.exit_code, 2) << seed;
-    EXPECT_NE(r.err.find("a seed is an integer from 0 to 18446744073709551615, not '" + seed + "'"),
-              std::string::npos)
+    EXPECT_NE(r.err.find("a seed is an integer from 0 to 18446744073709551615, not '" + seed + "'"), std::string::npos)
         << r.err;
   }
   EXPECT_EQ(run_fusejit("run " + graph + " --seed 18446744073709551615").exit_code, 0);
@@ -102,8 +101,8 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   auto both = run_fusejit("run " + graph + " --inputs " + dir + " --seed 5");
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
-  auto threads = testing::run_command("FUSEJIT_THREADS=abc " + std::string(FUSEJIT_CLI_PATH) + " run " + graph +
-                                      " --backend cpu");
+  auto threads =
+      testing::run_command("FUSEJIT_THREADS=abc " + std::string(FUSEJIT_CLI_PATH) + " run " + graph + " --backend cpu");
   EXPECT_EQ(threads.exit_code, 0) << threads.err;
   EXPECT_NE(threads.err.find("FUSEJIT_THREADS=abc is not a thread count from 1 to 1024"), std::string::npos)
       << threads.err;
@@ -168,6 +167,21 @@ TEST(Cli, UnusedValuesAreNamedWithTheirLineAndNotComputed) {
   EXPECT_NE(r.out.find("unfused plan: 1 kernel"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("k1_exp"), std::string::npos) << r.out;
   std::filesystem::remove_all(dir);
+}
+
+// FILE "-" reads the graph from standard input; diagnostics name it <stdin>.
+TEST(Cli, GraphFromStandardInput) {
+  const std::string fusejit = FUSEJIT_CLI_PATH;
+  // In a subshell: run_command gives the command line's last command /dev/null as input.
+  auto ok = testing::run_command("(printf 'input x: f32[4, 8]\\ninput w: f32[8]\\ny = exp(x)\\noutput y\\n' | " +
+                                 fusejit + " plan - --json)");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(nlohmann::json::parse(ok.out)["fused"]["num_kernels"], 1) << ok.out;
+  EXPECT_NE(ok.err.find("<stdin>:2:7: 'w' is not used by any output"), std::string::npos) << ok.err;
+  auto bad = testing::run_command("(printf 'input x: f32[4]\\ny = exp(z)\\noutput y\\n' | " + fusejit + " check -)");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("<stdin>:2:9: error: undefined name 'z'"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
 }
 
 TEST(Cli, RunPrintsASummaryPerOutput) {
@@ -362,8 +376,8 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   EXPECT_EQ(nlohmann::json::parse(second.out)["kernels"][0]["cache_hit"], true);
   // The text form: one line per kernel, and matmuls named as library calls;
   // the earlier plan's kernel is removed, so the folder holds this plan alone.
-  auto text = testing::run_command(env + FUSEJIT_CLI_PATH + " emit " + kExamples + "/mlp_block.fj --overwrite --out " +
-                                   dir);
+  auto text =
+      testing::run_command(env + FUSEJIT_CLI_PATH + " emit " + kExamples + "/mlp_block.fj --overwrite --out " + dir);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("library matmul"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("k1_add_gelu"), std::string::npos) << text.out;
