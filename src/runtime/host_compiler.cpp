@@ -13,6 +13,7 @@
 #include <mutex>
 #include <sstream>
 
+#include <absl/strings/ascii.h>
 #include <absl/strings/str_join.h>
 #include <absl/strings/str_split.h>
 #include <fmt/format.h>
@@ -132,9 +133,12 @@ absl::StatusOr<HostCompiler> probe_compiler() {
   absl::StatusOr<ProcessResult> r = run_process(argv, dir->path());
   if (!r.ok()) return r.status();
   if (r->exit_code != 0) {
+    // The first line of what it printed says what it is (or what went
+    // wrong); the rest, a licence text say, would bury the advice.
+    const std::string first_line(absl::StripAsciiWhitespace(r->output.substr(0, r->output.find('\n'))));
     return absl::UnavailableError(fmt::format(
-        "no C++ compiler for the CPU backend: `{} --version` failed (exit {}): {}; install g++ or set $CXX",
-        described, r->exit_code, r->output.substr(0, 300)));
+        "no C++ compiler for the CPU backend: `{} --version` failed (exit {}{}); install g++ or set $CXX", described,
+        r->exit_code, first_line.empty() ? "" : ", printing '" + first_line.substr(0, 200) + "'"));
   }
   compiler.identity = r->output.substr(0, r->output.find('\n'));
   return compiler;

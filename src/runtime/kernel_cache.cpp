@@ -1,7 +1,11 @@
 #include "runtime/kernel_cache.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -16,7 +20,50 @@ void check_key(const std::string& key) {
   if (!is_cache_key(key)) throw Error(fmt::format("invalid kernel cache key '{}': want 64 lowercase hex digits", key));
 }
 
+uint64_t entry_bytes(const CacheEntry& entry) {
+  uint64_t n = 0;
+  for (const auto& [name, blob] : entry.blobs) n += name.size() + blob.size();
+  return n;
+}
+
+struct DiskEntry {
+  std::filesystem::path path;
+  uint64_t bytes = 0;
+  std::filesystem::file_time_type used;
+};
+
+// The entry files in dir (not the temporary files of writes in progress).
+std::vector<DiskEntry> list_entries(const std::string& dir) {
+  std::vector<DiskEntry> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    if (it->path().extension() != ".fjkc") continue;
+    std::error_code stat_error;
+    DiskEntry e{it->path(), it->file_size(stat_error), it->last_write_time(stat_error)};
+    if (!stat_error) out.push_back(std::move(e));
+  }
+  return out;
+}
+
 }  // namespace
+
+KernelCacheLimits KernelCacheLimits::from_environment() {
+  KernelCacheLimits limits;
+  const char* text = std::getenv("FUSEJIT_CACHE_MAX_MB");
+  if (text == nullptr || *text == '\0') return limits;
+  const std::string_view value(text);
+  uint64_t mib = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), mib);
+  if (ec != std::errc() || end != value.data() + value.size() || mib == 0 || mib > (uint64_t{1} << 40)) {
+    warn(fmt::format("FUSEJIT_CACHE_MAX_MB='{}' is not a positive whole number of MiB; the kernel cache keeps up "
+                     "to {} MiB on disk",
+                     value, limits.disk_bytes >> 20));
+    return limits;
+  }
+  limits.disk_bytes = mib << 20;
+  return limits;
+}
 
 KernelCache& KernelCache::global() {
   static KernelCache cache(default_directory());
@@ -25,7 +72,8 @@ KernelCache& KernelCache::global() {
 
 std::string KernelCache::default_directory() { return (std::filesystem::path(cache_directory()) / "kernels").string(); }
 
-KernelCache::KernelCache(std::string dir) : dir_(std::move(dir)), disk_writable_(!dir_.empty()) {}
+KernelCache::KernelCache(std::string dir, KernelCacheLimits limits)
+    : dir_(std::move(dir)), limits_(limits), disk_writable_(!dir_.empty()) {}
 
 std::optional<CacheEntry> KernelCache::lookup(const std::string& key) {
   check_key(key);
@@ -33,15 +81,38 @@ std::optional<CacheEntry> KernelCache::lookup(const std::string& key) {
   if (auto it = memory_.find(key); it != memory_.end()) return it->second;
   if (dir_.empty()) return std::nullopt;
   std::optional<CacheEntry> entry = read_from_disk(key);
-  if (entry) memory_[key] = *entry;
+  if (entry) {
+    remember(key, *entry);
+    // Recently used: the last to be evicted. A read-only directory keeps its times.
+    std::error_code ignored;
+    std::filesystem::last_write_time(entry_path(key), std::filesystem::file_time_type::clock::now(), ignored);
+  }
   return entry;
 }
 
 void KernelCache::store(const std::string& key, const CacheEntry& entry) {
   check_key(key);
   std::lock_guard<std::mutex> lock(mutex_);
-  memory_[key] = entry;
+  remember(key, entry);
   if (disk_writable_) write_to_disk(key, entry);
+}
+
+void KernelCache::remember(const std::string& key, const CacheEntry& entry) {
+  auto [it, inserted] = memory_.try_emplace(key, entry);
+  if (!inserted) {
+    memory_bytes_ -= entry_bytes(it->second);
+    it->second = entry;
+  } else {
+    memory_order_.push_back(key);
+  }
+  memory_bytes_ += entry_bytes(entry);
+  // The entry just remembered stays, however large.
+  while (memory_bytes_ > limits_.memory_bytes && memory_order_.size() > 1) {
+    auto oldest = memory_.find(memory_order_.front());
+    memory_bytes_ -= entry_bytes(oldest->second);
+    memory_.erase(oldest);
+    memory_order_.pop_front();
+  }
 }
 
 bool KernelCache::disk_writable() const {
@@ -81,9 +152,35 @@ void KernelCache::write_to_disk(const std::string& key, const CacheEntry& entry)
     if (absl::Status made = ensure_directory(dir_); !made.ok()) return stop_writing(status_text(made));
     directory_ready_ = true;
   }
-  if (absl::Status written = replace_file(entry_path(key), encode_cache_entry(key, entry), writer_); !written.ok()) {
-    stop_writing(status_text(written));
+  const std::string file = encode_cache_entry(key, entry);
+  if (absl::Status written = replace_file(entry_path(key), file, writer_); !written.ok()) {
+    return stop_writing(status_text(written));
   }
+  if (!disk_bytes_) {
+    uint64_t total = 0;
+    for (const DiskEntry& e : list_entries(dir_)) total += e.bytes;
+    disk_bytes_ = total;
+  } else {
+    *disk_bytes_ += file.size();
+  }
+  if (*disk_bytes_ > limits_.disk_bytes) evict_from_disk(entry_path(key));
+}
+
+void KernelCache::evict_from_disk(const std::string& keep) {
+  std::vector<DiskEntry> entries = list_entries(dir_);
+  std::sort(entries.begin(), entries.end(), [](const DiskEntry& a, const DiskEntry& b) { return a.used < b.used; });
+  uint64_t total = 0;
+  for (const DiskEntry& e : entries) total += e.bytes;
+  const uint64_t target = limits_.disk_bytes / 4 * 3;
+  for (const DiskEntry& e : entries) {
+    if (total <= target) break;
+    if (e.path == keep) continue;
+    std::error_code ec;
+    // Another process may have removed it first, or be reading it: an open
+    // file stays readable, and a vanished one is a miss that compiles again.
+    if (std::filesystem::remove(e.path, ec) || !ec) total -= e.bytes;
+  }
+  disk_bytes_ = total;
 }
 
 void KernelCache::stop_writing(std::string_view reason) {

@@ -9,8 +9,17 @@
 // compiles again and stores a good one); a directory that cannot be created
 // or written turns disk writes off with one warning per cache, and the cache
 // keeps working from memory (and still reads what the directory holds).
+//
+// Both stores are bounded: a fuzzing run compiles a module per graph, and an
+// unbounded cache would fill the disk and the process's memory. When a store
+// takes the directory past its limit, entries are removed least recently
+// used first (a hit refreshes an entry's time) until it is at 3/4 of the
+// limit, so that the directory is not listed again on every store; memory
+// drops its oldest entries.
 #pragma once
 
+#include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -21,6 +30,14 @@
 
 namespace fusejit {
 
+struct KernelCacheLimits {
+  uint64_t disk_bytes = uint64_t{2} << 30;     // FUSEJIT_CACHE_MAX_MB, default 2048
+  uint64_t memory_bytes = uint64_t{256} << 20;
+  // The defaults, with disk_bytes from FUSEJIT_CACHE_MAX_MB (a positive
+  // whole number of MiB; anything else is warned about and ignored).
+  static KernelCacheLimits from_environment();
+};
+
 class KernelCache {
  public:
   // The process-wide cache, in default_directory().
@@ -30,7 +47,7 @@ class KernelCache {
 
   // Entries live in dir, one file per key; "" keeps the cache in memory only.
   // The directory is created on the first store.
-  explicit KernelCache(std::string dir);
+  explicit KernelCache(std::string dir, KernelCacheLimits limits = KernelCacheLimits::from_environment());
   KernelCache(const KernelCache&) = delete;
   KernelCache& operator=(const KernelCache&) = delete;
 
@@ -53,10 +70,18 @@ class KernelCache {
   std::optional<CacheEntry> read_from_disk(const std::string& key);
   void write_to_disk(const std::string& key, const CacheEntry& entry);
   void stop_writing(std::string_view reason);
+  void remember(const std::string& key, const CacheEntry& entry);
+  // Removes the least recently used entries but `keep` until the directory
+  // holds at most 3/4 of the limit.
+  void evict_from_disk(const std::string& keep);
 
   const std::string dir_;
   mutable std::mutex mutex_;  // guards everything below
+  const KernelCacheLimits limits_;
   std::unordered_map<std::string, CacheEntry> memory_;
+  std::deque<std::string> memory_order_;  // keys of memory_, oldest first
+  uint64_t memory_bytes_ = 0;
+  std::optional<uint64_t> disk_bytes_;  // the directory's entries, once listed (other processes add to it too)
   bool disk_writable_;
   bool directory_ready_ = false;
   FileWriter writer_ = write_whole_file;

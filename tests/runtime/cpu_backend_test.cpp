@@ -2,6 +2,7 @@
 // and the fusion tests' graphs in every dtype, both plans; odd extents, rows
 // beyond the persistent limit, NaN and infinity, misaligned buffers,
 // poisoned outputs, dropout bit for bit; and the failures it must report.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -289,6 +290,15 @@ TEST(HostCompiler, AMissingCompilerIsAClearErrorFromTheCommandLine) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("no C++ compiler"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/c++"), std::string::npos) << r.err;
+  // A program that is not a compiler: its first line is quoted, the advice
+  // ends the one-line message.
+  const auto not_cxx = testing::run_command("CXX=false FUSEJIT_CACHE_DIR=" + dir + " " +
+                                            std::string(FUSEJIT_CLI_PATH) + " run " + FUSEJIT_SOURCE_DIR +
+                                            "/examples/graphs/softmax.fj --backend cpu");
+  EXPECT_EQ(not_cxx.exit_code, 1) << not_cxx.out << not_cxx.err;
+  EXPECT_NE(not_cxx.err.find("`false (from $CXX) --version` failed (exit 1"), std::string::npos) << not_cxx.err;
+  EXPECT_NE(not_cxx.err.find("; install g++ or set $CXX\n"), std::string::npos) << not_cxx.err;
+  EXPECT_EQ(std::count(not_cxx.err.begin(), not_cxx.err.end(), '\n'), 1) << not_cxx.err;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -268,6 +269,70 @@ TEST(KernelCache, ConcurrentProcessesNeverReadHalfWrittenEntries) {
   }
   EXPECT_EQ(list_dir(dir), std::set<std::string>{kKey + ".fjkc"});
   EXPECT_EQ(KernelCache(dir).lookup(kKey), entry);
+}
+
+// --- Limits ---
+
+// Sets an entry file's time `seconds_ago`: the order eviction follows.
+void set_age(const std::string& path, int seconds_ago) {
+  std::filesystem::last_write_time(path,
+                                   std::filesystem::file_time_type::clock::now() - std::chrono::seconds(seconds_ago));
+}
+
+// Past the disk limit, the least recently used entries go first (a hit
+// counts as a use), down to 3/4 of the limit; the entry just stored stays.
+TEST(KernelCache, DiskBeyondTheLimitDropsLeastRecentlyUsedEntries) {
+  const TempDir tmp("fusejit-kc");
+  const std::vector<std::string> keys = {sha256_hex("a"), sha256_hex("b"), sha256_hex("c"), sha256_hex("d")};
+  const uint64_t size = encode_cache_entry(keys[0], sample_entry()).size();
+  // Room for 3.5 entries: the fourth store evicts down to 2.625, i.e. 2 entries.
+  const KernelCacheLimits limits{.disk_bytes = size * 7 / 2, .memory_bytes = uint64_t{1} << 30};
+  {
+    KernelCache cache(tmp.path(), limits);
+    for (int i = 0; i < 3; ++i) cache.store(keys[i], sample_entry());
+  }
+  for (int i = 0; i < 3; ++i) set_age(KernelCache(tmp.path()).entry_path(keys[i]), 300 - 100 * i);
+  // a is the oldest but a new process uses it: now b is.
+  ASSERT_TRUE(KernelCache(tmp.path(), limits).lookup(keys[0]).has_value());
+  KernelCache cache(tmp.path(), limits);
+  cache.store(keys[3], sample_entry());
+  EXPECT_EQ(list_dir(tmp.path()), (std::set<std::string>{keys[0] + ".fjkc", keys[3] + ".fjkc"}));
+  // An evicted entry is a miss for a new process, which compiles and stores it again.
+  EXPECT_FALSE(KernelCache(tmp.path(), limits).lookup(keys[1]).has_value());
+  // An entry larger than the whole limit is still written (and the rest make room for it).
+  const KernelCacheLimits tiny{.disk_bytes = size / 2, .memory_bytes = uint64_t{1} << 30};
+  KernelCache(tmp.path(), tiny).store(keys[2], sample_entry());
+  EXPECT_EQ(list_dir(tmp.path()), std::set<std::string>{keys[2] + ".fjkc"});
+}
+
+// Memory keeps the newest entries within its limit.
+TEST(KernelCache, MemoryBeyondTheLimitDropsTheOldestEntries) {
+  const std::vector<std::string> keys = {sha256_hex("a"), sha256_hex("b"), sha256_hex("c")};
+  uint64_t size = 0;
+  for (const auto& [name, blob] : sample_entry().blobs) size += name.size() + blob.size();
+  KernelCache cache("", KernelCacheLimits{.disk_bytes = 0, .memory_bytes = size * 5 / 2});
+  for (const std::string& key : keys) cache.store(key, sample_entry());
+  EXPECT_FALSE(cache.lookup(keys[0]).has_value());
+  EXPECT_TRUE(cache.lookup(keys[1]).has_value());
+  EXPECT_TRUE(cache.lookup(keys[2]).has_value());
+  // Storing a key again replaces it without counting it twice.
+  cache.store(keys[2], sample_entry());
+  EXPECT_TRUE(cache.lookup(keys[1]).has_value());
+}
+
+TEST(KernelCache, DiskLimitFollowsTheEnvironment) {
+  {
+    testing::ScopedEnv limit("FUSEJIT_CACHE_MAX_MB", "64");
+    EXPECT_EQ(KernelCacheLimits::from_environment().disk_bytes, uint64_t{64} << 20);
+  }
+  for (const char* bad : {"0", "-5", "1.5", "64MB", "lots"}) {
+    testing::ScopedEnv limit("FUSEJIT_CACHE_MAX_MB", bad);
+    ScopedWarningSink warnings;
+    EXPECT_EQ(KernelCacheLimits::from_environment().disk_bytes, KernelCacheLimits{}.disk_bytes) << bad;
+    ASSERT_EQ(warnings.messages().size(), 1u) << bad;
+    EXPECT_TRUE(testing::contains(warnings.messages()[0], std::string("FUSEJIT_CACHE_MAX_MB='") + bad + "'"))
+        << warnings.text();
+  }
 }
 
 TEST(KernelCache, DefaultDirectoryFollowsTheEnvironment) {
