@@ -284,17 +284,17 @@ TEST(HostCompiler, OneModuleHoldsSeveralEntryPoints) {
 
 TEST(HostCompiler, AMissingCompilerIsAClearErrorFromTheCommandLine) {
   const std::string dir = testing::make_temp_dir("fusejit-nocxx");
-  const auto r = testing::run_command("CXX=/nonexistent/c++ FUSEJIT_CACHE_DIR=" + dir + " " +
-                                      std::string(FUSEJIT_CLI_PATH) + " run " + FUSEJIT_SOURCE_DIR +
-                                      "/examples/graphs/softmax.fj --backend cpu");
+  auto run_with = [&](const std::string& cxx) {
+    return testing::run_command("CXX=" + cxx + " FUSEJIT_CACHE_DIR=" + dir + " " + std::string(FUSEJIT_CLI_PATH) +
+                                " run " + FUSEJIT_SOURCE_DIR + "/examples/graphs/softmax.fj --backend cpu");
+  };
+  const auto r = run_with("/nonexistent/c++");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("no C++ compiler"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/c++"), std::string::npos) << r.err;
   // A program that is not a compiler: its first line is quoted, the advice
   // ends the one-line message.
-  const auto not_cxx = testing::run_command("CXX=false FUSEJIT_CACHE_DIR=" + dir + " " +
-                                            std::string(FUSEJIT_CLI_PATH) + " run " + FUSEJIT_SOURCE_DIR +
-                                            "/examples/graphs/softmax.fj --backend cpu");
+  const auto not_cxx = run_with("false");
   EXPECT_EQ(not_cxx.exit_code, 1) << not_cxx.out << not_cxx.err;
   EXPECT_NE(not_cxx.err.find("`false (from $CXX) --version` failed (exit 1"), std::string::npos) << not_cxx.err;
   EXPECT_NE(not_cxx.err.find("; install g++ or set $CXX\n"), std::string::npos) << not_cxx.err;
