@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "ir/counted.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
 
@@ -93,8 +94,8 @@ absl::Status prepare_out_dir(const std::filesystem::path& dir, const std::set<st
     }
   }
   if (!stale.empty()) {
-    fmt::print(stderr, "fusejit: removed {} file{} of an earlier emit from {}: {}\n", stale.size(),
-               stale.size() == 1 ? "" : "s", dir.string(), absl::StrJoin(stale, ", "));
+    fmt::print(stderr, "fusejit: removed {} of an earlier emit from {}: {}\n", counted(std::ssize(stale), "file"),
+               dir.string(), absl::StrJoin(stale, ", "));
   }
   return absl::OkStatus();
 }
@@ -151,8 +152,8 @@ int emit(const EmitOptions& opt) {
   compile_options.arch = opt.arch;
   nlohmann::json kernels = nlohmann::json::array();
   if (!opt.json) {
-    fmt::print("{} plan of {}: {} kernel{} -> {}/\n", plan.label, graph->source_file(), plan.kernels.size(),
-               plan.kernels.size() == 1 ? "" : "s", opt.out);
+    fmt::print("{} plan of {}: {} -> {}/\n", plan.label, graph->source_file(),
+               counted(std::ssize(plan.kernels), "kernel"), opt.out);
   }
   // Every generated kernel first, compiled together (several at a time),
   // then one line per kernel in plan order.

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "ir/counted.h"
 #include "runtime/file_io.h"
 #include "runtime/fuzz.h"
 
@@ -102,9 +103,9 @@ int fuzz(const FuzzCommandOptions& opt) {
       fmt::print("MISMATCH: graph seed {} (shrunk from {} to {} statements): {}\n{}\n", f.seed,
                  f.original_statements, f.shrunk_statements, f.what, f.graph);
     }
-    fmt::print("fuzz: {} graphs (seed {}), backend {}{}, {} kernels compiled, {} mismatches\n", r.graphs, opt.seed,
+    fmt::print("fuzz: {} (seed {}), backend {}{}, {} compiled, {}\n", counted(r.graphs, "graph"), opt.seed,
                backend ? std::string(backend->name()) : "none", opt.cuda_compile ? " + NVRTC " + opt.arch : "",
-               r.kernels, r.mismatches);
+               counted(r.kernels, "kernel"), counted(r.mismatches, "mismatch", "mismatches"));
   }
   return r.mismatches == 0 ? 0 : 1;
 }

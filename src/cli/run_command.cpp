@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "ir/counted.h"
 
 namespace fusejit::cli {
 namespace {
@@ -158,15 +159,15 @@ int run(const RunOptions& opt) {
     if (!backend) return 1;
     const FusionPlan plan = make_fused_plan(*graph, fusion_options_for(backend->device()));
     outputs = run_plan(*backend, plan, *inputs);
-    backend_text = fmt::format("{} ({}), fused plan of {} kernel{}", backend->name(), backend->description(),
-                               plan.kernels.size(), plan.kernels.size() == 1 ? "" : "s");
+    backend_text = fmt::format("{} ({}), fused plan of {}", backend->name(), backend->description(),
+                               counted(std::ssize(plan.kernels), "kernel"));
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!outputs.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(outputs.status()));
     return 1;
   }
-  fmt::print("{}: {} nodes, backend {}, inputs {}, {:.2f} s\n", graph->source_file(), graph->num_nodes(), backend_text,
+  fmt::print("{}: {}, backend {}, inputs {}, {:.2f} s\n", graph->source_file(), counted(graph->num_nodes(), "node"), backend_text,
              opt.inputs_dir.empty() ? fmt::format("random (seed {})", opt.seed) : opt.inputs_dir, seconds);
   for (int32_t id : graph->outputs()) {
     const Node& n = graph->node(id);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/counted.h"
+
 namespace fusejit {
 
 std::string group_digits(int64_t value) {
@@ -37,8 +39,7 @@ std::string format_device(const DeviceSpec& d) {
 }
 
 std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
-  std::string text = fmt::format("{} plan: {} kernel{}\n", plan.label, plan.kernels.size(),
-                                 plan.kernels.size() == 1 ? "" : "s");
+  std::string text = fmt::format("{} plan: {}\n", plan.label, counted(std::ssize(plan.kernels), "kernel"));
   text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15} {:>9} {:<8} {:>12}\n", "kernel", "kind", "ops", "bytes",
                       "FLOPs", "FLOP/B", "bound", "predicted us");
   for (size_t i = 0; i < plan.kernels.size(); ++i) {

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "ir/composites.h"
+#include "ir/counted.h"
 
 namespace fusejit {
 
@@ -152,13 +153,12 @@ std::string describe(const FusionPlan& plan) {
     for (int32_t id : ids) out.push_back(g.node(id).name);
     return fmt::format("{}", fmt::join(out, ", "));
   };
-  std::string text = fmt::format("{} plan: {} kernel{}\n", plan.label, plan.kernels.size(),
-                                 plan.kernels.size() == 1 ? "" : "s");
+  std::string text = fmt::format("{} plan: {}\n", plan.label, counted(std::ssize(plan.kernels), "kernel"));
   for (const Kernel& k : plan.kernels) {
     text += fmt::format("  {} [{} over {}", k.name, kernel_kind_name(k.kind), k.iteration);
     if (k.kind == KernelKind::kRow) {
-      text += fmt::format(", {} row, {} reduction stage{}", row_strategy_name(k.row_strategy), k.reduction_stages,
-                          k.reduction_stages == 1 ? "" : "s");
+      text += fmt::format(", {} row, {}", row_strategy_name(k.row_strategy),
+                          counted(k.reduction_stages, "reduction stage"));
     }
     text += fmt::format("]\n    ops:    {}\n    reads:  {}\n    writes: {}\n", fmt::join(k.user_ops, ", "),
                         names(k.reads), names(k.writes));

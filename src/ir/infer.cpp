@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/counted.h"
+
 namespace fusejit {
 namespace {
 
@@ -16,7 +18,7 @@ std::string call_text(const Graph& graph, const OpInfo& info, std::span<const Op
 
 std::string arity_text(const OpInfo& info) {
   if (info.min_operands == info.max_operands) {
-    return fmt::format("{} operand{}", info.min_operands, info.min_operands == 1 ? "" : "s");
+    return counted(info.min_operands, "operand");
   }
   return fmt::format("{} to {} operands", info.min_operands, info.max_operands);
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cost/report.h"
+#include "ir/counted.h"
 
 namespace fusejit {
 namespace {
@@ -20,7 +21,7 @@ double peak_gflops(const BenchResult& r, const KernelBench& k) {
 }
 
 std::string plan_table(const BenchResult& r, const PlanBench& p) {
-  std::string t = fmt::format("{} plan: {} kernel{}\n", p.label, p.kernels.size(), p.kernels.size() == 1 ? "" : "s");
+  std::string t = fmt::format("{} plan: {}\n", p.label, counted(std::ssize(p.kernels), "kernel"));
   t += fmt::format("  {:<40} {:>15} {:>11} {:>11} {:>11} {:>9} {:>10}  {}\n", "kernel", "bytes (pred.)", "pred. us",
                    "median us", "min us", "GB/s", "% ceiling", "measured bytes");
   for (const KernelBench& k : p.kernels) {

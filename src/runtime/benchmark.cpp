@@ -7,6 +7,7 @@
 
 #include "fusion/plan_reference.h"
 #include "ir/compare.h"
+#include "ir/counted.h"
 #include "ir/error.h"
 #include "runtime/statistics.h"
 
@@ -54,8 +55,7 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
   out.bytes = cost.bytes;
   out.flops = cost.flops;
   out.predicted_us = cost.predicted_us;
-  say(options, fmt::format("{} plan: compiling {} kernel{}", plan.label, plan.kernels.size(),
-                           plan.kernels.size() == 1 ? "" : "s"));
+  say(options, fmt::format("{} plan: compiling {}", plan.label, counted(std::ssize(plan.kernels), "kernel")));
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
   if (!loaded.ok()) return loaded.status();
   if (absl::Status s = (*loaded)->set_inputs(inputs); !s.ok()) return s;
