@@ -60,6 +60,7 @@ Summary summarize(const HostTensor& t) {
 
 // "mean ... std ... min ... max ...", then what was not finite, if anything.
 std::string format_summary(const Summary& s) {
+  if (s.finite + s.nan + s.pos_inf + s.neg_inf == 0) return "no elements";
   std::string out = s.finite > 0 ? fmt::format("mean {:>10.6f}  std {:>10.6f}  min {:>10.6f}  max {:>10.6f}", s.mean,
                                                s.stddev, s.min, s.max)
                                  : std::string("no finite values");

@@ -135,7 +135,11 @@ absl::StatusOr<HostCompiler> probe_compiler() {
   if (r->exit_code != 0) {
     // The first line of what it printed says what it is (or what went
     // wrong); the rest, a licence text say, would bury the advice.
-    const std::string first_line(absl::StripAsciiWhitespace(r->output.substr(0, r->output.find('\n'))));
+    std::string first_line;
+    for (absl::string_view line : absl::StrSplit(r->output, '\n')) {
+      first_line = std::string(absl::StripAsciiWhitespace(line));
+      if (!first_line.empty()) break;
+    }
     return absl::UnavailableError(fmt::format(
         "no C++ compiler for the CPU backend: `{} --version` failed (exit {}{}); install g++ or set $CXX", described,
         r->exit_code, first_line.empty() ? "" : ", printing '" + first_line.substr(0, 200) + "'"));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -32,16 +33,24 @@ struct DiskEntry {
   std::filesystem::file_time_type used;
 };
 
-// The entry files in dir (not the temporary files of writes in progress).
+// The entry files in dir, and the temporary files of writes that have not
+// been renamed into place for an hour (their writer died): those count
+// against the limit and are removed like old entries. Newer temporary files
+// are writes in progress.
 std::vector<DiskEntry> list_entries(const std::string& dir) {
   std::vector<DiskEntry> out;
+  const auto abandoned = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
        it.increment(ec)) {
-    if (it->path().extension() != ".fjkc") continue;
-    std::error_code stat_error;
-    DiskEntry e{it->path(), it->file_size(stat_error), it->last_write_time(stat_error)};
-    if (!stat_error) out.push_back(std::move(e));
+    const std::string name = it->path().filename().string();
+    const bool entry = it->path().extension() == ".fjkc";
+    if (!entry && name.find(".fjkc.tmp-") == std::string::npos) continue;
+    std::error_code type_error, size_error, time_error;
+    if (!it->is_regular_file(type_error) || type_error) continue;
+    DiskEntry e{it->path(), it->file_size(size_error), it->last_write_time(time_error)};
+    if (size_error || time_error || (!entry && e.used > abandoned)) continue;
+    out.push_back(std::move(e));
   }
   return out;
 }
@@ -78,12 +87,16 @@ KernelCache::KernelCache(std::string dir, KernelCacheLimits limits)
 std::optional<CacheEntry> KernelCache::lookup(const std::string& key) {
   check_key(key);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = memory_.find(key); it != memory_.end()) return it->second;
-  if (dir_.empty()) return std::nullopt;
-  std::optional<CacheEntry> entry = read_from_disk(key);
-  if (entry) {
-    remember(key, *entry);
-    // Recently used: the last to be evicted. A read-only directory keeps its times.
+  std::optional<CacheEntry> entry;
+  if (auto it = memory_.find(key); it != memory_.end()) {
+    entry = it->second;
+  } else if (!dir_.empty()) {
+    entry = read_from_disk(key);
+    if (entry) remember(key, *entry);
+  }
+  if (entry && !dir_.empty()) {
+    // Recently used, from memory or disk: the last to be evicted from disk.
+    // A read-only directory keeps its times.
     std::error_code ignored;
     std::filesystem::last_write_time(entry_path(key), std::filesystem::file_time_type::clock::now(), ignored);
   }
@@ -102,11 +115,11 @@ void KernelCache::remember(const std::string& key, const CacheEntry& entry) {
   if (!inserted) {
     memory_bytes_ -= entry_bytes(it->second);
     it->second = entry;
-  } else {
-    memory_order_.push_back(key);
+    memory_order_.erase(std::find(memory_order_.begin(), memory_order_.end(), key));
   }
+  memory_order_.push_back(key);
   memory_bytes_ += entry_bytes(entry);
-  // The entry just remembered stays, however large.
+  // Oldest stored first; the entry just stored stays, however large.
   while (memory_bytes_ > limits_.memory_bytes && memory_order_.size() > 1) {
     auto oldest = memory_.find(memory_order_.front());
     memory_bytes_ -= entry_bytes(oldest->second);
@@ -163,7 +176,7 @@ void KernelCache::write_to_disk(const std::string& key, const CacheEntry& entry)
   } else {
     *disk_bytes_ += file.size();
   }
-  if (*disk_bytes_ > limits_.disk_bytes) evict_from_disk(entry_path(key));
+  if (*disk_bytes_ > limits_.disk_bytes && !eviction_failed_) evict_from_disk(entry_path(key));
 }
 
 void KernelCache::evict_from_disk(const std::string& keep) {
@@ -171,7 +184,9 @@ void KernelCache::evict_from_disk(const std::string& keep) {
   std::sort(entries.begin(), entries.end(), [](const DiskEntry& a, const DiskEntry& b) { return a.used < b.used; });
   uint64_t total = 0;
   for (const DiskEntry& e : entries) total += e.bytes;
-  const uint64_t target = limits_.disk_bytes / 4 * 3;
+  // The running count overestimates after another process evicted, or
+  // when a key was stored again: the directory itself decides.
+  const uint64_t target = total <= limits_.disk_bytes ? total : limits_.disk_bytes / 4 * 3;
   for (const DiskEntry& e : entries) {
     if (total <= target) break;
     if (e.path == keep) continue;
@@ -181,6 +196,14 @@ void KernelCache::evict_from_disk(const std::string& keep) {
     if (std::filesystem::remove(e.path, ec) || !ec) total -= e.bytes;
   }
   disk_bytes_ = total;
+  if (total > limits_.disk_bytes && !eviction_failed_) {
+    // Files we may not remove (another user's, say): stop listing the
+    // directory on every store, and say why the limit is not kept.
+    eviction_failed_ = true;
+    warn(fmt::format("the kernel cache in {} holds {} MiB, over its limit of {} MiB, and its oldest entries could not "
+                     "be removed; it is no longer trimmed in this process",
+                     dir_, total >> 20, limits_.disk_bytes >> 20));
+  }
 }
 
 void KernelCache::stop_writing(std::string_view reason) {

@@ -81,7 +81,11 @@ class KernelCache {
   std::unordered_map<std::string, CacheEntry> memory_;
   std::deque<std::string> memory_order_;  // keys of memory_, oldest first
   uint64_t memory_bytes_ = 0;
-  std::optional<uint64_t> disk_bytes_;  // the directory's entries, once listed (other processes add to it too)
+  // The directory's entries as last listed plus what this process stored
+  // since; processes storing at once each see only their own stores until
+  // their next listing, so together they can pass the limit for a while.
+  std::optional<uint64_t> disk_bytes_;
+  bool eviction_failed_ = false;
   bool disk_writable_;
   bool directory_ready_ = false;
   FileWriter writer_ = write_whole_file;

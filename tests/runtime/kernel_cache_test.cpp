@@ -315,9 +315,32 @@ TEST(KernelCache, MemoryBeyondTheLimitDropsTheOldestEntries) {
   EXPECT_FALSE(cache.lookup(keys[0]).has_value());
   EXPECT_TRUE(cache.lookup(keys[1]).has_value());
   EXPECT_TRUE(cache.lookup(keys[2]).has_value());
-  // Storing a key again replaces it without counting it twice.
-  cache.store(keys[2], sample_entry());
+  // Storing a key again replaces it without counting it twice, and makes it the newest.
+  cache.store(keys[1], sample_entry());
+  EXPECT_TRUE(cache.lookup(keys[2]).has_value());
+  const std::string d = sha256_hex("d");
+  cache.store(d, sample_entry());
+  EXPECT_FALSE(cache.lookup(keys[2]).has_value());
   EXPECT_TRUE(cache.lookup(keys[1]).has_value());
+  EXPECT_TRUE(cache.lookup(d).has_value());
+}
+
+// A write whose process died leaves a temporary file; after an hour it
+// counts against the limit and is removed first. A newer one is a write in
+// progress and is left alone.
+TEST(KernelCache, AbandonedTemporaryFilesAreRemovedWhenTrimming) {
+  const TempDir tmp("fusejit-kc");
+  const uint64_t size = encode_cache_entry(kKey, sample_entry()).size();
+  const std::string abandoned = KernelCache(tmp.path()).entry_path(kOtherKey) + ".tmp-1-00000000deadbeef";
+  const std::string in_progress = KernelCache(tmp.path()).entry_path(kOtherKey) + ".tmp-2-00000000cafef00d";
+  write_file(abandoned, std::string(size, 'x'));
+  write_file(in_progress, std::string(size, 'y'));
+  set_age(abandoned, 2 * 3600);
+  KernelCache(tmp.path(), KernelCacheLimits{.disk_bytes = size * 3 / 2, .memory_bytes = size * 4})
+      .store(kKey, sample_entry());
+  EXPECT_FALSE(std::filesystem::exists(abandoned));
+  EXPECT_TRUE(std::filesystem::exists(in_progress));
+  EXPECT_TRUE(std::filesystem::exists(KernelCache(tmp.path()).entry_path(kKey)));
 }
 
 TEST(KernelCache, DiskLimitFollowsTheEnvironment) {
