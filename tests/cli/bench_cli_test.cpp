@@ -43,16 +43,16 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
   EXPECT_LT(j["max_rel_error"].get<double>(), 3e-2);
   for (const char* plan : {"unfused", "fused"}) {
     const nlohmann::json& run = j[plan];
-    for (const char* key :
-         {"bytes", "predicted_us", "measured_us_median", "measured_us_min", "effective_gbps", "kernels"}) {
+    for (const char* key : {"bytes", "predicted_us", "measured_us_median", "measured_us_min", "effective_gbps",
+                            "kernels"}) {
       EXPECT_TRUE(run.contains(key)) << plan << "." << key;
     }
     EXPECT_TRUE(run["correct"].get<bool>()) << plan;
     EXPECT_FALSE(run["beyond_float64_tolerance"].get<bool>()) << plan;
     EXPECT_GT(run["measured_us_median"].get<double>(), 0) << plan;
     for (const nlohmann::json& k : run["kernels"]) {
-      for (const char* key :
-           {"name", "bytes", "predicted_us", "measured_us_median", "effective_gbps", "measured_bytes"}) {
+      for (const char* key : {"name", "bytes", "predicted_us", "measured_us_median", "effective_gbps",
+                              "measured_bytes"}) {
         EXPECT_TRUE(k.contains(key)) << plan << " kernel ." << key;
       }
       EXPECT_TRUE(k["measured_bytes"].is_null());  // no counters on the CPU
@@ -133,8 +133,7 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   write_file(other + ".gnuplot", "my script");
   auto script = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + other);
   EXPECT_EQ(script.exit_code, 1);
-  EXPECT_TRUE(has(script.err, "other.svg.gnuplot (where the chart's gnuplot script goes) already exists"))
-      << script.err;
+  EXPECT_TRUE(has(script.err, "other.svg.gnuplot (where the chart's gnuplot script goes) already exists")) << script.err;
   EXPECT_EQ(testing::read_file(other + ".gnuplot"), "my script");
   auto nowhere = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/no/such.svg");
   EXPECT_EQ(nowhere.exit_code, 1);

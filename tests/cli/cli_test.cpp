@@ -86,7 +86,8 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   for (const std::string& seed : {"-1", "99999999999999999999", "1.5", "x"}) {
     auto r = run_fusejit("run " + graph + " --seed " + seed);
     EXPECT_EQ(r.exit_code, 2) << seed;
-    EXPECT_NE(r.err.find("a seed is an integer from 0 to 18446744073709551615, not '" + seed + "'"), std::string::npos)
+    EXPECT_NE(r.err.find("a seed is an integer from 0 to 18446744073709551615, not '" + seed + "'"),
+              std::string::npos)
         << r.err;
   }
   EXPECT_EQ(run_fusejit("run " + graph + " --seed 18446744073709551615").exit_code, 0);
@@ -101,8 +102,8 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   auto both = run_fusejit("run " + graph + " --inputs " + dir + " --seed 5");
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
-  auto threads =
-      testing::run_command("FUSEJIT_THREADS=abc " + std::string(FUSEJIT_CLI_PATH) + " run " + graph + " --backend cpu");
+  auto threads = testing::run_command("FUSEJIT_THREADS=abc " + std::string(FUSEJIT_CLI_PATH) + " run " + graph +
+                                      " --backend cpu");
   EXPECT_EQ(threads.exit_code, 0) << threads.err;
   EXPECT_NE(threads.err.find("FUSEJIT_THREADS=abc is not a thread count from 1 to 1024"), std::string::npos)
       << threads.err;
@@ -376,8 +377,8 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   EXPECT_EQ(nlohmann::json::parse(second.out)["kernels"][0]["cache_hit"], true);
   // The text form: one line per kernel, and matmuls named as library calls;
   // the earlier plan's kernel is removed, so the folder holds this plan alone.
-  auto text =
-      testing::run_command(env + FUSEJIT_CLI_PATH + " emit " + kExamples + "/mlp_block.fj --overwrite --out " + dir);
+  auto text = testing::run_command(env + FUSEJIT_CLI_PATH + " emit " + kExamples + "/mlp_block.fj --overwrite --out " +
+                                   dir);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("library matmul"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("k1_add_gelu"), std::string::npos) << text.out;
