@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/kernel_names.h"
 #include "ir/philox.h"
 
 namespace fusejit {
@@ -28,15 +29,16 @@ namespace {
 
 // The value a {name} placeholder stands for: the attribute itself, or a
 // value derived from it that a kernel wants precomputed (dropout's integer
-// threshold, float scale and 32-bit key halves).
+// threshold and float scale). Dropout's 32-bit key halves (philox.h:
+// dropout_key) come from the seed the kernel takes as an argument
+// (kernel_names.h: seed_name).
 std::string placeholder_value(const Node& node, std::string_view name) {
   if (node.op == Op::kDropout) {
     const double p = node.attrs.get_float("p");
-    const auto seed = static_cast<uint64_t>(node.attrs.get_int("seed"));
     if (name == "threshold") return fmt::format("{}", dropout_threshold(p));
     if (name == "scale") return float_literal(dropout_scale(p));
-    if (name == "seed_lo") return fmt::format("{}", dropout_key(seed)[0]);
-    if (name == "seed_hi") return fmt::format("{}", dropout_key(seed)[1]);
+    if (name == "seed_lo") return fmt::format("(unsigned)({})", emit::seed_name(node));
+    if (name == "seed_hi") return fmt::format("(unsigned)({} >> 32)", emit::seed_name(node));
   }
   const AttrValue* value = node.attrs.find(name);
   return value != nullptr ? format_attr_value(*value) : fmt::format("<{}?>", name);
@@ -78,14 +80,14 @@ std::string node_expression(const Node& node, std::span<const std::string> opera
 }
 
 std::string dropout4_call(const Node& node, std::string_view in, std::string_view out, std::string_view index) {
-  return fmt::format("fj_dropout4({}, {}, {}, {}u, {}, {}u, {}u)", in, out, index, placeholder_value(node, "threshold"),
+  return fmt::format("fj_dropout4({}, {}, {}, {}u, {}, {}, {})", in, out, index, placeholder_value(node, "threshold"),
                      placeholder_value(node, "scale"), placeholder_value(node, "seed_lo"),
                      placeholder_value(node, "seed_hi"));
 }
 
 std::string dropout_span_call(const Node& node, std::string_view in, std::string_view out, std::string_view count,
                               std::string_view first_index) {
-  return fmt::format("fj_dropout_span({}, {}, {}, {}, {}u, {}, {}u, {}u)", in, out, count, first_index,
+  return fmt::format("fj_dropout_span({}, {}, {}, {}, {}u, {}, {}, {})", in, out, count, first_index,
                      placeholder_value(node, "threshold"), placeholder_value(node, "scale"),
                      placeholder_value(node, "seed_lo"), placeholder_value(node, "seed_hi"));
 }

@@ -24,7 +24,35 @@ std::vector<KernelParam> kernel_params(const FusionPlan& plan, const Kernel& ker
     const Node& n = plan.graph->node(id);
     params.push_back({id, n.name, n.dtype, true});
   }
+  if (!dropout_nodes(*plan.graph, kernel).empty()) {
+    params.push_back({.name = std::string(kSeedsParam), .kind = ParamKind::kDropoutSeeds});
+  }
   return params;
+}
+
+std::string seed_name(const Node& dropout) { return "s_" + dropout.name; }
+
+std::vector<int32_t> dropout_nodes(const Graph& graph, const Kernel& kernel) {
+  std::vector<int32_t> out;
+  for (int32_t id : kernel.nodes) {
+    if (graph.node(id).op == Op::kDropout) out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<uint64_t> dropout_seeds(const Graph& graph, const Kernel& kernel) {
+  std::vector<uint64_t> out;
+  for (int32_t id : dropout_nodes(graph, kernel)) {
+    out.push_back(static_cast<uint64_t>(graph.node(id).attrs.get_int("seed")));
+  }
+  return out;
+}
+
+void write_seed_locals(SourceWriter& w, const Graph& graph, const Kernel& kernel) {
+  const std::vector<int32_t> dropouts = dropout_nodes(graph, kernel);
+  for (size_t i = 0; i < dropouts.size(); ++i) {
+    w.line("const unsigned long long {} = {}[{}];", seed_name(graph.node(dropouts[i])), kSeedsParam, i);
+  }
 }
 
 bool rounds_in_kernel(const Graph& graph, const Kernel& kernel, int32_t id) {

@@ -3,7 +3,9 @@
 // that opens it.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/kernel_source.h"
@@ -20,8 +22,21 @@ std::string read_name(const Graph& graph, int32_t id);
 std::string value_name(const Graph& graph, int32_t id);
 
 bool in_kernel(const Kernel& kernel, int32_t id);
-// The kernel's pointer parameters: its reads, then its writes.
+// The kernel's pointer parameters: its reads, then its writes, then (when
+// it has dropout ops) the array of their seeds, named kSeedsParam.
 std::vector<KernelParam> kernel_params(const FusionPlan& plan, const Kernel& kernel);
+
+// The seeds parameter; tensor parameters all start with "p_".
+inline constexpr std::string_view kSeedsParam = "fj_seeds";
+// s_NAME: the local that holds a dropout node's seed, loaded from kSeedsParam.
+std::string seed_name(const Node& dropout);
+// The kernel's dropout nodes, in node order: the order of kSeedsParam.
+std::vector<int32_t> dropout_nodes(const Graph& graph, const Kernel& kernel);
+// The values a launch passes in kSeedsParam: each dropout node's seed attribute.
+std::vector<uint64_t> dropout_seeds(const Graph& graph, const Kernel& kernel);
+// One `const unsigned long long s_NAME = fj_seeds[i];` per dropout node, at
+// the top of the function that computes the kernel's values.
+void write_seed_locals(SourceWriter& w, const Graph& graph, const Kernel& kernel);
 
 // Whether the kernel must round node `id` to its dtype right where it is
 // computed: the node is stored in a 16-bit dtype and also used by another

@@ -35,6 +35,10 @@ struct LoadedKernelInfo {
   bool cache_hit = false;
   int registers = 0;       // GPU only, from the ptxas report
   int spill_bytes = 0;     // GPU only
+  // The kernel whose compiled code this one runs, with its own tensors and
+  // seeds (codegen/shared_code.h); "" when it has its own. compile_ms is 0
+  // for a kernel that shares code.
+  std::string shares_code_with;
 };
 
 struct LoadOptions {

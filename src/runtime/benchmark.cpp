@@ -98,6 +98,7 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
     kb.achieved_gflops = kb.measured_us_median > 0 ? kb.flops / (kb.measured_us_median * 1e3) : 0;
     kb.compile_ms = info.compile_ms;
     kb.cache_hit = info.cache_hit;
+    kb.shares_code_with = info.shares_code_with;
     out.kernels.push_back(std::move(kb));
   }
   // Measured bytes after the timing, so that profiling (which replays

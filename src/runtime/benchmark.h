@@ -51,6 +51,7 @@ struct KernelBench {
   std::optional<double> measured_bytes;  // from hardware counters, where read
   double compile_ms = 0;
   bool cache_hit = false;
+  std::string shares_code_with;  // LoadedKernelInfo::shares_code_with
 };
 
 struct PlanBench {

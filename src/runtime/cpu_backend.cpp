@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "codegen/cpu/cpu_emitter.h"
+#include "codegen/kernel_names.h"
+#include "codegen/shared_code.h"
 #include "cost/host_cpu.h"
 #include "ir/error.h"
 #include "runtime/backend.h"
@@ -30,12 +32,18 @@ double us_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 }
 
+// A plan kernel ready to run: the compiled code it runs (its own, or one it
+// shares with the same kernel of other layers) and its own arguments.
 struct CpuKernel {
-  CpuKernelSource source;
+  std::string name;        // the plan's kernel name
+  int64_t count = 0;       // work items (CpuKernelSource::count)
+  int64_t grain = 1;
   std::shared_ptr<const HostModule> module;  // shared by the kernels compiled together
   HostModule::Entry entry = nullptr;
-  double compile_ms = 0;  // its share of its module's compile
-  std::vector<void*> args;
+  double compile_ms = 0;  // its share of its module's compile; 0 when it runs another kernel's code
+  std::string shares_code_with;  // the kernel whose compiled code it runs; "" for its own
+  std::vector<uint64_t> seeds;   // its dropout seeds, pointed to by args
+  std::vector<void*> args;       // one per parameter (emit::kernel_params)
 };
 
 class CpuLoadedPlan final : public LoadedPlan {
@@ -75,12 +83,12 @@ class CpuLoadedPlan final : public LoadedPlan {
     std::atomic<int> failed{0};
     const HostModule::Entry entry = kernel.entry;
     void* const* args = kernel.args.data();
-    ThreadPool::global().parallel_for(kernel.source.count, kernel.source.grain, [&](int64_t begin, int64_t end) {
+    ThreadPool::global().parallel_for(kernel.count, kernel.grain, [&](int64_t begin, int64_t end) {
       if (entry(args, begin, end) != 0) failed = 1;
     });
     if (failed) {
       return absl::ResourceExhaustedError(
-          fmt::format("kernel {}: out of host memory for its working arrays", kernel.source.name));
+          fmt::format("kernel {}: out of host memory for its working arrays", kernel.name));
     }
     return absl::OkStatus();
   }
@@ -128,43 +136,73 @@ class CpuLoadedPlan final : public LoadedPlan {
     return absl::OkStatus();
   }
 
-  // Compiles the kernels as one module per hardware thread at most, the
-  // modules at the same time: the host compiler is a process per module,
-  // and each run pays start-up, parsing and linking once for all its
-  // kernels (cpu_module_source), while several runs use several cores.
+  // Compiles each distinct kernel once (codegen/shared_code.h: the layers
+  // of a model share their kernels' code), as one module per hardware
+  // thread at most, the modules at the same time: the host compiler is a
+  // process per module, and each run pays start-up, parsing and linking
+  // once for all its kernels (cpu_module_source), while several runs use
+  // several cores.
   absl::Status compile() {
-    for (size_t i = 0; i < plan_.kernels.size(); ++i) {
-      CpuKernel k;
-      k.source = emit_cpu_kernel(plan_, static_cast<int>(i));
-      for (const KernelParam& p : k.source.params) k.args.push_back(buffers_.at(p.node).data());
-      kernels_.push_back(std::move(k));
+    const Graph& g = *plan_.graph;
+    std::vector<int> all(plan_.kernels.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+    const std::vector<KernelGroup> groups = group_same_code(
+        plan_, all, [](const FusionPlan& p, int index, int) { return emit_cpu_kernel(p, index).source; });
+    kernels_.resize(plan_.kernels.size());
+    std::vector<CpuKernelSource> sources;  // one per group
+    for (const KernelGroup& group : groups) {
+      sources.push_back(emit_cpu_kernel(group.code_plan(plan_), group.code_index()));
+      const CpuKernelSource& code = sources.back();
+      for (int member : group.members) {
+        const Kernel& kernel = plan_.kernels[static_cast<size_t>(member)];
+        CpuKernel& k = kernels_[static_cast<size_t>(member)];
+        k.name = kernel.name;
+        k.count = code.count;
+        k.grain = code.grain;
+        if (member != group.members.front()) k.shares_code_with = plan_.kernels[group.members.front()].name;
+        k.seeds = emit::dropout_seeds(g, kernel);
+        const std::vector<KernelParam> params = emit::kernel_params(plan_, kernel);
+        if (params.size() != code.params.size()) {
+          return absl::InternalError(fmt::format("kernel {} takes {} arguments, the code it shares takes {}",
+                                                 kernel.name, params.size(), code.params.size()));
+        }
+        for (const KernelParam& p : params) {
+          k.args.push_back(p.kind == ParamKind::kDropoutSeeds ? static_cast<void*>(k.seeds.data())
+                                                               : buffers_.at(p.node).data());
+        }
+      }
     }
-    const size_t modules = std::min<size_t>(kernels_.size(), std::max(1u, std::thread::hardware_concurrency()));
-    // Module m holds kernels [first(m), first(m + 1)): consecutive, as even as can be.
-    auto first = [&](size_t m) { return m * kernels_.size() / std::max<size_t>(modules, 1); };
+    const size_t modules = std::min<size_t>(groups.size(), std::max(1u, std::thread::hardware_concurrency()));
+    // Module m holds groups [first(m), first(m + 1)): consecutive, as even as can be.
+    auto first = [&](size_t m) { return m * groups.size() / std::max<size_t>(modules, 1); };
     std::vector<absl::Status> status(modules);
     std::atomic<size_t> next{0};
     auto work = [&] {
       for (size_t m = next++; m < modules; m = next++) {
-        std::vector<const CpuKernelSource*> sources;
+        std::vector<const CpuKernelSource*> module_sources;
         std::vector<std::string> entries;
         for (size_t i = first(m); i < first(m + 1); ++i) {
-          sources.push_back(&kernels_[i].source);
-          entries.push_back(kernels_[i].source.name);
+          module_sources.push_back(&sources[i]);
+          entries.push_back(sources[i].name);
         }
         const std::string name =
             entries.size() == 1 ? entries.front() : fmt::format("{}..{}", entries.front(), entries.back());
         absl::StatusOr<std::unique_ptr<HostModule>> c =
-            compile_host_module(name, cpu_module_source(sources), entries, &KernelCache::global());
+            compile_host_module(name, cpu_module_source(module_sources), entries, &KernelCache::global());
         if (!c.ok()) {
           status[m] = c.status();
           continue;
         }
         std::shared_ptr<const HostModule> module = *std::move(c);
         for (size_t i = first(m); i < first(m + 1); ++i) {
-          kernels_[i].module = module;
-          kernels_[i].entry = module->entry(kernels_[i].source.name);
-          kernels_[i].compile_ms = module->compile_ms() / static_cast<double>(entries.size());
+          for (int member : groups[i].members) {
+            CpuKernel& k = kernels_[static_cast<size_t>(member)];
+            k.module = module;
+            k.entry = module->entry(sources[i].name);
+            if (member == groups[i].members.front()) {
+              k.compile_ms = module->compile_ms() / static_cast<double>(entries.size());
+            }
+          }
         }
       }
     };
@@ -176,10 +214,11 @@ class CpuLoadedPlan final : public LoadedPlan {
       if (!s.ok()) return s;
     }
     for (const CpuKernel& k : kernels_) {
-      infos_.push_back({.name = k.source.name,
+      infos_.push_back({.name = k.name,
                         .executed_by = "jit",
                         .compile_ms = k.compile_ms,
-                        .cache_hit = k.module->cache_hit()});
+                        .cache_hit = k.module->cache_hit(),
+                        .shares_code_with = k.shares_code_with});
     }
     return absl::OkStatus();
   }

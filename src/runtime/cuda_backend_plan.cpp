@@ -10,6 +10,7 @@
 
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/kernel_names.h"
+#include "codegen/shared_code.h"
 #include "ir/error.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
@@ -31,12 +32,14 @@ struct TensorBuffer {
   bool poisoned = false;  // written by a kernel (or a graph output): poison_outputs() fills it
 };
 
-// A generated kernel, compiled and loaded.
+// A generated kernel, compiled and loaded: its own code, or the code it
+// shares with the same kernel of other layers (codegen/shared_code.h).
 struct JitKernel {
   CudaKernelSource meta;  // launch parameters; the source text is dropped once compiled
-  ModuleHandle module;
+  std::shared_ptr<const ModuleHandle> module;
   cuda::Function function = nullptr;
-  std::vector<cuda::DevicePtr> pointers;  // in params order
+  // In params order: tensor pointers, then the kernel's slice of the plan's seed buffer.
+  std::vector<cuda::DevicePtr> pointers;
 };
 
 class CudaLoadedPlan final : public LoadedPlan {
@@ -58,9 +61,8 @@ class CudaLoadedPlan final : public LoadedPlan {
 
  private:
   absl::Status allocate(int32_t node, bool poisoned, int misalign);
-  // A generated kernel for buffers `pointers`, compiled as `compiled`.
-  absl::Status load_jit_kernel(int index, CudaKernelSource source, const CompiledKernel& compiled,
-                               std::vector<cuda::DevicePtr> pointers);
+  // Compiles and loads the generated kernels; steps_[k] for each of them.
+  absl::Status load_jit_kernels(std::vector<std::optional<JitKernel>>& jit);
   absl::Status launch(size_t k);
   // "kernel k1_gelu (2 of 4, fused plan)", for errors.
   std::string kernel_label(size_t k) const;
@@ -71,6 +73,7 @@ class CudaLoadedPlan final : public LoadedPlan {
   FusionPlan plan_;
   std::vector<LoadedKernelInfo> infos_;
   std::map<int32_t, TensorBuffer> buffers_;                 // by node id of plan_.graph
+  DeviceBuffer seeds_;  // every generated kernel's dropout seeds, one after another
   std::vector<std::variant<JitKernel, MatmulStep>> steps_;  // one per kernel, in plan order
   std::optional<EventTimer> timer_;
 };
@@ -117,33 +120,12 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
   for (int32_t id : g.outputs()) {  // an output that is a graph input is copied through
     if (absl::Status s = allocate(id, g.node(id).op != Op::kInput, options.misalign_bytes); !s.ok()) return s;
   }
-  // The generated kernels are compiled together, several at a time, then
-  // loaded in plan order. Buffers never move once allocated, so the variant
-  // chosen from their addresses holds for every launch: a misaligned buffer
-  // can never take the 16-byte path.
-  std::vector<CudaKernelSource> sources;
-  std::vector<CudaSource> programs;
-  std::vector<std::vector<cuda::DevicePtr>> pointers;
-  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
-    if (plan_.kernels[k].kind == KernelKind::kMatmul) continue;
-    std::vector<cuda::DevicePtr>& p = pointers.emplace_back();
-    for (const KernelParam& param : emit::kernel_params(plan_, plan_.kernels[k])) {
-      p.push_back(buffers_.at(param.node).ptr);
-    }
-    sources.push_back(emit_cuda_kernel(plan_, static_cast<int>(k), access_for(p)));
-    programs.push_back({sources.back().name, sources.back().source});
-  }
-  absl::StatusOr<std::vector<CompiledKernel>> compiled =
-      compile_cuda_all(programs, {.arch = gpu_->arch()}, &KernelCache::global());
-  if (!compiled.ok()) return compiled.status();
-  size_t next = 0;
+  std::vector<std::optional<JitKernel>> jit(plan_.kernels.size());
+  if (absl::Status s = load_jit_kernels(jit); !s.ok()) return s;
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const Kernel& kernel = plan_.kernels[k];
     if (kernel.kind != KernelKind::kMatmul) {
-      absl::Status s = load_jit_kernel(static_cast<int>(k), std::move(sources[next]), (*compiled)[next],
-                                       std::move(pointers[next]));
-      ++next;
-      if (!s.ok()) return s;
+      steps_.emplace_back(*std::move(jit[k]));
       continue;
     }
     // A matmul whose result nothing uses is still a kernel of the unfused
@@ -156,7 +138,7 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
         MatmulStep::prepare(*gpu_, plan_, kernel, [this](int32_t id) { return buffers_.at(id).ptr; });
     if (!step.ok()) return step.status();
     steps_.emplace_back(*std::move(step));
-    infos_.push_back({.name = kernel.name, .executed_by = "cublas"});
+    infos_[k] = {.name = kernel.name, .executed_by = "cublas"};
   }
   absl::StatusOr<EventTimer> timer = EventTimer::create();
   if (!timer.ok()) return timer.status();
@@ -164,25 +146,87 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
   return absl::OkStatus();
 }
 
-absl::Status CudaLoadedPlan::load_jit_kernel(int index, CudaKernelSource source, const CompiledKernel& compiled,
-                                             std::vector<cuda::DevicePtr> pointers) {
-  absl::StatusOr<ModuleHandle> module = ModuleHandle::load(compiled);
-  if (!module.ok()) return module.status();
-  absl::StatusOr<cuda::Function> function = cuda::module_function(module->get(), source.name);
-  if (!function.ok()) return function.status();
-  JitKernel kernel;
-  kernel.module = *std::move(module);
-  kernel.function = *function;
-  kernel.pointers = std::move(pointers);
-  source.source.clear();
-  kernel.meta = std::move(source);
-  infos_.push_back({.name = plan_.kernels[index].name,
-                    .executed_by = "jit",
-                    .compile_ms = compiled.compile_ms,
-                    .cache_hit = compiled.cache_hit,
-                    .registers = std::max(0, compiled.ptxas.registers),  // -1 (no ptxas) for PTX-only builds
-                    .spill_bytes = static_cast<int>(compiled.ptxas.spill_bytes())});
-  steps_.emplace_back(std::move(kernel));
+// Each distinct generated kernel is compiled once (the layers of a model
+// share their kernels' code), the programs several at a time. Buffers never
+// move once allocated, so the variant chosen from their addresses holds for
+// every launch: a misaligned buffer can never take the 16-byte path.
+absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKernel>>& jit) {
+  const Graph& g = *plan_.graph;
+  infos_.resize(plan_.kernels.size());
+  std::vector<int> generated;
+  std::vector<CudaAccess> access(plan_.kernels.size(), CudaAccess::kScalar);
+  std::vector<uint64_t> seeds;
+  std::vector<size_t> first_seed(plan_.kernels.size(), 0);
+  for (size_t k = 0; k < plan_.kernels.size(); ++k) {
+    const Kernel& kernel = plan_.kernels[k];
+    if (kernel.kind == KernelKind::kMatmul) continue;
+    generated.push_back(static_cast<int>(k));
+    std::vector<cuda::DevicePtr> tensors;
+    for (int32_t id : kernel.reads) tensors.push_back(buffers_.at(id).ptr);
+    for (int32_t id : kernel.writes) tensors.push_back(buffers_.at(id).ptr);
+    access[k] = access_for(tensors);
+    first_seed[k] = seeds.size();
+    const std::vector<uint64_t> own = emit::dropout_seeds(g, kernel);
+    seeds.insert(seeds.end(), own.begin(), own.end());
+  }
+  if (!seeds.empty()) {
+    const size_t bytes = seeds.size() * sizeof(uint64_t);
+    absl::StatusOr<DeviceBuffer> memory =
+        DeviceBuffer::allocate(bytes, fmt::format("the dropout seeds ({} bytes) of the {} plan", bytes, plan_.label));
+    if (!memory.ok()) return memory.status();
+    seeds_ = *std::move(memory);
+    if (absl::Status s = cuda::memcpy_htod(seeds_.get(), seeds.data(), bytes); !s.ok()) return s;
+  }
+  const std::vector<KernelGroup> groups =
+      group_same_code(plan_, generated, [&](const FusionPlan& p, int index, int member) {
+        return emit_cuda_kernel(p, index, access[static_cast<size_t>(member)]).source;
+      });
+  std::vector<CudaKernelSource> sources;
+  std::vector<CudaSource> programs;
+  for (const KernelGroup& group : groups) {
+    sources.push_back(emit_cuda_kernel(group.code_plan(plan_), group.code_index(),
+                                       access[static_cast<size_t>(group.members.front())]));
+    programs.push_back({sources.back().name, sources.back().source});
+  }
+  absl::StatusOr<std::vector<CompiledKernel>> compiled =
+      compile_cuda_all(programs, {.arch = gpu_->arch()}, &KernelCache::global());
+  if (!compiled.ok()) return compiled.status();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const CompiledKernel& c = (*compiled)[i];
+    absl::StatusOr<ModuleHandle> module = ModuleHandle::load(c);
+    if (!module.ok()) return module.status();
+    auto shared = std::make_shared<const ModuleHandle>(*std::move(module));
+    absl::StatusOr<cuda::Function> function = cuda::module_function(shared->get(), sources[i].name);
+    if (!function.ok()) return function.status();
+    sources[i].source.clear();
+    const std::string& first = plan_.kernels[static_cast<size_t>(groups[i].members.front())].name;
+    for (int member : groups[i].members) {
+      const Kernel& kernel = plan_.kernels[static_cast<size_t>(member)];
+      const std::vector<KernelParam> params = emit::kernel_params(plan_, kernel);
+      if (params.size() != sources[i].params.size()) {
+        return absl::InternalError(fmt::format("kernel {} takes {} arguments, the code it shares takes {}",
+                                               kernel.name, params.size(), sources[i].params.size()));
+      }
+      JitKernel& j = jit[static_cast<size_t>(member)].emplace();
+      j.meta = sources[i];
+      j.module = shared;
+      j.function = *function;
+      for (const KernelParam& p : params) {
+        j.pointers.push_back(p.kind == ParamKind::kDropoutSeeds
+                                 ? seeds_.get() + sizeof(uint64_t) * first_seed[static_cast<size_t>(member)]
+                                 : buffers_.at(p.node).ptr);
+      }
+      const bool own = member == groups[i].members.front();
+      infos_[static_cast<size_t>(member)] = {
+          .name = kernel.name,
+          .executed_by = "jit",
+          .compile_ms = own ? c.compile_ms : 0,
+          .cache_hit = c.cache_hit,
+          .registers = std::max(0, c.ptxas.registers),  // -1 (no ptxas) for PTX-only builds
+          .spill_bytes = static_cast<int>(c.ptxas.spill_bytes()),
+          .shares_code_with = own ? "" : first};
+    }
+  }
   return absl::OkStatus();
 }
 

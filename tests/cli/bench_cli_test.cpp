@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fusejit.h"
+#include "support/graph_variants.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -67,6 +68,30 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
   ASSERT_EQ(off.exit_code, 0) << off.err;
   EXPECT_TRUE(has(nlohmann::json::parse(off.out)["measured_bytes_note"].get<std::string>(), "--no-counters"))
       << off.out;
+}
+
+TEST(BenchCli, KernelsOfRepeatedLayersNameTheCodeTheyRun) {
+  const std::string dir = make_temp_dir("fusejit-bench");
+  write_file(dir + "/layers.fj", testing::stacked_layers_text(2));
+  auto r = run_fusejit("bench " + dir + "/layers.fj --backend cpu --reps 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  // Per layer: matmul, add, dropout, layer_norm unfused; a matmul and a row
+  // kernel fused. The second layer runs the first layer's code.
+  for (const auto& [plan, per_layer] : {std::pair{"unfused", 4}, std::pair{"fused", 2}}) {
+    const nlohmann::json& kernels = j[plan]["kernels"];
+    ASSERT_EQ(kernels.size(), 2u * per_layer) << plan;
+    for (int k = 0; k < 2 * per_layer; ++k) {
+      const nlohmann::json& same = kernels[k]["same_code_as"];
+      if (k < per_layer) {
+        EXPECT_TRUE(same.is_null()) << plan << " " << kernels[k];
+      } else {
+        EXPECT_EQ(same, kernels[k - per_layer]["name"]) << plan << " " << kernels[k];
+        EXPECT_EQ(kernels[k]["compile_ms"], 0.0) << plan << " " << kernels[k];
+      }
+    }
+    EXPECT_TRUE(j[plan]["correct"].get<bool>()) << plan;
+  }
 }
 
 TEST(BenchCli, TamperedOutputsAreReportedAsWrong) {

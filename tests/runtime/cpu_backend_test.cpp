@@ -242,6 +242,28 @@ TEST(CpuBackend, WrongInputsAreRejectedByName) {
   EXPECT_FALSE((*loaded)->set_inputs({}).ok());
 }
 
+TEST(CpuBackend, LayersRunTheFirstLayersCodeWithTheirOwnSeeds) {
+  const Graph g = parse(testing::stacked_layers_text(3));
+  const FusionPlan plan = make_fused_plan(g);
+  ASSERT_EQ(plan.kernels.size(), 6u);  // a matmul and a row kernel per layer
+  // Every layer's dropout result is an output: a mask drawn with another
+  // layer's seed would differ from the reference in about half its elements.
+  expect_matches_reference(plan, random_inputs(g, 3));
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<LoadedKernelInfo>& kernels = (*loaded)->kernels();
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    SCOPED_TRACE(kernels[k].name);
+    EXPECT_EQ(kernels[k].name, plan.kernels[k].name);
+    if (k < 2) {
+      EXPECT_EQ(kernels[k].shares_code_with, "");
+    } else {
+      EXPECT_EQ(kernels[k].shares_code_with, plan.kernels[k % 2].name);
+      EXPECT_EQ(kernels[k].compile_ms, 0.0);
+    }
+  }
+}
+
 TEST(CpuBackend, KernelsAreCachedAcrossLoads) {
   const Graph g = parse("input x: f32[3, 5]\ny = tanh(x)\noutput y\n");
   absl::StatusOr<std::unique_ptr<LoadedPlan>> first = cpu().load(make_fused_plan(g));

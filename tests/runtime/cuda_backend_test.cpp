@@ -32,6 +32,7 @@ using cuda_backend::all_aligned;
 using cuda_backend::device_spec_for;
 using cuda_backend::launch_config;
 using cuda_backend::LaunchConfig;
+using testing::parse_or_throw;
 
 const std::string kSource = FUSEJIT_SOURCE_DIR;
 
@@ -42,12 +43,6 @@ std::vector<std::filesystem::path> example_files() {
   }
   std::sort(files.begin(), files.end());
   return files;
-}
-
-Graph parse_or_throw(std::string_view text, std::string_view name = "<test>") {
-  absl::StatusOr<Graph> g = parse_graph(text, name);
-  if (!g.ok()) throw std::runtime_error(std::string(status_text(g.status())));
-  return *std::move(g);
 }
 
 Graph parse_file_or_throw(const std::string& path) {
@@ -599,6 +594,27 @@ TEST_F(GpuBackend, DropoutMaskEqualsTheReferenceBitForBit) {
       EXPECT_GT(dropped, static_cast<int64_t>(x.size()) / 3) << shape;
       EXPECT_LT(dropped, static_cast<int64_t>(x.size()) * 2 / 3) << shape;
     }
+  }
+}
+
+TEST_F(GpuBackend, LayersRunTheFirstLayersCodeWithTheirOwnSeeds) {
+  const Graph g = parse_or_throw(testing::stacked_layers_text(3));
+  const FusionPlan plan = make_fused_plan(g, fusion_options());
+  ASSERT_EQ(plan.kernels.size(), 6u);  // a matmul (cuBLAS) and a row kernel per layer
+  // Every layer's dropout result is an output: a mask drawn with another
+  // layer's seed would differ from the reference in about half its elements.
+  expect_matches_reference(plan, "stacked layers");
+  expect_matches_reference(plan, "stacked layers, misaligned", {.misalign_bytes = 4});
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<LoadedKernelInfo>& kernels = (*loaded)->kernels();
+  ASSERT_EQ(kernels.size(), 6u);
+  for (size_t k = 1; k < kernels.size(); k += 2) {
+    SCOPED_TRACE(kernels[k].name);
+    EXPECT_EQ(kernels[k].name, plan.kernels[k].name);
+    EXPECT_EQ(kernels[k].executed_by, "jit");
+    EXPECT_EQ(kernels[k].shares_code_with, k == 1 ? "" : plan.kernels[1].name);
+    if (k > 1) EXPECT_EQ(kernels[k].compile_ms, 0.0);
   }
 }
 

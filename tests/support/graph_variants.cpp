@@ -3,7 +3,11 @@
 #include <set>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "ir/error.h"
 #include "ir/infer.h"
+#include "ir/text_format.h"
 
 namespace fusejit::testing {
 
@@ -42,6 +46,26 @@ Graph resize_extents(const Graph& graph, const std::map<int64_t, int64_t>& resiz
 
 Graph with_input_dtype(const Graph& graph, DType dtype) {
   return rebuild(graph, [&](Node& input) { input.dtype = dtype; });
+}
+
+Graph parse_or_throw(std::string_view text, std::string_view name) {
+  absl::StatusOr<Graph> g = parse_graph(text, name);
+  if (!g.ok()) throw std::runtime_error(std::string(status_text(g.status())));
+  return *std::move(g);
+}
+
+std::string stacked_layers_text(int layers) {
+  std::string text = "input x: f32[48, 64]\ninput w: f32[64, 64]\ninput b: f32[64]\n"
+                     "input g: f32[64]\ninput be: f32[64]\n";
+  std::string h = "x", outputs;
+  for (int i = 0; i < layers; ++i) {
+    text += fmt::format("m{0} = matmul({1}, w)\na{0} = add(m{0}, b)\nd{0} = dropout(a{0}, p=0.5, seed={2})\n"
+                        "h{0} = layer_norm(d{0}, g, be, eps=1e-5)\n",
+                        i, h, 1000 + 7 * i);
+    outputs += fmt::format("d{}, ", i);
+    h = fmt::format("h{}", i);
+  }
+  return text + "output " + outputs + h + "\n";
 }
 
 const std::vector<std::string>& varied_graph_texts() {

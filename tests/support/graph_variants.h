@@ -6,11 +6,15 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
 
 namespace fusejit::testing {
+
+// parse_graph, throwing std::runtime_error with the diagnostic on a syntax error.
+Graph parse_or_throw(std::string_view text, std::string_view name = "<test>");
 
 // Rebuilds `graph` with every input extent e replaced by resize.at(e) when
 // present. Extents that were equal stay equal, so shapes stay compatible.
@@ -26,5 +30,12 @@ Graph with_input_dtype(const Graph& graph, DType dtype);
 // broadcasts both ways, matmul epilogues, mixed dtypes, siblings, every
 // composite, dropout before a reduction.
 const std::vector<std::string>& varied_graph_texts();
+
+// `layers` repetitions of one layer, h' = layer_norm(dropout(matmul(h, w) +
+// b)), with a seed of its own per layer; every layer's dropout result is an
+// output, so a layer run with another layer's seed shows. Fused, each layer
+// is a matmul and a row kernel that are the same code as every other
+// layer's.
+std::string stacked_layers_text(int layers);
 
 }  // namespace fusejit::testing

@@ -22,9 +22,10 @@ bool streams(const Graph& graph, int32_t id);
 
 // The helpers between their marker lines.
 void write_helpers(SourceWriter& w);
-// Opens the entry point and declares one typed pointer per parameter:
-// "const fj_bf16* __restrict p_x = static_cast<const fj_bf16*>(args[0]);"
-void open_entry(SourceWriter& w, const std::string& name, const std::vector<KernelParam>& params);
+// Opens the kernel's entry point, declares one typed pointer per parameter
+// ("const fj_bf16* __restrict p_x = static_cast<const fj_bf16*>(args[0]);")
+// and loads the dropout seeds into their locals.
+void open_entry(SourceWriter& w, const Graph& graph, const Kernel& kernel, const std::vector<KernelParam>& params);
 
 CpuKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel);
 CpuKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel);

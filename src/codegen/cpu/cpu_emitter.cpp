@@ -52,13 +52,18 @@ void write_helpers(SourceWriter& w) {
   w.line("{}", kCpuHelpersEnd);
 }
 
-void open_entry(SourceWriter& w, const std::string& name, const std::vector<KernelParam>& params) {
-  w.open("extern \"C\" int {}(void* const* args, long long begin, long long end)", name);
+void open_entry(SourceWriter& w, const Graph& graph, const Kernel& kernel, const std::vector<KernelParam>& params) {
+  w.open("extern \"C\" int {}(void* const* args, long long begin, long long end)", kernel.name);
   for (size_t i = 0; i < params.size(); ++i) {
     const KernelParam& p = params[i];
+    if (p.kind == ParamKind::kDropoutSeeds) {
+      w.line("const unsigned long long* __restrict {} = static_cast<const unsigned long long*>(args[{}]);", p.name, i);
+      continue;
+    }
     const std::string type = fmt::format("{}{}", p.written ? "" : "const ", storage_type(p.dtype));
     w.line("{0}* __restrict p_{1} = static_cast<{0}*>(args[{2}]);", type, p.name, i);
   }
+  emit::write_seed_locals(w, graph, kernel);
 }
 
 }  // namespace cpu_emit

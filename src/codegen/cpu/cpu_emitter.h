@@ -5,7 +5,8 @@
 //
 //   extern "C" int NAME(void* const* args, long long begin, long long end);
 //
-// args: one pointer per KernelParam (reads, then writes). The kernel does
+// args: one pointer per KernelParam (reads, then writes, then the dropout
+// seeds as an array of unsigned long long). The kernel does
 // the work items [begin, end) of `count`: elements for a pointwise kernel,
 // rows for a row kernel and for a matmul (rows of the result). The runtime
 // splits [0, count) across threads, so a kernel never starts threads itself.

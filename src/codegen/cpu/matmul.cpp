@@ -31,7 +31,7 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
     // there is nothing to store, so nothing to compute.
     write_header(w, plan, kernel, "matmul whose result is unused: does nothing");
     write_helpers(w);
-    open_entry(w, kernel.name, out.params);
+    open_entry(w, *plan.graph, kernel, out.params);
     w.line("return 0;");
     w.close();
     out.source = w.text();
@@ -41,7 +41,7 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
                fmt::format("matmul [{}, {}] x [{}, {}] in f32, blocked for the cache", out.count, k, k, n));
   write_helpers(w);
   w.blank();
-  open_entry(w, kernel.name, out.params);
+  open_entry(w, *plan.graph, kernel, out.params);
   w.line("constexpr long long kK = {}, kN = {};", k, n);
   w.line("constexpr long long kMB = 32, kNB = 128, kKB = 256;");
   w.line("float* const fj_buffer = fj_alloc_floats(kKB * kNB + kMB * kNB + kMB * kKB);");

@@ -41,7 +41,7 @@ class PointwiseEmitter {
                              kernel_.iteration, out.count, kCpuTile, cols_));
     write_helpers(w_);
     w_.blank();
-    open_entry(w_, kernel_.name, out.params);
+    open_entry(w_, g_, kernel_, out.params);
     w_.line("constexpr long long kCols = {};", cols_);
     w_.line("constexpr long long kTile = {};", kCpuTile);
     for (int32_t id : kernel_.reads) {

@@ -40,7 +40,7 @@ class RowEmitter {
       w_.close(";");
     }
     w_.blank();
-    open_entry(w_, kernel_.name, out.params);
+    open_entry(w_, g_, kernel_, out.params);
     w_.line("constexpr long long kN = {};", n_);
     // Arrays padded to 16 floats (64 bytes), so each one starts aligned.
     w_.line("constexpr long long kStride = (kN + 15) / 16 * 16;");

@@ -12,14 +12,19 @@ namespace fusejit::cuda_emit {
 std::string pointer_params(const std::vector<KernelParam>& params) {
   std::vector<std::string> parts;
   for (const KernelParam& p : params) {
-    parts.push_back(fmt::format("{}{}* __restrict__ p_{}", p.written ? "" : "const ", storage_type(p.dtype), p.name));
+    if (p.kind == ParamKind::kDropoutSeeds) {
+      parts.push_back(fmt::format("const unsigned long long* __restrict__ {}", p.name));
+    } else {
+      parts.push_back(
+          fmt::format("{}{}* __restrict__ p_{}", p.written ? "" : "const ", storage_type(p.dtype), p.name));
+    }
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 std::string pointer_args(const std::vector<KernelParam>& params) {
   std::vector<std::string> parts;
-  for (const KernelParam& p : params) parts.push_back("p_" + p.name);
+  for (const KernelParam& p : params) parts.push_back(p.kind == ParamKind::kDropoutSeeds ? p.name : "p_" + p.name);
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 

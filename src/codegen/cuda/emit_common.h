@@ -18,10 +18,12 @@ using emit::value_name;
 using emit::as_computed;
 using emit::rounds_in_kernel;
 using emit::write_header;
+using emit::write_seed_locals;
 
-// "const fj_bf16* __restrict__ p_x, ..., fj_bf16* __restrict__ p_y"
+// "const fj_bf16* __restrict__ p_x, ..., fj_bf16* __restrict__ p_y", then
+// "const unsigned long long* __restrict__ fj_seeds" for a kernel with dropout
 std::string pointer_params(const std::vector<KernelParam>& params);
-// "p_x, ..., p_y"
+// "p_x, ..., p_y" (", fj_seeds")
 std::string pointer_args(const std::vector<KernelParam>& params);
 // Elements per 16-byte access of the narrowest tensor the kernel reads or writes.
 int vector_width(const Graph& graph, const Kernel& kernel);

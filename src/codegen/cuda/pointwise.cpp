@@ -19,6 +19,7 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
   const Graph& g = *plan.graph;
   w.line("template <int kV, bool kAligned>");
   w.open("__device__ __forceinline__ void {}_items({}, {} i)", kernel.name, pointer_params(params), index_type);
+  write_seed_locals(w, g, kernel);
   for (int32_t id : kernel.reads) {
     const Node& n = g.node(id);
     const TensorAccess access = tensor_access(n.shape, kernel.iteration);

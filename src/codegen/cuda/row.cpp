@@ -146,6 +146,7 @@ class RowEmitter {
     w_.blank();
     w_.open("__device__ __forceinline__ void {}_rows({}, long long rows)", kernel_.name,
             pointer_params(out_.params));
+    write_seed_locals(w_, g_, kernel_);
     if (out_.variant == CudaVariant::kReread) {
       write_reread_body();
     } else {

@@ -27,7 +27,8 @@ constexpr int kChunks = 1;
 constexpr int kItems = kChunks * kVec;
 constexpr bool kAligned = true;
 
-__device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, long long rows) {
+__device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, const unsigned long long* __restrict__ fj_seeds, long long rows) {
+  const unsigned long long s_d = fj_seeds[0];
   __shared__ float fj_smem[32];
   const int tid = threadIdx.x;
   float r_b[kItems];
@@ -72,7 +73,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     // d = dropout(g, p=0.1, seed=42)
     float v_d[kItems];
     #pragma unroll
-    for (int k = 0; k < kItems; k += 4) fj_dropout4(v_g + k, v_d + k, (unsigned long long)(row * kN + ((k / kVec) * kThreads + tid) * kVec + k % kVec), 1677722u, 1.1111112f, 42u, 0u);
+    for (int k = 0; k < kItems; k += 4) fj_dropout4(v_g + k, v_d + k, (unsigned long long)(row * kN + ((k / kVec) * kThreads + tid) * kVec + k % kVec), 1677722u, 1.1111112f, (unsigned)(s_d), (unsigned)(s_d >> 32));
     // mean_7 = mean(d)
     float v_mean_7;
     {
@@ -130,6 +131,6 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-k0_add_gelu_dropout_layer_norm(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, long long rows) {
-  k0_add_gelu_dropout_layer_norm_rows(p_x, p_b, p_gamma, p_beta, p_y, rows);
+k0_add_gelu_dropout_layer_norm(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, const unsigned long long* __restrict__ fj_seeds, long long rows) {
+  k0_add_gelu_dropout_layer_norm_rows(p_x, p_b, p_gamma, p_beta, p_y, fj_seeds, rows);
 }
