@@ -59,6 +59,18 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
   if (!loaded.ok()) return loaded.status();
   if (absl::Status s = (*loaded)->set_inputs(inputs); !s.ok()) return s;
+  int64_t generated = 0, distinct = 0, cached = 0;
+  for (const LoadedKernelInfo& k : (*loaded)->kernels()) {
+    if (k.executed_by != "jit") continue;
+    ++generated;
+    if (!k.shares_code_with.empty()) continue;
+    ++distinct;
+    cached += k.cache_hit ? 1 : 0;
+  }
+  if (distinct < generated) {  // repeated layers: say why there were fewer compiles
+    say(options, fmt::format("{} plan: {} generated kernels run {} ({} from the kernel cache)", plan.label,
+                             generated, counted(distinct, "distinct compiled kernel"), cached));
+  }
 
   say(options, fmt::format("{} plan: checking against the reference interpreter", plan.label));
   absl::StatusOr<TensorMap> reference = interpret_plan(plan, inputs);
