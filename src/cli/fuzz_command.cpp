@@ -32,8 +32,11 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
   int failed = 0, unreadable = 0;
   int64_t kernels = 0;
   nlohmann::json failures = nlohmann::json::array();
-  for (const std::string& file : opt.files) {
-    const absl::StatusOr<std::string> text = read_whole_file(file);
+  for (const std::string& given : opt.files) {
+    // "-": standard input, named <stdin> in diagnostics, as for every command's FILE.
+    const bool is_stdin = given == "-";
+    const std::string file = is_stdin ? "<stdin>" : given;
+    const absl::StatusOr<std::string> text = is_stdin ? read_standard_input() : read_whole_file(given);
     if (!text.ok()) {
       fmt::print(stderr, "fusejit: error: {}\n", status_text(text.status()));
       return 1;
@@ -124,8 +127,9 @@ void register_fuzz(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--cuda-compile", opt->cuda_compile, "also compile every kernel of both plans with NVRTC");
   cmd->add_option("--arch", opt->arch, "architecture for --cuda-compile")->capture_default_str();
-  cmd->add_option("--check", opt->files, "check these graph files (e.g. a printed reproducer) instead of random graphs")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("--check", opt->files, "check these graph files (e.g. a printed reproducer; '-': standard input) instead of random graphs")
+      ->check(CLI::Validator(
+          [](std::string& file) { return file == "-" ? std::string() : CLI::ExistingFile(file); }, "FILE"));
   cmd->add_flag("--json", opt->json, "print one JSON object: graphs, kernels, mismatches, failures");
   cmd->callback([opt, &exit_code] { exit_code = fuzz(*opt); });
 }

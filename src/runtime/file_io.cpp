@@ -50,21 +50,27 @@ uint64_t random_u64() {
   return engine();
 }
 
+absl::StatusOr<std::string> read_to_end(int fd, const std::string& name) {
+  std::string data;
+  char chunk[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_status(errno, "read", name);
+    if (n == 0) return data;
+    data.append(chunk, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> read_whole_file(const std::string& path) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return errno_status(errno, "open", path);
-  std::string data;
-  char chunk[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_status(errno, "read", path);
-    if (n == 0) return data;
-    data.append(chunk, static_cast<size_t>(n));
-  }
+  return read_to_end(fd.get(), path);
 }
+
+absl::StatusOr<std::string> read_standard_input() { return read_to_end(STDIN_FILENO, "<stdin>"); }
 
 absl::Status write_whole_file(const std::string& path, std::string_view data) {
   FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

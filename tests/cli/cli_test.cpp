@@ -183,6 +183,15 @@ TEST(Cli, GraphFromStandardInput) {
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("<stdin>:2:9: error: undefined name 'z'"), std::string::npos) << bad.err;
   EXPECT_TRUE(bad.out.empty()) << bad.out;
+  // fuzz --check reads it too.
+  auto fuzz = testing::run_command("(printf 'input x: f32[5, 17]\\ny = softmax(x)\\noutput y\\n' | " + fusejit +
+                                   " fuzz --backend cpu --check -)");
+  EXPECT_EQ(fuzz.exit_code, 0) << fuzz.err;
+  EXPECT_EQ(fuzz.out, "<stdin>: ok\n");
+  auto fuzz_bad = testing::run_command("(printf 'input x: f32[4]\\ny = exp(z)\\noutput y\\n' | " + fusejit +
+                                       " fuzz --backend cpu --check -)");
+  EXPECT_EQ(fuzz_bad.exit_code, 1);
+  EXPECT_NE(fuzz_bad.err.find("<stdin>:2:9: error: undefined name 'z'"), std::string::npos) << fuzz_bad.err;
 }
 
 TEST(Cli, RunPrintsASummaryPerOutput) {
