@@ -3,7 +3,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,28 +48,51 @@ std::optional<Occupancy> occupancy_of(const CompiledKernel& c, const CudaKernelS
                                c.ptxas.shared_bytes);
 }
 
-// What an earlier emit wrote: its kernels' names are k<index>_<ops>.
-bool looks_emitted(const std::string& file) {
-  static const std::regex kKernelFile("k[0-9]+_[A-Za-z0-9_]+\\.(cu|ptx|ptxas\\.txt)");
-  return file == "plan.txt" || std::regex_match(file, kKernelFile);
+// Every emit lists the files it wrote in this manifest, so that a later
+// emit into the folder replaces or removes only files an emit wrote, never a
+// user's file that merely has a kernel-like name.
+constexpr const char* kManifest = "emitted.txt";
+constexpr const char* kManifestHeader =
+    "# Files written by `fusejit emit` into this folder; a later `fusejit emit --overwrite` replaces them or "
+    "removes those its plan lacks.";
+
+// The files the earlier emit into `dir` wrote, from its manifest; empty when
+// there is none (or the file of that name is not one).
+std::set<std::string> earlier_emit(const std::filesystem::path& dir) {
+  std::set<std::string> files;
+  std::ifstream in(dir / kManifest);
+  std::string line;
+  if (!std::getline(in, line) || line != kManifestHeader) return files;
+  while (std::getline(in, line)) {
+    // Plain names in this folder only: a manifest never leads outside it.
+    if (line.empty() || line == "." || line == ".." || line.find('/') != std::string::npos) continue;
+    files.insert(line);
+  }
+  return files;
 }
 
 // Before anything is compiled or written: the files `writing` would replace
-// in `dir`, and an earlier emit's kernels that would be left beside the new
-// ones, are an error unless --overwrite; with it, those stale kernels are
-// removed (and named), so the folder holds exactly this plan.
+// in `dir`, and an earlier emit's files that would be left beside the new
+// ones, are an error unless --overwrite; with it, those stale files are
+// removed (and named), so the folder holds exactly this plan's kernels
+// besides the user's own files.
 absl::Status prepare_out_dir(const std::filesystem::path& dir, const std::set<std::string>& writing, bool overwrite) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
     return absl::FailedPreconditionError(fmt::format("--out {}: exists and is not a directory", dir.string()));
   }
   std::vector<std::string> replaced, stale;
+  bool all_emitted = true;
   if (std::filesystem::is_directory(dir, ec)) {
+    const std::set<std::string> earlier = earlier_emit(dir);
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();
-      if (writing.count(name) != 0) {
+      if (name == kManifest && !earlier.empty()) {
+        continue;  // the earlier emit's manifest: bookkeeping, rewritten below
+      } else if (writing.count(name) != 0) {
         replaced.push_back(name);
-      } else if (looks_emitted(name)) {
+        all_emitted = all_emitted && earlier.count(name) != 0;
+      } else if (earlier.count(name) != 0 && entry.is_regular_file(ec)) {
         stale.push_back(name);
       }
     }
@@ -82,10 +104,11 @@ absl::Status prepare_out_dir(const std::filesystem::path& dir, const std::set<st
     all.insert(all.end(), stale.begin(), stale.end());
     const size_t shown = std::min<size_t>(all.size(), 4);
     return absl::AlreadyExistsError(fmt::format(
-        "--out {}: holds {}{} from an earlier emit; pass --overwrite to replace them (an earlier emit's other "
-        "kernels are then removed) or choose another --out",
+        "--out {}: holds {}{}{}; pass --overwrite to replace them (an earlier emit's other kernels are then "
+        "removed) or choose another --out",
         dir.string(), absl::StrJoin(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
-        all.size() > shown ? fmt::format(" and {} more", all.size() - shown) : ""));
+        all.size() > shown ? fmt::format(" and {} more", all.size() - shown) : "",
+        all_emitted ? " from an earlier emit" : ""));
   }
   for (const std::string& name : stale) {
     if (!std::filesystem::remove(dir / name, ec) || ec) {
@@ -133,7 +156,7 @@ int emit(const EmitOptions& opt) {
   const FusionOptions options = fusion_options_for(gpu_device("h100"));
   const FusionPlan plan = opt.unfused ? make_unfused_plan(*graph, options) : make_fused_plan(*graph, options);
   const std::filesystem::path dir(opt.out);
-  std::set<std::string> writing = {"plan.txt"};
+  std::set<std::string> writing = {"plan.txt", kManifest};
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) continue;
     writing.insert({kernel.name + ".cu", kernel.name + ".ptx", kernel.name + ".ptxas.txt"});
@@ -171,9 +194,18 @@ int emit(const EmitOptions& opt) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
     return 1;
   }
-  if (absl::Status s = write_text(dir / "plan.txt", describe(plan)); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
-    return 1;
+  // The manifest first: if a write below fails, a later emit still knows
+  // which files are its own.
+  std::string manifest = std::string(kManifestHeader) + "\n";
+  for (const std::string& name : writing) {
+    if (name != kManifest) manifest += name + "\n";
+  }
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{kManifest, manifest},
+                                   std::pair<std::string, std::string>{"plan.txt", describe(plan)}}) {
+    if (absl::Status s = write_text(dir / name, text); !s.ok()) {
+      fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+      return 1;
+    }
   }
   size_t next = 0;
   for (const Kernel& kernel : plan.kernels) {
@@ -232,7 +264,8 @@ void register_emit(CLI::App& app, int& exit_code) {
   cmd->add_option("--target", opt->target, "code generation target")->check(CLI::IsMember({"cuda"}))->capture_default_str();
   cmd->add_option("--arch", opt->arch, "GPU architecture: sm_XX (CUBIN) or compute_XX (PTX only)")
       ->capture_default_str();
-  cmd->add_option("--out", opt->out, "directory for the kernels and plan.txt")->capture_default_str();
+  cmd->add_option("--out", opt->out, "directory for the kernels, plan.txt and emitted.txt (the list of files written)")
+      ->capture_default_str();
   cmd->add_option("--access", opt->access,
                   "which variant to write: vector (16-byte accesses, launched on aligned buffers) or scalar "
                   "(compiled when a buffer is not 16-byte aligned)")
