@@ -11,9 +11,11 @@
 #include "codegen/cpu/cpu_emitter.h"
 #include "fusejit_version.h"
 #include "fusion/plan.h"
+#include "ir/error.h"
 #include "ir/text_format.h"
 #include "runtime/backend.h"
 #include "runtime/file_io.h"
+#include "runtime/warnings.h"
 #include "runtime/host_compiler.h"
 #include "runtime/sha256.h"
 #include "runtime/thread_pool.h"
@@ -147,7 +149,7 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   // A few seconds of silence would look like a hang.
   fmt::print(stderr,
              "fusejit: measuring this CPU's op throughput with JIT kernels for the cost model (once for this "
-             "compiler, thread count and kernel source; kept in {})\n",
+             "compiler, thread count and kernel source; the figures go to {})\n",
              path.string());
   nlohmann::json classes;
   for (const Probe& p : kProbes) {
@@ -165,6 +167,10 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   const nlohmann::json cached{{"entries", entries}};
   absl::Status saved = ensure_directory(path.parent_path().string());
   if (saved.ok()) saved = replace_file(path.string(), cached.dump(2) + "\n");
+  if (!saved.ok()) {
+    warn(fmt::format("cannot keep the CPU's op throughputs ({}); the next process measures them again",
+                     status_text(saved)));
+  }
   return d;
 }
 

@@ -147,7 +147,13 @@ std::optional<CacheEntry> KernelCache::read_from_disk(const std::string& key) {
   absl::StatusOr<std::string> file = read_whole_file(path);
   if (absl::IsNotFound(file.status())) return std::nullopt;
   if (!file.ok()) {
-    warn(fmt::format("cannot read kernel cache entry: {}; compiling again", status_text(file.status())));
+    // Once: an unusable directory fails every lookup alike.
+    if (!read_failed_) {
+      read_failed_ = true;
+      warn(fmt::format("cannot read kernel cache entry: {}; compiling again (later entries that cannot be read are "
+                       "not reported)",
+                       status_text(file.status())));
+    }
     return std::nullopt;
   }
   absl::StatusOr<CacheEntry> entry = decode_cache_entry(*file, key);

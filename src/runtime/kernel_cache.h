@@ -86,6 +86,7 @@ class KernelCache {
   // their next listing, so together they can pass the limit for a while.
   std::optional<uint64_t> disk_bytes_;
   bool eviction_failed_ = false;
+  bool read_failed_ = false;  // an entry could not be read (warned once)
   bool disk_writable_;
   bool directory_ready_ = false;
   FileWriter writer_ = write_whole_file;

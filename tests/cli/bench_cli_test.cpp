@@ -243,6 +243,26 @@ TEST(RunCli, JitBackendsAgreeWithTheReference) {
   EXPECT_LT(relative_error(*a, *b), tolerance(DType::kBF16));
 }
 
+// A cache directory that cannot be used (here a file) costs the caching,
+// with one warning per reason, not one per kernel, and no claim that the
+// CPU's measured figures were kept.
+TEST(RunCli, AnUnusableCacheDirectoryIsOneWarningPerReason) {
+  const std::string dir = make_temp_dir("fusejit-run-cache");
+  write_file(dir + "/not-a-directory", "a file\n");
+  auto r = run_command("FUSEJIT_CACHE_DIR=" + dir + "/not-a-directory " + std::string(FUSEJIT_CLI_PATH) + " run " +
+                       tiny_chain(dir) + " --backend cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto count = [&](const std::string& needle) {
+    int n = 0;
+    for (size_t at = r.err.find(needle); at != std::string::npos; at = r.err.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("cannot read kernel cache entry"), 1) << r.err;
+  EXPECT_EQ(count("cannot write the kernel cache"), 1) << r.err;
+  EXPECT_EQ(count("cannot keep the CPU's op throughputs"), 1) << r.err;
+  EXPECT_EQ(count("kept in"), 0) << r.err;
+}
+
 // `fusejit fuzz --check`: saved graphs (reproducers) are checked like
 // generated ones, each reported by file; one that fails makes the exit code 1.
 TEST(FuzzCli, CheckReportsEveryFile) {
