@@ -73,14 +73,17 @@ nlohmann::json run_json(const PlanBench& p) {
 
 std::string format_bench(const BenchResult& r) {
   std::string t = fmt::format("backend {}: {}\n", r.backend, r.description);
+  const std::string against_cache =
+      r.device.cache_bytes > 0
+          ? fmt::format("{:.1f}x the {} MiB last-level cache",
+                        static_cast<double>(r.working_set_bytes) / static_cast<double>(r.device.cache_bytes),
+                        r.device.cache_bytes >> 20)
+          : std::string("the last-level cache's size is unknown: the system does not report it");
   t += fmt::format(
       "memory ceiling: {:.1f} GB/s, a {} copy of {} MiB measured in this run; the unfused plan moves {} MiB per run "
-      "({:.1f}x the {} MiB last-level cache)\n",
+      "({})\n",
       r.ceiling_gbps, r.backend == "cpu" ? "multi-threaded" : "device-to-device", r.copy_bytes >> 20,
-      r.working_set_bytes >> 20,
-      r.device.cache_bytes > 0 ? static_cast<double>(r.working_set_bytes) / static_cast<double>(r.device.cache_bytes)
-                               : 0.0,
-      r.device.cache_bytes >> 20);
+      r.working_set_bytes >> 20, against_cache);
   t += fmt::format("timing: {} repetitions after a warm-up, cache flushed before every kernel; median (and min) of each\n",
                    r.reps);
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
@@ -140,7 +143,8 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"ceiling_gbps", r.ceiling_gbps},
           {"copy_bytes", r.copy_bytes},
           {"working_set_bytes", r.working_set_bytes},
-          {"last_level_cache_bytes", r.device.cache_bytes},
+          {"last_level_cache_bytes",  // null where the system does not report it
+           r.device.cache_bytes > 0 ? nlohmann::json(r.device.cache_bytes) : nlohmann::json()},
           {"reps", r.reps},
           {"unfused", run_json(r.unfused)},
           {"fused", run_json(r.fused)},

@@ -281,8 +281,12 @@ class CpuBackend final : public Backend {
 
   absl::Status flush_cache() override {
     if (!flush_) {
-      const int64_t cache = std::max<int64_t>(device().cache_bytes, int64_t{8} << 20);
-      absl::StatusOr<HostBuffer> b = HostBuffer::allocate(4 * cache, 0, "the cache flush buffer");
+      // Four times the last-level cache; where the system does not report
+      // its size (some virtual machines), 256 MiB, four times the L3 that
+      // one chiplet of a current server CPU shares among its cores.
+      const int64_t cache = device().cache_bytes;
+      const int64_t bytes = cache > 0 ? 4 * std::max<int64_t>(cache, int64_t{8} << 20) : int64_t{256} << 20;
+      absl::StatusOr<HostBuffer> b = HostBuffer::allocate(bytes, 0, "the cache flush buffer");
       if (!b.ok()) return b.status();
       flush_ = std::make_unique<HostBuffer>(*std::move(b));
     }

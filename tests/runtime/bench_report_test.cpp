@@ -1,0 +1,41 @@
+// format_bench / bench_json on results built by hand: what the report says
+// about the last-level cache when its size is known and when it is not.
+#include <gtest/gtest.h>
+
+#include "runtime/bench_report.h"
+
+namespace fusejit {
+namespace {
+
+BenchResult result_with_cache(int64_t cache_bytes) {
+  BenchResult r;
+  r.backend = "cpu";
+  r.description = "a test CPU";
+  r.device.name = "cpu";
+  r.device.cache_bytes = cache_bytes;
+  r.ceiling_gbps = 40;
+  r.copy_bytes = int64_t{128} << 20;
+  r.working_set_bytes = int64_t{256} << 20;
+  r.reps = 3;
+  r.unfused.label = "unfused";
+  r.fused.label = "fused";
+  return r;
+}
+
+TEST(BenchReport, WorkingSetIsComparedWithTheCacheWhenItsSizeIsKnown) {
+  const BenchResult r = result_with_cache(int64_t{32} << 20);
+  EXPECT_NE(format_bench(r).find("moves 256 MiB per run (8.0x the 32 MiB last-level cache)"), std::string::npos)
+      << format_bench(r);
+  EXPECT_EQ(bench_json(r)["last_level_cache_bytes"], int64_t{32} << 20);
+}
+
+TEST(BenchReport, AnUnknownCacheSizeIsSaidToBeUnknown) {
+  const BenchResult r = result_with_cache(0);
+  const std::string text = format_bench(r);
+  EXPECT_NE(text.find("(the last-level cache's size is unknown"), std::string::npos) << text;
+  EXPECT_EQ(text.find("0 MiB"), std::string::npos) << text;
+  EXPECT_TRUE(bench_json(r)["last_level_cache_bytes"].is_null());
+}
+
+}  // namespace
+}  // namespace fusejit
