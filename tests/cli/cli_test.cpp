@@ -170,6 +170,25 @@ TEST(Cli, UnusedValuesAreNamedWithTheirLineAndNotComputed) {
   std::filesystem::remove_all(dir);
 }
 
+// Dropouts sharing a seed drop the same positions: a warning at the later
+// one's line naming the earlier; distinct seeds, or a dropout no output
+// uses, draw none.
+TEST(Cli, DropoutsSharingASeedAreWarnedAbout) {
+  const std::string dir = make_temp_dir("fusejit-cli");
+  const std::string path = dir + "/same_seed.fj";
+  write_file(path,
+             "input x: f32[4, 8]\na = dropout(x, p=0.5)\nb = relu(a)\nc = dropout(b, p=0.5)\n"
+             "d = dropout(c, p=0.5, seed=7)\ne = dropout(d, p=0.5, seed=7)\nf = dropout(e, p=0.5, seed=8)\n"
+             "unused = dropout(x, p=0.5, seed=8)\noutput f\n");
+  auto r = run_fusejit("check " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(path + ":4:1: dropout 'c' has seed 0, as 'a' (line 2) has"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(path + ":6:1: dropout 'e' has seed 7, as 'd' (line 5) has"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("dropout 'f'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("dropout 'unused'"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 // FILE "-" reads the graph from standard input; diagnostics name it <stdin>.
 TEST(Cli, GraphFromStandardInput) {
   const std::string fusejit = FUSEJIT_CLI_PATH;
