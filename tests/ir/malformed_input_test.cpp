@@ -101,6 +101,8 @@ const Case kCases[] = {
      "seed must be a non-negative integer, got -1"},
     {"SeedFractional", PRELUDE "y = dropout(x, p=0.1, seed=1.5)\noutput y\n", "3:28",
      "invalid value '1.5' for attribute 'seed': expected an integer"},
+    {"SeedBeyondInt64", PRELUDE "y = dropout(x, p=0.1, seed=18446744073709551615)\noutput y\n", "3:28",
+     "value '18446744073709551615' for attribute 'seed' is out of range: at most 9223372036854775807"},
     {"EpsZero", PRELUDE "y = layer_norm(x, eps=0)\noutput y\n", "3:23", "eps must be > 0, got 0"},
     {"EpsNegative", PRELUDE "y = rms_norm(x, eps=-1)\noutput y\n", "3:21", "eps must be > 0, got -1"},
     {"DuplicateAttribute", PRELUDE "y = dropout(x, p=0.1, p=0.2)\noutput y\n", "3:23",
