@@ -97,6 +97,8 @@ class Parser {
   bool check_new_name(const Token& name);
   void poison(const Token& name);
   std::optional<int32_t> resolve(const Token& token);
+  // The line of the statement that defines `name` after the current one, if any.
+  std::optional<int> defined_later(std::string_view name);
   std::optional<double> literal(const Token& token);
 
   bool error_at(SourceLoc loc, std::string_view message);
@@ -107,12 +109,18 @@ class Parser {
   std::vector<std::string> errors_;
   bool stopped_ = false;  // the error limit was reached
   bool saw_output_ = false;
+  std::string_view text_;  // the whole text, for defined_later()
+  // Each name's first defining line, filled when an undefined name is first met.
+  std::optional<absl::flat_hash_map<std::string, int>> definitions_;
   // Names whose defining statement failed, and its line.
   absl::flat_hash_map<std::string, int> poisoned_;
   absl::flat_hash_set<int32_t> output_ids_;
 };
 
 absl::StatusOr<Graph> Parser::parse(std::string_view text) {
+  // A UTF-8 byte-order mark, as some editors write, is not part of the text.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
+  text_ = text;
   if (text.size() > kMaxTextBytes) {
     error_at({1, 1}, "the text is larger than 1 GiB");
   } else {
@@ -430,10 +438,38 @@ std::optional<int32_t> Parser::resolve(const Token& token) {
   } else if (!is_identifier(token.text)) {
     error(token.col,
           fmt::format("{} is not a valid name (names use ASCII letters, digits and '_')", quoted(token.text)));
+  } else if (const std::optional<int> later = defined_later(token.text)) {
+    error(token.col, fmt::format("undefined name {}: it is defined later, on line {}; a value must be defined "
+                                 "before the line that uses it",
+                                 quoted(token.text), *later));
   } else {
     error(token.col, fmt::format("undefined name {}", quoted(token.text)));
   }
   return std::nullopt;
+}
+
+std::optional<int> Parser::defined_later(std::string_view name) {
+  if (!definitions_) {
+    definitions_.emplace();
+    int line_number = 0;
+    for (size_t start = 0; start < text_.size();) {
+      const size_t end = std::min(text_.find('\n', start), text_.size());
+      ++line_number;
+      LineLexer lex(text_.substr(start, end - start));
+      const Token first = lex.next();
+      if (first.kind == TokenKind::kWord) {
+        if (lex.peek().is('=')) {
+          definitions_->try_emplace(std::string(first.text), line_number);
+        } else if (first.text == "input" && lex.peek().kind == TokenKind::kWord) {
+          definitions_->try_emplace(std::string(lex.peek().text), line_number);
+        }
+      }
+      start = end + 1;
+    }
+  }
+  auto it = definitions_->find(absl_view(name));
+  if (it == definitions_->end() || it->second <= line_) return std::nullopt;
+  return it->second;
 }
 
 std::optional<double> Parser::literal(const Token& token) {
@@ -471,6 +507,7 @@ absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_n
 }
 
 absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("fusejit: error: the graph file's name is empty; name a .fj file, or '-' for standard input");
   const bool is_stdin = path == "-";
   const std::string name = is_stdin ? "<stdin>" : path;
   auto close = [is_stdin](std::FILE* f) {

@@ -189,6 +189,15 @@ TEST(TextFormatTest, AcceptsCommentsWhitespaceAndCrlf) {
   EXPECT_TRUE(parse_ok(messy) == canonical) << print_graph(parse_ok(messy));
 }
 
+// Editors on Windows may start a UTF-8 file with a byte-order mark; columns
+// on the first line count from after it, as the editor shows them.
+TEST(TextFormatTest, AcceptsAUtf8ByteOrderMark) {
+  EXPECT_TRUE(parse_ok("\xEF\xBB\xBF" + std::string(kIssueExample)) == parse_ok(kIssueExample));
+  absl::StatusOr<Graph> bad = parse_graph("\xEF\xBB\xBFinput x: f32[4]x\noutput x\n", "bom.fj");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("bom.fj:1:16:"), std::string::npos) << bad.status();
+}
+
 TEST(TextFormatTest, AcceptsEveryDecimalLiteralForm) {
   const Graph g = parse_ok(
       "input x: f32[4]\n"
@@ -224,6 +233,11 @@ TEST(TextFormatTest, FileErrorsNameThePathAndTheReason) {
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(std::string(g.status().message()), path + ": error: cannot open the file: No such file or directory");
+
+  absl::StatusOr<Graph> empty = parse_graph_file("");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(std::string(empty.status().message()),
+            "fusejit: error: the graph file's name is empty; name a .fj file, or '-' for standard input");
 
   absl::StatusOr<Graph> dir = parse_graph_file(kExampleDir.string());
   ASSERT_FALSE(dir.ok());
