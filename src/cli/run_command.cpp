@@ -100,12 +100,19 @@ absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
     return absl::FailedPreconditionError(fmt::format("--save {}: exists and is not a directory", dir));
   }
-  if (overwrite) return absl::OkStatus();
   std::vector<int32_t> ids = graph.inputs();
   for (int32_t id : graph.outputs()) ids.push_back(id);
   for (int32_t id : ids) {
     const std::string path = npy_path(dir, graph.node(id).name);
-    if (std::filesystem::exists(path)) {
+    const std::filesystem::file_status st = std::filesystem::symlink_status(path, ec);
+    if (!std::filesystem::exists(st)) continue;
+    // Not even --overwrite replaces a directory (or a device, a socket): a
+    // file written first would be left behind by the failure.
+    if (!std::filesystem::is_regular_file(st) && !std::filesystem::is_symlink(st)) {
+      return absl::FailedPreconditionError(
+          fmt::format("--save: {} exists and is not a file; move it or choose another --save folder", path));
+    }
+    if (!overwrite) {
       return absl::AlreadyExistsError(fmt::format("--save: {} already exists; pass --overwrite to replace it", path));
     }
   }

@@ -273,6 +273,15 @@ TEST(Cli, RunSavesAndReloadsNpyWithoutOverwriting) {
   EXPECT_EQ(testing::read_file(dir + "/out/y.npy"), before);
   EXPECT_EQ(run_fusejit("run " + graph + " --seed 4 --overwrite --save " + dir + "/out").exit_code, 0);
   EXPECT_NE(testing::read_file(dir + "/out/y.npy"), before);
+
+  // A directory where a file would go: refused before anything is written,
+  // even with --overwrite.
+  std::filesystem::create_directories(dir + "/blocked/y.npy");
+  auto blocked = run_fusejit("run " + graph + " --overwrite --save " + dir + "/blocked");
+  EXPECT_EQ(blocked.exit_code, 1);
+  EXPECT_NE(blocked.err.find("--save: " + dir + "/blocked/y.npy exists and is not a file"), std::string::npos)
+      << blocked.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/blocked/x.npy")) << "nothing written";
   std::filesystem::remove_all(dir);
 }
 
