@@ -1,10 +1,13 @@
 // The bias -> GeLU -> dropout -> LayerNorm chain of
 // examples/graphs/bias_gelu_dropout_layernorm.fj, built through the C++ API.
-// Prints the graph in the text format, then runs it on the reference
-// interpreter at a small size and prints a summary of the output.
+// Prints the graph in the text format, runs it on the reference interpreter
+// at a small size and prints a summary of the output; then runs the fused
+// plan with generated kernels (on the GPU when one is usable, else compiled
+// C++ on the CPU) and checks it against the reference.
 //
 //   ./build/examples/bias_gelu_dropout_layernorm_api [ROWS]
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -46,6 +49,28 @@ int main(int argc, char** argv) {
     double sum = 0;
     for (double v : y.values) sum += v;
     fmt::print("y: {}{}, mean {:.6f}\n", y.dtype, y.shape, sum / static_cast<double>(y.numel()));
+
+    // The fused plan, JIT-compiled: "auto" is the GPU when one is usable,
+    // else the CPU ("cuda" and "cpu" choose).
+    const fusejit::FusionPlan plan = fusejit::make_fused_plan(g);
+    absl::StatusOr<std::unique_ptr<fusejit::Backend>> backend = fusejit::make_backend("auto");
+    if (!backend.ok()) {
+      fmt::print(stderr, "{}\n", fusejit::status_text(backend.status()));
+      return 1;
+    }
+    const fusejit::TensorMap inputs = fusejit::random_inputs(g, /*seed=*/0);
+    absl::StatusOr<fusejit::TensorMap> fused = fusejit::run_plan(**backend, plan, inputs);
+    // The reference of that plan rounds where its kernels store values.
+    absl::StatusOr<fusejit::TensorMap> reference = fusejit::interpret_plan(plan, inputs);
+    if (!fused.ok() || !reference.ok()) {
+      fmt::print(stderr, "{}\n", fusejit::status_text(!fused.ok() ? fused.status() : reference.status()));
+      return 1;
+    }
+    const fusejit::Comparison c = fusejit::compare_tensors(fused->at("y"), reference->at("y"));
+    fmt::print("fused plan on {} ({} kernel): relative error {:.3g} against the reference (tolerance {:.3g}): {}\n",
+               (*backend)->name(), plan.kernels.size(), c.relative_error, fusejit::tolerance(y.dtype),
+               c.within(y.dtype) ? "ok" : "WRONG: " + c.mismatch);
+    if (!c.within(y.dtype)) return 1;
   } catch (const fusejit::Error& e) {
     // Shape and type errors are reported at the call that made them.
     fmt::print(stderr, "error: {}\n", e.what());
