@@ -3,6 +3,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ir/error.h"
 #include "ir/infer.h"
@@ -54,6 +55,12 @@ Value apply(Op op, std::span<const Arg> args, const Attrs& attrs) {
   }
   NodeCheck check = make_node(*graph, info, operands, attrs);
   if (!check.ok()) throw Error(check.error);
+  if (exceeds_value_limit(check.node.dtype, check.node.shape)) {
+    std::vector<std::string> described;
+    for (const Operand& o : operands) described.push_back(describe(*graph, o));
+    throw Error(fmt::format("{}({}): gives {}{}, more than the 256 TiB (2^48 bytes) a value may take", info.name,
+                            fmt::join(described, ", "), check.node.dtype, check.node.shape));
+  }
   check.node.name = graph->fresh_name(info.name);
   check.node.auto_named = true;
   return Value(graph, graph->append(std::move(check.node)));

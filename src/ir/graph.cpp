@@ -34,6 +34,12 @@ std::string describe(const Graph& graph, const Operand& operand) {
   return describe(graph.node(operand.node));
 }
 
+bool exceeds_value_limit(DType dtype, const Shape& shape) {
+  int64_t bytes = 0;
+  return shape.numel_overflows() || __builtin_mul_overflow(shape.numel(), dtype_size(dtype), &bytes) ||
+         bytes > kMaxValueBytes;
+}
+
 Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
   auto fail = [&](std::string_view why) {
     throw Error(fmt::format("input {}: {}{}: {}", name, dtype, shape, why));
@@ -45,6 +51,7 @@ Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
     if (d <= 0) fail("extents must be positive");
   }
   if (shape.numel_overflows()) fail("the number of elements overflows a 64-bit integer");
+  if (exceeds_value_limit(dtype, shape)) fail("takes more than the 256 TiB (2^48 bytes) a value may take");
   Node n;
   n.op = Op::kInput;
   n.name = std::string(name);

@@ -111,6 +111,15 @@ class Graph {
   std::string source_file_;
 };
 
+// The most bytes one value may take: 256 TiB, far beyond the memory of any
+// machine fusejit runs on. Without a limit, f32[2^62] verified and numel x
+// dtype size overflowed in the cost model (found by tests/fuzz;
+// tests/fuzz/regressions/huge_*.fj).
+inline constexpr int64_t kMaxValueBytes = int64_t{1} << 48;
+// Whether a value of this type takes more than kMaxValueBytes (or its size
+// overflows 64 bits). The builder throws, and the verifier reports, for such a value.
+bool exceeds_value_limit(DType dtype, const Shape& shape);
+
 bool is_identifier(std::string_view name);
 // "x: bf16[8192, 4096]"
 std::string describe(const Node& node);

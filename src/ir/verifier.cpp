@@ -11,11 +11,6 @@
 namespace fusejit {
 namespace {
 
-// The most bytes one value may take: 256 TiB, far beyond the memory of any
-// machine fusejit runs on. Without a limit, f32[2^62] verified and numel x
-// dtype size overflowed in the cost model (found by tests/fuzz;
-// tests/fuzz/regressions/huge_*.fj).
-constexpr int64_t kMaxValueBytes = int64_t{1} << 48;
 
 // The most bytes a plan of the graph may move, by the bound in
 // plan_traffic_bound(): the cost model adds them up in int64.
@@ -44,10 +39,7 @@ double plan_traffic_bound(const Graph& graph) {
   return (reductions + 1) * traffic;
 }
 
-bool too_large(const Node& n) {
-  int64_t bytes = 0;
-  return __builtin_mul_overflow(n.shape.numel(), dtype_size(n.dtype), &bytes) || bytes > kMaxValueBytes;
-}
+bool too_large(const Node& n) { return exceeds_value_limit(n.dtype, n.shape); }
 
 }  // namespace
 
