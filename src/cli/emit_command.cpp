@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -12,9 +13,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "codegen/kernel_names.h"
 #include "fusejit.h"
 #include "ir/counted.h"
+#include "runtime/file_io.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/sha256.h"
+#include "runtime/warnings.h"
 #include "runtime/occupancy.h"
 
 namespace fusejit::cli {
@@ -48,43 +53,53 @@ std::optional<Occupancy> occupancy_of(const CompiledKernel& c, const CudaKernelS
                                c.ptxas.shared_bytes);
 }
 
-// Every emit lists the files it wrote in this manifest, so that a later
-// emit into the folder replaces or removes only files an emit wrote, never a
-// user's file that merely has a kernel-like name.
+// Every emit lists the files it wrote in this manifest, with each one's
+// SHA-256, so that a later emit into the folder removes only files an emit
+// wrote and nobody changed since, never a user's file that merely has a
+// kernel-like name or an emitted kernel the user edited.
 constexpr const char* kManifest = "emitted.txt";
 constexpr const char* kManifestHeader =
-    "# Files written by `fusejit emit` into this folder; a later `fusejit emit --overwrite` replaces them or "
-    "removes those its plan lacks.";
+    "# Files written by `fusejit emit` into this folder (SHA-256, name); a later `fusejit emit --overwrite` "
+    "replaces them, or removes those its plan lacks unless they changed.";
 
-// The files the earlier emit into `dir` wrote, from its manifest; empty when
-// there is none (or the file of that name is not one).
-std::set<std::string> earlier_emit(const std::filesystem::path& dir) {
-  std::set<std::string> files;
+std::string sha256_hex(std::string_view data) { return Sha256().update(data).hex_digest(); }
+
+// The files the earlier emit into `dir` wrote (name -> SHA-256), from its
+// manifest; empty when there is none (or the file of that name is not one).
+std::map<std::string, std::string> earlier_emit(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> files;
   std::ifstream in(dir / kManifest);
   std::string line;
   if (!std::getline(in, line) || line != kManifestHeader) return files;
   while (std::getline(in, line)) {
-    // Plain names in this folder only: a manifest never leads outside it.
-    if (line.empty() || line == "." || line == ".." || line.find('/') != std::string::npos) continue;
-    files.insert(line);
+    // "HEX  NAME", as sha256sum writes it.
+    if (line.size() < 67 || line.compare(64, 2, "  ") != 0) continue;
+    files.emplace(line.substr(66), line.substr(0, 64));
   }
   return files;
 }
 
+// What an emit into `dir` changes besides the files it writes.
+struct OutDir {
+  // An earlier emit's files that this plan lacks: removed after a successful
+  // emit if their content is still what that emit wrote (name -> SHA-256).
+  std::map<std::string, std::string> stale;
+};
+
 // Before anything is compiled or written: the files `writing` would replace
 // in `dir`, and an earlier emit's files that would be left beside the new
-// ones, are an error unless --overwrite; with it, those stale files are
-// removed (and named), so the folder holds exactly this plan's kernels
-// besides the user's own files.
-absl::Status prepare_out_dir(const std::filesystem::path& dir, const std::set<std::string>& writing, bool overwrite) {
+// ones, are an error unless --overwrite.
+absl::StatusOr<OutDir> prepare_out_dir(const std::filesystem::path& dir, const std::set<std::string>& writing,
+                                       bool overwrite) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
     return absl::FailedPreconditionError(fmt::format("--out {}: exists and is not a directory", dir.string()));
   }
-  std::vector<std::string> replaced, stale;
+  OutDir out;
+  std::vector<std::string> replaced;
   bool all_emitted = true;
   if (std::filesystem::is_directory(dir, ec)) {
-    const std::set<std::string> earlier = earlier_emit(dir);
+    const std::map<std::string, std::string> earlier = earlier_emit(dir);
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();
       if (name == kManifest && !earlier.empty()) {
@@ -92,16 +107,15 @@ absl::Status prepare_out_dir(const std::filesystem::path& dir, const std::set<st
       } else if (writing.count(name) != 0) {
         replaced.push_back(name);
         all_emitted = all_emitted && earlier.count(name) != 0;
-      } else if (earlier.count(name) != 0 && entry.is_regular_file(ec)) {
-        stale.push_back(name);
+      } else if (auto it = earlier.find(name); it != earlier.end() && entry.is_regular_file(ec)) {
+        out.stale.emplace(name, it->second);
       }
     }
   }
   std::sort(replaced.begin(), replaced.end());
-  std::sort(stale.begin(), stale.end());
-  if (!overwrite && (!replaced.empty() || !stale.empty())) {
+  if (!overwrite && (!replaced.empty() || !out.stale.empty())) {
     std::vector<std::string> all = replaced;
-    all.insert(all.end(), stale.begin(), stale.end());
+    for (const auto& [name, hash] : out.stale) all.push_back(name);
     const size_t shown = std::min<size_t>(all.size(), 4);
     return absl::AlreadyExistsError(fmt::format(
         "--out {}: holds {}{}{}; pass --overwrite to replace them (an earlier emit's other kernels are then "
@@ -110,17 +124,36 @@ absl::Status prepare_out_dir(const std::filesystem::path& dir, const std::set<st
         all.size() > shown ? fmt::format(" and {} more", all.size() - shown) : "",
         all_emitted ? " from an earlier emit" : ""));
   }
-  for (const std::string& name : stale) {
-    if (!std::filesystem::remove(dir / name, ec) || ec) {
-      return absl::PermissionDeniedError(
-          fmt::format("--out {}: cannot remove the earlier emit's {}: {}", dir.string(), name, ec.message()));
+  return out;
+}
+
+// After this emit wrote its files: removes the earlier emit's files it
+// lacks, except those changed since that emit wrote them (kept, and named).
+void remove_stale(const std::filesystem::path& dir, const OutDir& out) {
+  std::vector<std::string> removed, kept;
+  for (const auto& [name, hash] : out.stale) {
+    const absl::StatusOr<std::string> content = read_whole_file((dir / name).string());
+    if (!content.ok() || sha256_hex(*content) != hash) {
+      kept.push_back(name);
+      continue;
+    }
+    std::error_code ec;
+    if (std::filesystem::remove(dir / name, ec) && !ec) {
+      removed.push_back(name);
+    } else {
+      kept.push_back(name);
     }
   }
-  if (!stale.empty()) {
-    fmt::print(stderr, "fusejit: removed {} of an earlier emit from {}: {}\n", counted(std::ssize(stale), "file"),
-               dir.string(), absl::StrJoin(stale, ", "));
+  if (!removed.empty()) {
+    fmt::print(stderr, "fusejit: removed {} of an earlier emit from {}: {}\n", counted(std::ssize(removed), "file"),
+               dir.string(), absl::StrJoin(removed, ", "));
   }
-  return absl::OkStatus();
+  if (!kept.empty()) {
+    warn(fmt::format("--out {}: kept {} of an earlier emit that this plan lacks, since {} changed after that emit "
+                     "wrote {} (or could not be removed): {}",
+                     dir.string(), counted(std::ssize(kept), "file"), kept.size() == 1 ? "it" : "they",
+                     kept.size() == 1 ? "it" : "them", absl::StrJoin(kept, ", ")));
+  }
 }
 
 // bf16 arithmetic needs sm_80: found before NVRTC prints pages of ptxas errors.
@@ -161,8 +194,9 @@ int emit(const EmitOptions& opt) {
     if (kernel.kind == KernelKind::kMatmul) continue;
     writing.insert({kernel.name + ".cu", kernel.name + ".ptx", kernel.name + ".ptxas.txt"});
   }
-  if (absl::Status s = prepare_out_dir(dir, writing, opt.overwrite); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+  const absl::StatusOr<OutDir> out_dir = prepare_out_dir(dir, writing, opt.overwrite);
+  if (!out_dir.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(out_dir.status()));
     return 1;
   }
   std::error_code ec;
@@ -194,19 +228,8 @@ int emit(const EmitOptions& opt) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
     return 1;
   }
-  // The manifest first: if a write below fails, a later emit still knows
-  // which files are its own.
-  std::string manifest = std::string(kManifestHeader) + "\n";
-  for (const std::string& name : writing) {
-    if (name != kManifest) manifest += name + "\n";
-  }
-  for (const auto& [name, text] : {std::pair<std::string, std::string>{kManifest, manifest},
-                                   std::pair<std::string, std::string>{"plan.txt", describe(plan)}}) {
-    if (absl::Status s = write_text(dir / name, text); !s.ok()) {
-      fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
-      return 1;
-    }
-  }
+  // Every file this emit writes, by name: written, then listed in the manifest.
+  std::map<std::string, std::string> files = {{"plan.txt", describe(plan)}};
   size_t next = 0;
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) {
@@ -216,13 +239,9 @@ int emit(const EmitOptions& opt) {
     const CudaKernelSource& source = sources[next];
     const CompiledKernel& c = (*compiled)[next++];
     const std::string cu = kernel.name + ".cu", ptx = kernel.name + ".ptx", report = kernel.name + ".ptxas.txt";
-    for (const auto& [name, text] :
-         {std::pair{cu, source.source}, std::pair{ptx, c.ptx}, std::pair{report, c.ptxas.log}}) {
-      if (absl::Status s = write_text(dir / name, text); !s.ok()) {
-        fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
-        return 1;
-      }
-    }
+    files[cu] = source.source;
+    files[ptx] = c.ptx;
+    files[report] = c.ptxas.log;
     // Without ptxas (a compute_XX target) registers, spills and shared memory are unknown, not 0.
     const bool reported = c.ptxas.registers > 0;
     const int64_t spills = c.ptxas.spill_store_bytes + c.ptxas.spill_load_bytes;
@@ -232,6 +251,7 @@ int emit(const EmitOptions& opt) {
                          {"variant", cuda_variant_name(source.variant)},
                          {"access", source.access == CudaAccess::kVector ? "vector" : "scalar"},
                          {"entry", source.name}, {"arch", c.arch},
+                         {"dropout_seeds", emit::dropout_seeds(*plan.graph, kernel)},
                          {"compile_ms", c.compile_ms}, {"cache_hit", c.cache_hit},
                          {"registers", reported ? nlohmann::json(c.ptxas.registers) : nlohmann::json()},
                          {"spill_bytes", reported ? nlohmann::json(spills) : nlohmann::json()},
@@ -251,6 +271,22 @@ int emit(const EmitOptions& opt) {
                  cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }
+  // The kernels, then the manifest (should a write fail, the earlier
+  // manifest still lists what the earlier emit wrote), then what the earlier
+  // emit wrote that this plan lacks.
+  std::string manifest = std::string(kManifestHeader) + "\n";
+  for (const auto& [name, text] : files) {
+    if (absl::Status s = write_text(dir / name, text); !s.ok()) {
+      fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+      return 1;
+    }
+    manifest += fmt::format("{}  {}\n", sha256_hex(text), name);
+  }
+  if (absl::Status s = write_text(dir / kManifest, manifest); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+    return 1;
+  }
+  remove_stale(dir, *out_dir);
   if (opt.json) fmt::print("{}\n", nlohmann::json{{"kernels", kernels}}.dump(2));
   return 0;
 }

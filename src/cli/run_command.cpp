@@ -104,11 +104,12 @@ absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool
   for (int32_t id : graph.outputs()) ids.push_back(id);
   for (int32_t id : ids) {
     const std::string path = npy_path(dir, graph.node(id).name);
-    const std::filesystem::file_status st = std::filesystem::symlink_status(path, ec);
-    if (!std::filesystem::exists(st)) continue;
-    // Not even --overwrite replaces a directory (or a device, a socket): a
-    // file written first would be left behind by the failure.
-    if (!std::filesystem::is_regular_file(st) && !std::filesystem::is_symlink(st)) {
+    // The link itself (a dangling one exists too), and what it leads to.
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) continue;
+    const std::filesystem::file_status target = std::filesystem::status(path, ec);
+    // Not even --overwrite replaces a directory (or a device, a socket; or a
+    // link to one): a file written first would be left behind by the failure.
+    if (std::filesystem::exists(target) && !std::filesystem::is_regular_file(target)) {
       return absl::FailedPreconditionError(
           fmt::format("--save: {} exists and is not a file; move it or choose another --save folder", path));
     }

@@ -47,6 +47,10 @@ bool rounds_in_kernel(const Graph& graph, const Kernel& kernel, int32_t id);
 // `expression` rounded to the node's dtype when rounds_in_kernel() says so.
 std::string as_computed(const Graph& graph, const Kernel& kernel, int32_t id, const std::string& expression);
 
+// A node's statement for a comment in generated code: print_statement(),
+// but a dropout's seed, which the code takes as an argument, is named, not
+// printed, so that the code does not change with the seed.
+std::string statement_comment(const Graph& graph, const Node& node);
 // The comment that opens a kernel: what it is and which graph ops it computes.
 void write_header(SourceWriter& w, const FusionPlan& plan, const Kernel& kernel, const std::string& summary);
 

@@ -13,6 +13,7 @@
 // generated text itself, so nothing a code generator looks at can be missed.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,7 +27,7 @@ struct KernelGroup {
   std::vector<int> members;  // indices into the plan's kernels, in plan order
   // A group of one compiles its kernel from the plan itself (the code keeps
   // the user's tensor names); a larger group compiles kernel 0 of this
-  // neutral plan, named after its first member. Its parameters correspond
+  // neutral plan, named by shared_kernel_name(). Its parameters correspond
   // one for one to every member's own (emit::kernel_params), so each member
   // launches it with its own tensors and seeds.
   std::shared_ptr<const FusionPlan> neutral;
@@ -35,6 +36,11 @@ struct KernelGroup {
   const FusionPlan& code_plan(const FusionPlan& plan) const { return neutral ? *neutral : plan; }
   int code_index() const { return neutral ? 0 : members.front(); }
 };
+
+// The name of the code a group shares: the first member's ops and a hash of
+// the code ("add_dropout_layer_norm_1f0c..."), the same in every plan and
+// graph that has this kernel, so that the kernel cache serves them all.
+std::string shared_kernel_name(const Kernel& first, uint64_t code_hash);
 
 // The code a backend would generate for kernel `index` of `plan`; `member`
 // is the kernel of the original plan it stands for (for choices that depend

@@ -92,10 +92,10 @@ absl::StatusOr<AttrValue> parse_attr_value(const AttrSpec& spec, std::string_vie
       auto [ptr, ec] = std::from_chars(text.data(), end, v);
       if (ec == std::errc::result_out_of_range) {
         return absl::InvalidArgumentError(
-            fmt::format("value '{}' for attribute '{}' is out of range: at {} {}", text, spec.name,
-                        text.starts_with('-') ? "least" : "most",
-                        text.starts_with('-') ? std::numeric_limits<int64_t>::min()
-                                              : std::numeric_limits<int64_t>::max()));
+            text.starts_with('-')
+                ? fmt::format("value '{}' for attribute '{}' is out of range", text, spec.name)
+                : fmt::format("value '{}' for attribute '{}' is out of range: at most {}", text, spec.name,
+                              std::numeric_limits<int64_t>::max()));
       }
       if (ec != std::errc() || ptr != end || text.empty()) return bad();
       return AttrValue(v);

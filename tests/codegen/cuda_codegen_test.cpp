@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "codegen/cpu/cpu_emitter.h"
 #include "fusejit.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
@@ -66,9 +67,16 @@ TEST(CudaCodegen, GeneratedSourceIsDeterministicAndNamesItsOps) {
   const std::vector<CudaKernelSource> b = emit_cuda(make_fused_plan(g));
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].source, b[0].source);
-  for (const char* statement : {"h = add(x, b)", "g = gelu(h)", "d = dropout(g, p=0.1, seed=42)"}) {
+  for (const char* statement : {"h = add(x, b)", "g = gelu(h)", "d = dropout(g, p=0.1)  (seed: s_d)"}) {
     EXPECT_NE(a[0].source.find(statement), std::string::npos) << statement;
   }
+  // The seed is an argument: another seed is the same code (one cache entry).
+  std::string text = print_graph(g);
+  text.replace(text.find("seed=42"), 7, "seed=43");
+  absl::StatusOr<Graph> reseeded = parse_graph(text);
+  ASSERT_TRUE(reseeded.ok()) << reseeded.status();
+  EXPECT_EQ(emit_cuda(make_fused_plan(*reseeded))[0].source, a[0].source);
+  EXPECT_EQ(emit_cpu(make_fused_plan(*reseeded))[0].source, emit_cpu(make_fused_plan(g))[0].source);
   EXPECT_NE(a[0].source.find(std::string(cuda_helpers_source()).substr(0, 200)), std::string::npos);
   EXPECT_EQ(a[0].variant, CudaVariant::kBlockPerRow);
   EXPECT_EQ(a[0].vector_width, 8);  // 16 bytes of bf16

@@ -37,9 +37,12 @@ TEST(SharedCode, EachLayerRunsTheFirstLayersKernels) {
   for (const KernelGroup& group : groups) {
     ASSERT_NE(group.neutral, nullptr);
     const CpuKernelSource code = emit_cpu_kernel(group.code_plan(plan), group.code_index());
-    // Named after the first member; each member's own parameters match the
-    // shared code's one for one (what a backend passes them in).
-    EXPECT_EQ(code.name, plan.kernels[group.members.front()].name);
+    // Named after what it is, not where: the first member's ops and a hash
+    // of the code; each member's own parameters match the shared code's one
+    // for one (what a backend passes them in).
+    const std::string& first_name = plan.kernels[group.members.front()].name;  // "k1_add_dropout_layer_norm"
+    EXPECT_TRUE(code.name.starts_with(first_name.substr(first_name.find('_') + 1) + "_")) << code.name;
+    EXPECT_EQ(code.name.size(), first_name.size() - first_name.find('_') + 16) << code.name;
     for (int m : group.members) {
       const std::vector<KernelParam> own = emit::kernel_params(plan, plan.kernels[m]);
       ASSERT_EQ(own.size(), code.params.size()) << plan.kernels[m].name;
@@ -57,6 +60,24 @@ TEST(SharedCode, EachLayerRunsTheFirstLayersKernels) {
   EXPECT_EQ(first, std::vector<uint64_t>{1000});
   EXPECT_EQ(second, std::vector<uint64_t>{1007});
   EXPECT_EQ(emit::kernel_params(plan, plan.kernels[1]).back().kind, ParamKind::kDropoutSeeds);
+}
+
+// The same layer in a graph of another depth is the same code under the same
+// name, so the kernel cache serves both.
+TEST(SharedCode, SharedCodeIsNamedTheSameInEveryGraph) {
+  // The sources each group compiles (names included), for a graph of `layers` layers.
+  auto sources = [](int layers) {
+    const FusionPlan plan = make_fused_plan(parse_or_throw(testing::stacked_layers_text(layers)));
+    std::vector<std::string> out;
+    for (const KernelGroup& group : group_same_code(plan, all_kernels(plan), cuda_source)) {
+      out.push_back(emit_cuda_kernel(group.code_plan(plan), group.code_index()).source);
+    }
+    return out;
+  };
+  const std::vector<std::string> two = sources(2), five = sources(5);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two, five);
+  EXPECT_NE(two[0], two[1]);
 }
 
 TEST(SharedCode, AKernelOfItsOwnKeepsTheUsersNames) {

@@ -55,12 +55,14 @@ Graph parse_or_throw(std::string_view text, std::string_view name) {
 }
 
 std::string stacked_layers_text(int layers) {
-  std::string text = "input x: f32[48, 64]\ninput w: f32[64, 64]\ninput b: f32[64]\n"
-                     "input g: f32[64]\ninput be: f32[64]\n";
+  std::string text = "input x: f32[48, 64]\n";
+  for (int i = 0; i < layers; ++i) {
+    text += fmt::format("input w{0}: f32[64, 64]\ninput b{0}: f32[64]\ninput g{0}: f32[64]\ninput be{0}: f32[64]\n", i);
+  }
   std::string h = "x", outputs;
   for (int i = 0; i < layers; ++i) {
-    text += fmt::format("m{0} = matmul({1}, w)\na{0} = add(m{0}, b)\nd{0} = dropout(a{0}, p=0.5, seed={2})\n"
-                        "h{0} = layer_norm(d{0}, g, be, eps=1e-5)\n",
+    text += fmt::format("m{0} = matmul({1}, w{0})\na{0} = add(m{0}, b{0})\nd{0} = dropout(a{0}, p=0.5, seed={2})\n"
+                        "h{0} = layer_norm(d{0}, g{0}, be{0}, eps=1e-5)\n",
                         i, h, 1000 + 7 * i);
     outputs += fmt::format("d{}, ", i);
     h = fmt::format("h{}", i);

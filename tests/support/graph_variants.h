@@ -32,10 +32,10 @@ Graph with_input_dtype(const Graph& graph, DType dtype);
 const std::vector<std::string>& varied_graph_texts();
 
 // `layers` repetitions of one layer, h' = layer_norm(dropout(matmul(h, w) +
-// b)), with a seed of its own per layer; every layer's dropout result is an
-// output, so a layer run with another layer's seed shows. Fused, each layer
-// is a matmul and a row kernel that are the same code as every other
-// layer's.
+// b), g, be), with weights and a seed of its own per layer; every layer's
+// dropout result is an output, so a layer run with another layer's seed or
+// tensors shows. Fused, each layer is a matmul and a row kernel that are the
+// same code as every other layer's.
 std::string stacked_layers_text(int layers);
 
 }  // namespace fusejit::testing

@@ -19,6 +19,7 @@ using emit::as_computed;
 using emit::rounds_in_kernel;
 using emit::write_header;
 using emit::write_seed_locals;
+using emit::statement_comment;
 
 // "const fj_bf16* __restrict__ p_x, ..., fj_bf16* __restrict__ p_y", then
 // "const unsigned long long* __restrict__ fj_seeds" for a kernel with dropout

@@ -305,7 +305,7 @@ class RowEmitter {
     write_per_row_reads();
     for (int32_t id : kernel_.nodes) {
       const Node& n = g_.node(id);
-      w_.line("// {}", print_statement(g_, n));
+      w_.line("// {}", statement_comment(g_, n));
       if (is_reduce(id)) {
         w_.line("float {};", value_name(g_, id));
         w_.open("");
