@@ -31,12 +31,12 @@ std::string shared_kernel_name(const Kernel& first, uint64_t code_hash) {
   return fmt::format("{}_{:016x}", ops.empty() ? std::string("kernel") : ops, code_hash);
 }
 
-std::vector<KernelGroup> group_same_code(const FusionPlan& plan, const std::vector<int>& kernels,
+std::vector<CodeGroup> group_same_code(const FusionPlan& plan, const std::vector<int>& kernels,
                                          const KernelSourceFn& source) {
   // The neutral kernel's name is the same placeholder for every kernel
   // here, so that only what the code does tells the sources apart.
   constexpr const char* kPlaceholder = "fj_neutral";
-  std::vector<KernelGroup> groups;
+  std::vector<CodeGroup> groups;
   absl::flat_hash_map<std::string, size_t> group_of;  // neutral source -> index in groups
   std::vector<uint64_t> hashes;  // of each group's neutral source
   for (int k : kernels) {
@@ -51,7 +51,7 @@ std::vector<KernelGroup> group_same_code(const FusionPlan& plan, const std::vect
     groups[it->second].members.push_back(k);
   }
   for (size_t g = 0; g < groups.size(); ++g) {
-    KernelGroup& group = groups[g];
+    CodeGroup& group = groups[g];
     if (group.members.size() < 2) continue;
     const int first = group.members.front();
     group.neutral = std::make_shared<const FusionPlan>(neutral_kernel_plan(

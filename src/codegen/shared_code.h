@@ -23,7 +23,7 @@
 
 namespace fusejit {
 
-struct KernelGroup {
+struct CodeGroup {
   std::vector<int> members;  // indices into the plan's kernels, in plan order
   // A group of one compiles its kernel from the plan itself (the code keeps
   // the user's tensor names); a larger group compiles kernel 0 of this
@@ -51,7 +51,7 @@ using KernelSourceFn = std::function<std::string(const FusionPlan& plan, int ind
 // for their neutral plans, in order of each group's first member. Kernels
 // with the same code but different buffer-dependent choices are in
 // different groups, because `source` sees `member`.
-std::vector<KernelGroup> group_same_code(const FusionPlan& plan, const std::vector<int>& kernels,
+std::vector<CodeGroup> group_same_code(const FusionPlan& plan, const std::vector<int>& kernels,
                                          const KernelSourceFn& source);
 
 }  // namespace fusejit

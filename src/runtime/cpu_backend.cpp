@@ -146,11 +146,11 @@ class CpuLoadedPlan final : public LoadedPlan {
     const Graph& g = *plan_.graph;
     std::vector<int> all(plan_.kernels.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-    const std::vector<KernelGroup> groups = group_same_code(
+    const std::vector<CodeGroup> groups = group_same_code(
         plan_, all, [](const FusionPlan& p, int index, int) { return emit_cpu_kernel(p, index).source; });
     kernels_.resize(plan_.kernels.size());
     std::vector<CpuKernelSource> sources;  // one per group
-    for (const KernelGroup& group : groups) {
+    for (const CodeGroup& group : groups) {
       sources.push_back(emit_cpu_kernel(group.code_plan(plan_), group.code_index()));
       const CpuKernelSource& code = sources.back();
       for (int member : group.members) {

@@ -177,13 +177,13 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
     seeds_ = *std::move(memory);
     if (absl::Status s = cuda::memcpy_htod(seeds_.get(), seeds.data(), bytes); !s.ok()) return s;
   }
-  const std::vector<KernelGroup> groups =
+  const std::vector<CodeGroup> groups =
       group_same_code(plan_, generated, [&](const FusionPlan& p, int index, int member) {
         return emit_cuda_kernel(p, index, access[static_cast<size_t>(member)]).source;
       });
   std::vector<CudaKernelSource> sources;
   std::vector<CudaSource> programs;
-  for (const KernelGroup& group : groups) {
+  for (const CodeGroup& group : groups) {
     sources.push_back(emit_cuda_kernel(group.code_plan(plan_), group.code_index(),
                                        access[static_cast<size_t>(group.members.front())]));
     programs.push_back({sources.back().name, sources.back().source});

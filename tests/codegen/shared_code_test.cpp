@@ -23,18 +23,18 @@ std::vector<int> all_kernels(const FusionPlan& plan) {
 std::string cpu_source(const FusionPlan& plan, int index, int) { return emit_cpu_kernel(plan, index).source; }
 std::string cuda_source(const FusionPlan& plan, int index, int) { return emit_cuda_kernel(plan, index).source; }
 
-std::vector<std::vector<int>> members(const std::vector<KernelGroup>& groups) {
+std::vector<std::vector<int>> members(const std::vector<CodeGroup>& groups) {
   std::vector<std::vector<int>> out;
-  for (const KernelGroup& g : groups) out.push_back(g.members);
+  for (const CodeGroup& g : groups) out.push_back(g.members);
   return out;
 }
 
 TEST(SharedCode, EachLayerRunsTheFirstLayersKernels) {
   const FusionPlan plan = make_fused_plan(parse_or_throw(testing::stacked_layers_text(4)));
   ASSERT_EQ(plan.kernels.size(), 8u);  // a matmul and a row kernel per layer
-  const std::vector<KernelGroup> groups = group_same_code(plan, all_kernels(plan), cpu_source);
+  const std::vector<CodeGroup> groups = group_same_code(plan, all_kernels(plan), cpu_source);
   EXPECT_EQ(members(groups), (std::vector<std::vector<int>>{{0, 2, 4, 6}, {1, 3, 5, 7}}));
-  for (const KernelGroup& group : groups) {
+  for (const CodeGroup& group : groups) {
     ASSERT_NE(group.neutral, nullptr);
     const CpuKernelSource code = emit_cpu_kernel(group.code_plan(plan), group.code_index());
     // Named after what it is, not where: the first member's ops and a hash
@@ -69,7 +69,7 @@ TEST(SharedCode, SharedCodeIsNamedTheSameInEveryGraph) {
   auto sources = [](int layers) {
     const FusionPlan plan = make_fused_plan(parse_or_throw(testing::stacked_layers_text(layers)));
     std::vector<std::string> out;
-    for (const KernelGroup& group : group_same_code(plan, all_kernels(plan), cuda_source)) {
+    for (const CodeGroup& group : group_same_code(plan, all_kernels(plan), cuda_source)) {
       out.push_back(emit_cuda_kernel(group.code_plan(plan), group.code_index()).source);
     }
     return out;
@@ -83,7 +83,7 @@ TEST(SharedCode, SharedCodeIsNamedTheSameInEveryGraph) {
 TEST(SharedCode, AKernelOfItsOwnKeepsTheUsersNames) {
   const FusionPlan plan =
       make_fused_plan(parse_or_throw("input x: f32[8, 32]\ninput b: f32[32]\nh = add(x, b)\ny = gelu(h)\noutput y\n"));
-  const std::vector<KernelGroup> groups = group_same_code(plan, all_kernels(plan), cuda_source);
+  const std::vector<CodeGroup> groups = group_same_code(plan, all_kernels(plan), cuda_source);
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0].neutral, nullptr);
   EXPECT_EQ(&groups[0].code_plan(plan), &plan);
@@ -110,7 +110,7 @@ TEST(SharedCode, OnlyTheSeedAndTheNamesMayDiffer) {
 TEST(SharedCode, ACudaAccessVariantOfItsOwnIsAGroupOfItsOwn) {
   const FusionPlan plan = make_fused_plan(parse_or_throw(testing::stacked_layers_text(3)));
   // The row kernels; the second layer's buffers are not 16-byte aligned.
-  const std::vector<KernelGroup> groups =
+  const std::vector<CodeGroup> groups =
       group_same_code(plan, {1, 3, 5}, [](const FusionPlan& p, int index, int member) {
         return emit_cuda_kernel(p, index, member == 3 ? CudaAccess::kScalar : CudaAccess::kVector).source;
       });
