@@ -127,7 +127,8 @@ void register_fuzz(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--cuda-compile", opt->cuda_compile, "also compile every kernel of both plans with NVRTC");
   cmd->add_option("--arch", opt->arch, "architecture for --cuda-compile")->capture_default_str();
-  cmd->add_option("--check", opt->files, "check these graph files (e.g. a printed reproducer; '-': standard input) instead of random graphs")
+  cmd->add_option("--check", opt->files,
+                  "check these graph files (e.g. a printed reproducer; '-': standard input) instead of random graphs")
       ->check(CLI::Validator(
           [](std::string& file) { return file == "-" ? std::string() : CLI::ExistingFile(file); }, "FILE"));
   cmd->add_flag("--json", opt->json, "print one JSON object: graphs, kernels, mismatches, failures");

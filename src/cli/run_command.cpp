@@ -149,9 +149,8 @@ int run(const RunOptions& opt) {
       return 1;
     }
   }
-  absl::StatusOr<TensorMap> inputs =
-      opt.inputs_dir.empty() ? absl::StatusOr<TensorMap>(random_inputs(*graph, opt.seed))
-                             : load_inputs(*graph, opt.inputs_dir);
+  absl::StatusOr<TensorMap> inputs = opt.inputs_dir.empty() ? absl::StatusOr<TensorMap>(random_inputs(*graph, opt.seed))
+                                                            : load_inputs(*graph, opt.inputs_dir);
   if (!inputs.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(inputs.status()));
     return 1;
@@ -215,11 +214,12 @@ void register_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy")
       ->check(CLI::Validator([](std::string& dir) { return dir.empty() ? std::string("needs a folder") : ""; }, "DIR"));
   cmd->add_flag("--overwrite", opt->overwrite, "let --save replace existing files");
-  CLI::Option* rounding = cmd->add_option("--rounding", opt->rounding,
-                  "where results are rounded to their dtype: every-op (as unfused kernels store them) or "
-                  "outputs-only (as a fully fused kernel does); reference backend only")
-      ->check(CLI::IsMember({"every-op", "outputs-only"}))
-      ->capture_default_str();
+  CLI::Option* rounding =
+      cmd->add_option("--rounding", opt->rounding,
+                      "where results are rounded to their dtype: every-op (as unfused kernels store them) or "
+                      "outputs-only (as a fully fused kernel does); reference backend only")
+          ->check(CLI::IsMember({"every-op", "outputs-only"}))
+          ->capture_default_str();
   cmd->callback([opt, rounding, &exit_code] {
     opt->rounding_given = rounding->count() > 0;
     exit_code = run(*opt);

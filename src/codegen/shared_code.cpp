@@ -32,7 +32,7 @@ std::string shared_kernel_name(const Kernel& first, uint64_t code_hash) {
 }
 
 std::vector<CodeGroup> group_same_code(const FusionPlan& plan, const std::vector<int>& kernels,
-                                         const KernelSourceFn& source) {
+                                       const KernelSourceFn& source) {
   // The neutral kernel's name is the same placeholder for every kernel
   // here, so that only what the code does tells the sources apart.
   constexpr const char* kPlaceholder = "fj_neutral";

@@ -52,6 +52,6 @@ using KernelSourceFn = std::function<std::string(const FusionPlan& plan, int ind
 // with the same code but different buffer-dependent choices are in
 // different groups, because `source` sees `member`.
 std::vector<CodeGroup> group_same_code(const FusionPlan& plan, const std::vector<int>& kernels,
-                                         const KernelSourceFn& source);
+                                       const KernelSourceFn& source);
 
 }  // namespace fusejit

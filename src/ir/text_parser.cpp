@@ -507,7 +507,10 @@ absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_n
 }
 
 absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("fusejit: error: the graph file's name is empty; name a .fj file, or '-' for standard input");
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        "fusejit: error: the graph file's name is empty; name a .fj file, or '-' for standard input");
+  }
   const bool is_stdin = path == "-";
   const std::string name = is_stdin ? "<stdin>" : path;
   auto close = [is_stdin](std::FILE* f) {

@@ -39,8 +39,6 @@ double plan_traffic_bound(const Graph& graph) {
   return (reductions + 1) * traffic;
 }
 
-bool too_large(const Node& n) { return exceeds_value_limit(n.dtype, n.shape); }
-
 }  // namespace
 
 std::string diagnostic_prefix(const Graph& graph, SourceLoc loc) {
@@ -73,7 +71,7 @@ std::vector<std::string> verify_graph(const Graph& graph) {
         report(n, fmt::format("input {}: extents must be positive, got {}", n.name, n.shape));
       } else if (n.shape.numel_overflows()) {
         report(n, fmt::format("input {}: the number of elements of {} overflows", n.name, n.shape));
-      } else if (too_large(n)) {
+      } else if (exceeds_value_limit(n.dtype, n.shape)) {
         report(n, fmt::format("input {}: {}{} takes more than the 256 TiB (2^48 bytes) a value may take", n.name,
                               n.dtype, n.shape));
       }
@@ -96,7 +94,7 @@ std::vector<std::string> verify_graph(const Graph& graph) {
     if (check.node.dtype != n.dtype || check.node.shape != n.shape) {
       report(n, fmt::format("{} is recorded as {}{} but {} gives {}{}", n.name, n.dtype, n.shape, n.info().name,
                             check.node.dtype, check.node.shape));
-    } else if (too_large(n)) {
+    } else if (exceeds_value_limit(n.dtype, n.shape)) {
       report(n, fmt::format("{}: {} gives {}{}, more than the 256 TiB (2^48 bytes) a value may take", n.name,
                             n.info().name, n.dtype, n.shape));
     }

@@ -53,7 +53,8 @@ nlohmann::json run_json(const PlanBench& p) {
                        {"measured_bytes", k.measured_bytes ? nlohmann::json(*k.measured_bytes) : nlohmann::json()},
                        {"compile_ms", k.compile_ms},
                        {"cache_hit", k.cache_hit},
-                       {"same_code_as", k.shares_code_with.empty() ? nlohmann::json() : nlohmann::json(k.shares_code_with)}});
+                       {"same_code_as",
+                        k.shares_code_with.empty() ? nlohmann::json() : nlohmann::json(k.shares_code_with)}});
   }
   return {{"bytes", p.bytes},
           {"measured_bytes", p.measured_bytes ? nlohmann::json(*p.measured_bytes) : nlohmann::json()},
