@@ -94,8 +94,10 @@ class Backend {
   // plus write bytes) of a copy of `bytes` bytes (device to device on a GPU,
   // a multi-threaded copy on the CPU), the best of a few repetitions.
   virtual absl::StatusOr<double> measure_copy_gbps(int64_t bytes) = 0;
-  // Evicts the last-level cache (writes a buffer larger than it), so that
-  // the next kernel reads its inputs from memory.
+  // Evicts the last-level cache (streams a buffer larger than it through
+  // it), so that the next kernel reads its inputs from memory. On a GPU the
+  // flush is queued before the next launch and not waited for, so that the
+  // host's launch work overlaps it and stays out of time_kernel's interval.
   virtual absl::Status flush_cache() = 0;
 };
 

@@ -56,29 +56,17 @@ static_assert(static_cast<int>(DataType::kF32) == CUDA_R_32F && static_cast<int>
               static_cast<int>(DataType::kBF16) == CUDA_R_16BF);
 #endif
 
-// Sonames first, so that LD_LIBRARY_PATH and the loader's cache decide; then
-// the same names in the toolkit directories the loader may not search: next
-// to the NVRTC this build was made with, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda.
+// cuBLAS 13 (the toolkit fusejit is built with) or 12: the calls fusejit
+// makes have the same ABI in both; also looked for beside the NVRTC this
+// build found.
 std::vector<std::string> candidate_names() {
   const std::vector<std::string> sonames = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-  std::vector<std::string> dirs;
+  std::vector<std::string> built_with;
 #ifdef FUSEJIT_NVRTC_PATH
-  dirs.push_back(std::filesystem::path(FUSEJIT_NVRTC_PATH).parent_path().string());
+  const std::filesystem::path dir = std::filesystem::path(FUSEJIT_NVRTC_PATH).parent_path();
+  for (const std::string& soname : sonames) built_with.push_back((dir / soname).string());
 #endif
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* root = std::getenv(var); root != nullptr && *root != '\0') {
-      dirs.push_back(std::string(root) + "/lib64");
-    }
-  }
-  dirs.push_back("/usr/local/cuda/lib64");
-  std::vector<std::string> names = sonames;
-  for (const std::string& dir : dirs) {
-    for (const std::string& soname : sonames) {
-      std::string path = dir + "/" + soname;
-      if (std::find(names.begin(), names.end(), path) == names.end()) names.push_back(std::move(path));
-    }
-  }
-  return names;
+  return cuda_library_candidates(sonames, built_with);
 }
 
 absl::StatusOr<CublasApi> load_cublas() {

@@ -138,7 +138,9 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
         MatmulStep::prepare(*gpu_, plan_, kernel, [this](int32_t id) { return buffers_.at(id).ptr; });
     if (!step.ok()) return step.status();
     steps_.emplace_back(*std::move(step));
-    infos_[k] = {.name = kernel.name, .executed_by = "cublas"};
+    infos_[k] = LoadedKernelInfo{};
+    infos_[k].name = kernel.name;
+    infos_[k].executed_by = "cublas";
   }
   absl::StatusOr<EventTimer> timer = EventTimer::create();
   if (!timer.ok()) return timer.status();

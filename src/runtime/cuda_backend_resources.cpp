@@ -159,6 +159,11 @@ absl::StatusOr<cublas::Handle> CudaGpu::cublas_handle() {
 }
 
 absl::Status CudaGpu::flush_l2() {
+  if (absl::Status s = queue_l2_flush(); !s.ok()) return s;
+  return cuda::context_synchronize();
+}
+
+absl::Status CudaGpu::queue_l2_flush() {
   const size_t bytes = 2 * static_cast<size_t>(std::max<int64_t>(info_.l2_bytes, 1 << 20));
   if (!flush_buffer_) {
     absl::StatusOr<CompiledKernel> compiled =
@@ -184,8 +189,7 @@ absl::Status CudaGpu::flush_l2() {
   void* args[] = {&data, &vectors, &sink};
   const cuda::Dim3 grid{static_cast<unsigned>(std::max(1, info_.sm_count) * 4)};
   const cuda::Dim3 block{256};
-  if (absl::Status s = cuda::launch_kernel(flush_function_, grid, block, 0, nullptr, args); !s.ok()) return s;
-  return cuda::context_synchronize();
+  return cuda::launch_kernel(flush_function_, grid, block, 0, nullptr, args);
 }
 
 }  // namespace fusejit::cuda_backend

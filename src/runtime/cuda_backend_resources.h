@@ -118,8 +118,14 @@ class CudaGpu {
   // Reads a buffer twice the L2 size through L2 (buffer and kernel made on
   // first use), so that the next kernel finds none of its data in L2 and
   // L2 holds no dirty line: neither the next kernel's time nor its counted
-  // DRAM writes include writing back someone else's data.
+  // DRAM writes include writing back someone else's data. Waits for it.
   absl::Status flush_l2();
+  // The same flush, queued on the default stream and not waited for: the
+  // next launch runs after it, but the host's work for that launch (and the
+  // timer's start event) is done while the flush runs, so a kernel's timed
+  // interval holds the kernel and not the host's launch cost. A flush that
+  // fails shows at the next synchronization.
+  absl::Status queue_l2_flush();
 
  private:
   CudaGpu(cuda::Context context, GpuInfo info, std::string arch, int clock_khz, int max_threads_per_sm)

@@ -60,9 +60,8 @@ struct CuptiApi {
 };
 
 absl::StatusOr<CuptiApi> load_cupti() {
-  // The soname first, so that LD_LIBRARY_PATH and the loader's cache
-  // decide; then the toolkit fusejit was built with.
-  absl::StatusOr<SharedLibrary> library = SharedLibrary::open({FUSEJIT_CUPTI_SONAME, FUSEJIT_CUPTI_PATH});
+  absl::StatusOr<SharedLibrary> library =
+      SharedLibrary::open(cuda_library_candidates({FUSEJIT_CUPTI_SONAME}, {FUSEJIT_CUPTI_PATH}));
   if (!library.ok()) {
     return absl::UnavailableError(fmt::format("CUPTI not found: {}", status_text(library.status())));
   }

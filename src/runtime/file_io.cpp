@@ -1,10 +1,12 @@
 #include "runtime/file_io.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <random>
 #include <system_error>
@@ -45,8 +47,17 @@ class FileDescriptor {
   int fd_;
 };
 
+// Seeded from getrandom(2), not std::random_device: GCC 12's static
+// libstdc++ implements that with arc4random, which would make the portable
+// build (scripts/build-portable.sh) need glibc 2.36.
 uint64_t random_u64() {
-  thread_local std::mt19937_64 engine(std::random_device{}());
+  thread_local std::mt19937_64 engine([] {
+    uint64_t seed = 0;
+    if (::getrandom(&seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
+      seed = static_cast<uint64_t>(::getpid()) << 32 ^ static_cast<uint64_t>(::time(nullptr));
+    }
+    return seed;
+  }());
   return engine();
 }
 

@@ -57,9 +57,8 @@ static_assert(std::is_same_v<Program, nvrtcProgram> && NVRTC_SUCCESS == 0);
 
 absl::StatusOr<NvrtcApi> load_nvrtc() {
 #ifdef FUSEJIT_NVRTC_SONAME
-  // The soname first, so that LD_LIBRARY_PATH and the loader's cache decide;
-  // then the toolkit fusejit was built with, wherever the loader does not look.
-  absl::StatusOr<SharedLibrary> library = SharedLibrary::open({FUSEJIT_NVRTC_SONAME, FUSEJIT_NVRTC_PATH});
+  absl::StatusOr<SharedLibrary> library =
+      SharedLibrary::open(cuda_library_candidates({FUSEJIT_NVRTC_SONAME}, {FUSEJIT_NVRTC_PATH}));
   if (!library.ok()) {
     return absl::UnavailableError(fmt::format("NVRTC not found: {}", status_text(library.status())));
   }

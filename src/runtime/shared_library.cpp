@@ -3,18 +3,52 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
 #include <absl/strings/str_join.h>
 
 namespace fusejit {
 
 absl::StatusOr<SharedLibrary> SharedLibrary::open(const std::vector<std::string>& names) {
   std::vector<std::string> failures;
+  std::vector<std::string> absent_dirs;  // of paths that do not exist: one clause, not one dlerror each
   for (const std::string& name : names) {
     if (void* handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return SharedLibrary(handle, name);
     const char* why = ::dlerror();
+    const std::filesystem::path path(name);
+    std::error_code ec;
+    if (path.has_parent_path() && !std::filesystem::exists(path, ec)) {
+      const std::string dir = path.parent_path().string();
+      if (std::find(absent_dirs.begin(), absent_dirs.end(), dir) == absent_dirs.end()) absent_dirs.push_back(dir);
+      continue;
+    }
     failures.push_back(why != nullptr ? why : name + ": unknown dlopen error");
   }
+  if (!absent_dirs.empty()) failures.push_back("not in " + absl::StrJoin(absent_dirs, ", "));
   return absl::NotFoundError(absl::StrJoin(failures, "; "));
+}
+
+std::vector<std::string> cuda_library_candidates(const std::vector<std::string>& sonames,
+                                                 const std::vector<std::string>& built_with) {
+  std::vector<std::string> names;
+  auto add = [&names](std::string name) {
+    if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(std::move(name));
+  };
+  for (const std::string& soname : sonames) add(soname);
+  for (const std::string& path : built_with) add(path);
+  std::vector<std::string> roots;
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (const char* root = std::getenv(var); root != nullptr && *root != '\0') roots.emplace_back(root);
+  }
+  roots.emplace_back("/usr/local/cuda");
+  for (const std::string& root : roots) {
+    for (const char* dir : {"lib64", "extras/CUPTI/lib64"}) {
+      for (const std::string& soname : sonames) add(root + "/" + dir + "/" + soname);
+    }
+  }
+  return names;
 }
 
 std::string SharedLibrary::path() const {

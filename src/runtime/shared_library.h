@@ -13,7 +13,8 @@ namespace fusejit {
 class SharedLibrary {
  public:
   // dlopen()s the first of names that loads (RTLD_NOW | RTLD_LOCAL). The
-  // error quotes dlerror() for each name tried. The library is never closed:
+  // error quotes dlerror() for each name tried, and lists the folders of
+  // paths that do not exist in one clause. The library is never closed:
   // handles obtained from it (contexts, modules) live as long as the process.
   static absl::StatusOr<SharedLibrary> open(const std::vector<std::string>& names);
 
@@ -35,5 +36,15 @@ class SharedLibrary {
   void* handle_;
   std::string name_;
 };
+
+// Where to look for a library of the CUDA toolkit (NVRTC, cuBLAS, CUPTI):
+// each soname first, so that LD_LIBRARY_PATH and the loader's cache decide;
+// then `built_with` (the files this build found); then each soname in the
+// toolkit folders the loader may not search: lib64 and extras/CUPTI/lib64
+// of $CUDA_HOME, $CUDA_PATH and /usr/local/cuda. A machine whose toolkit is
+// not registered with the loader (no ldconfig entry, no LD_LIBRARY_PATH)
+// still finds it there.
+std::vector<std::string> cuda_library_candidates(const std::vector<std::string>& sonames,
+                                                 const std::vector<std::string>& built_with = {});
 
 }  // namespace fusejit
