@@ -7,6 +7,8 @@
 # NVRTC, libcuda, cuBLAS and CUPTI are loaded with dlopen where they run.
 # The tests name example files by this checkout's absolute path, which
 # build-gpu/source-dir.txt records; scripts/gpu-check.sh links it there.
+# The binaries are stripped, and the script fails when they and the checkout
+# would not fit the 64 MiB the device tool carries.
 #
 #   scripts/build-portable.sh    # then carry: build-gpu/fusejit build-gpu/tests/fusejit_tests
 #                                #             build-gpu/source-dir.txt
@@ -31,5 +33,14 @@ for binary in build-gpu/fusejit build-gpu/tests/fusejit_tests; do
   # 2.36 on Debian 12: GCC 12's static libstdc++ calls arc4random.
   echo "build-portable: $binary needs glibc ${newest#GLIBC_} or newer"
 done
-du -sh build-gpu/fusejit build-gpu/tests/fusejit_tests
+# The device tool carries at most 64 MiB (the checkout included): symbols
+# are no use there, and the check says so before device time is spent.
+strip build-gpu/fusejit build-gpu/tests/fusejit_tests
+carried=$(du -cb build-gpu/fusejit build-gpu/tests/fusejit_tests build-gpu/source-dir.txt | tail -n 1 | cut -f1)
+checkout=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
+echo "build-portable: carried binaries $((carried >> 20)) MiB + checkout $((checkout >> 20)) MiB (64 MiB may travel)"
+if ((carried + checkout > 60 << 20)); then
+  echo "build-portable: too large to carry to the GPU machine" >&2
+  status=1
+fi
 exit "$status"

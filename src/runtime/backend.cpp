@@ -2,15 +2,71 @@
 
 #include <fmt/format.h>
 
+#include "ir/counted.h"
 #include "ir/error.h"
 
 namespace fusejit {
+
+absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) const {
+  const size_t n = plan().kernels.size();
+  if (k >= n) return absl::OutOfRangeError(fmt::format("{}({}): the plan has {}", what, k, counted(n, "kernel")));
+  if (!inputs_set_) {
+    return absl::FailedPreconditionError(
+        fmt::format("{}({}) before set_inputs(): kernel {} has no inputs to read", what, k, plan().kernels[k].name));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
+  if (absl::Status s = do_set_inputs(inputs); !s.ok()) return s;
+  inputs_set_ = true;
+  ran_.assign(plan().kernels.size(), false);
+  return absl::OkStatus();
+}
+
+absl::Status LoadedPlan::poison_outputs() {
+  ran_.assign(plan().kernels.size(), false);
+  return do_poison_outputs();
+}
+
+absl::Status LoadedPlan::run_kernel(size_t k) {
+  if (absl::Status s = check_runnable(k, "run_kernel"); !s.ok()) return s;
+  if (absl::Status s = do_run_kernel(k); !s.ok()) return s;
+  ran_[k] = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> LoadedPlan::time_kernel(size_t k) {
+  if (absl::Status s = check_runnable(k, "time_kernel"); !s.ok()) return s;
+  absl::StatusOr<double> us = do_time_kernel(k);
+  if (us.ok()) ran_[k] = true;
+  return us;
+}
+
+absl::StatusOr<double> LoadedPlan::measure_kernel_bytes(size_t k) {
+  if (absl::Status s = check_runnable(k, "measure_kernel_bytes"); !s.ok()) return s;
+  absl::StatusOr<double> bytes = do_measure_kernel_bytes(k);
+  if (bytes.ok()) ran_[k] = true;
+  return bytes;
+}
 
 absl::Status LoadedPlan::run() {
   for (size_t k = 0; k < plan().kernels.size(); ++k) {
     if (absl::Status s = run_kernel(k); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<TensorMap> LoadedPlan::outputs() {
+  if (!inputs_set_) return absl::FailedPreconditionError("outputs() before set_inputs() and a run");
+  for (size_t k = 0; k < ran_.size(); ++k) {
+    if (!ran_[k]) {
+      return absl::FailedPreconditionError(
+          fmt::format("outputs() before kernel {} ({}) ran: run() the plan after set_inputs() or poison_outputs()",
+                      k, plan().kernels[k].name));
+    }
+  }
+  return do_outputs();
 }
 
 std::vector<std::string> backend_names() { return {"auto", "cpu", "cuda"}; }

@@ -47,6 +47,10 @@ struct LoadOptions {
   int misalign_bytes = 0;
 };
 
+// The public calls check what every backend would otherwise check alike
+// (a kernel index in range, inputs given before a run, every kernel run
+// before outputs are read) and return a Status naming what was wrong; the
+// backend implements the private do_ functions.
 class LoadedPlan {
  public:
   virtual ~LoadedPlan() = default;
@@ -56,25 +60,42 @@ class LoadedPlan {
 
   // Copies one tensor per graph input (by name, dtype and shape as the graph
   // declares them; otherwise InvalidArgument naming the input) into its buffer.
-  virtual absl::Status set_inputs(const TensorMap& inputs) = 0;
+  absl::Status set_inputs(const TensorMap& inputs);
   // Fills every buffer a kernel writes with NaN bit patterns (0xFF bytes),
   // so that an element a kernel forgets to write shows up as NaN.
-  virtual absl::Status poison_outputs() = 0;
+  absl::Status poison_outputs();
   // Runs kernel k (in plan order) and waits for it to finish.
-  virtual absl::Status run_kernel(size_t k) = 0;
+  // FailedPrecondition before set_inputs(); OutOfRange for a k past the plan.
+  absl::Status run_kernel(size_t k);
   // Runs kernel k and returns how long it took, in microseconds: CUDA
   // events around the launch on a GPU, the steady clock on the CPU.
-  virtual absl::StatusOr<double> time_kernel(size_t k) = 0;
+  absl::StatusOr<double> time_kernel(size_t k);
   // Runs kernel k once, from a flushed last-level cache, and returns the
   // bytes memory read plus wrote for it as the hardware counted them (on a
   // GPU: CUPTI's DRAM byte counters, runtime/dram_counters.h, with its
   // output still in L2 at the end counted as written). Unimplemented where
   // the backend reads no counters; otherwise the reason they could not be read.
-  virtual absl::StatusOr<double> measure_kernel_bytes(size_t k) = 0;
+  absl::StatusOr<double> measure_kernel_bytes(size_t k);
   // Runs every kernel in order.
   absl::Status run();
-  // The graph outputs by name, copied back to the host.
-  virtual absl::StatusOr<TensorMap> outputs() = 0;
+  // The graph outputs by name, copied back to the host. FailedPrecondition
+  // (naming the kernel) unless every kernel ran since the last
+  // set_inputs() or poison_outputs(): its outputs would be stale or NaN.
+  absl::StatusOr<TensorMap> outputs();
+
+ private:
+  virtual absl::Status do_set_inputs(const TensorMap& inputs) = 0;
+  virtual absl::Status do_poison_outputs() = 0;
+  virtual absl::Status do_run_kernel(size_t k) = 0;
+  virtual absl::StatusOr<double> do_time_kernel(size_t k) = 0;
+  virtual absl::StatusOr<double> do_measure_kernel_bytes(size_t k) = 0;
+  virtual absl::StatusOr<TensorMap> do_outputs() = 0;
+
+  // OK when kernel k exists and the inputs are set; `what` names the call.
+  absl::Status check_runnable(size_t k, std::string_view what) const;
+
+  bool inputs_set_ = false;
+  std::vector<bool> ran_;  // per kernel: run since the last set_inputs() or poison_outputs()
 };
 
 class Backend {

@@ -70,21 +70,27 @@ nlohmann::json run_json(const PlanBench& p) {
           {"kernels", kernels}};
 }
 
+// "512 MiB", or "384 KiB" for what a MiB count would show as 0.
+std::string binary_size(int64_t bytes) {
+  return bytes >= (int64_t{1} << 20) || bytes == 0 ? fmt::format("{} MiB", bytes >> 20)
+                                                   : fmt::format("{} KiB", (bytes + 1023) >> 10);
+}
+
 }  // namespace
 
 std::string format_bench(const BenchResult& r) {
   std::string t = fmt::format("backend {}: {}\n", r.backend, r.description);
   const std::string against_cache =
       r.device.cache_bytes > 0
-          ? fmt::format("{:.1f}x the {} MiB last-level cache",
+          ? fmt::format("{:.1f}x the {} last-level cache",
                         static_cast<double>(r.working_set_bytes) / static_cast<double>(r.device.cache_bytes),
-                        r.device.cache_bytes >> 20)
+                        binary_size(r.device.cache_bytes))
           : std::string("the last-level cache's size is unknown: the system does not report it");
   t += fmt::format(
-      "memory ceiling: {:.1f} GB/s, a {} copy of {} MiB measured in this run; the unfused plan moves {} MiB per run "
+      "memory ceiling: {:.1f} GB/s, a {} copy of {} measured in this run; the unfused plan moves {} per run "
       "({})\n",
-      r.ceiling_gbps, r.backend == "cpu" ? "multi-threaded" : "device-to-device", r.copy_bytes >> 20,
-      r.working_set_bytes >> 20, against_cache);
+      r.ceiling_gbps, r.backend == "cpu" ? "multi-threaded" : "device-to-device", binary_size(r.copy_bytes),
+      binary_size(r.working_set_bytes), against_cache);
   t += fmt::format("timing: {} repetitions after a warm-up, cache flushed before every kernel; median (and min) of each\n",
                    r.reps);
   for (const PlanBench* p : {&r.unfused, &r.fused}) {

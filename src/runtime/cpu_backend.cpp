@@ -58,7 +58,8 @@ class CpuLoadedPlan final : public LoadedPlan {
   const FusionPlan& plan() const override { return plan_; }
   const std::vector<LoadedKernelInfo>& kernels() const override { return infos_; }
 
-  absl::Status set_inputs(const TensorMap& inputs) override {
+ private:
+  absl::Status do_set_inputs(const TensorMap& inputs) override {
     const Graph& g = *plan_.graph;
     if (absl::Status s = check_inputs(g, inputs); !s.ok()) return s;
     for (int32_t id : g.inputs()) {
@@ -68,7 +69,7 @@ class CpuLoadedPlan final : public LoadedPlan {
     return absl::OkStatus();
   }
 
-  absl::Status poison_outputs() override {
+  absl::Status do_poison_outputs() override {
     for (const Kernel& k : plan_.kernels) {
       for (int32_t id : k.writes) {
         HostBuffer& b = buffers_.at(id);
@@ -78,7 +79,7 @@ class CpuLoadedPlan final : public LoadedPlan {
     return absl::OkStatus();
   }
 
-  absl::Status run_kernel(size_t k) override {
+  absl::Status do_run_kernel(size_t k) override {
     CpuKernel& kernel = kernels_.at(k);
     std::atomic<int> failed{0};
     const HostModule::Entry entry = kernel.entry;
@@ -93,17 +94,17 @@ class CpuLoadedPlan final : public LoadedPlan {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<double> time_kernel(size_t k) override {
+  absl::StatusOr<double> do_time_kernel(size_t k) override {
     const auto start = std::chrono::steady_clock::now();
-    if (absl::Status s = run_kernel(k); !s.ok()) return s;
+    if (absl::Status s = do_run_kernel(k); !s.ok()) return s;
     return us_since(start);
   }
 
-  absl::StatusOr<double> measure_kernel_bytes(size_t) override {
+  absl::StatusOr<double> do_measure_kernel_bytes(size_t) override {
     return absl::UnimplementedError("memory traffic counters are not read on the CPU");
   }
 
-  absl::StatusOr<TensorMap> outputs() override {
+  absl::StatusOr<TensorMap> do_outputs() override {
     const Graph& g = *plan_.graph;
     TensorMap out;
     for (int32_t id : g.outputs()) {
@@ -113,7 +114,6 @@ class CpuLoadedPlan final : public LoadedPlan {
     return out;
   }
 
- private:
   explicit CpuLoadedPlan(const FusionPlan& plan) : plan_(plan) {}
 
   absl::Status allocate(const LoadOptions& options) {

@@ -52,14 +52,15 @@ class CudaLoadedPlan final : public LoadedPlan {
 
   const FusionPlan& plan() const override { return plan_; }
   const std::vector<LoadedKernelInfo>& kernels() const override { return infos_; }
-  absl::Status set_inputs(const TensorMap& inputs) override;
-  absl::Status poison_outputs() override;
-  absl::Status run_kernel(size_t k) override;
-  absl::StatusOr<double> time_kernel(size_t k) override;
-  absl::StatusOr<double> measure_kernel_bytes(size_t k) override;
-  absl::StatusOr<TensorMap> outputs() override;
 
  private:
+  absl::Status do_set_inputs(const TensorMap& inputs) override;
+  absl::Status do_poison_outputs() override;
+  absl::Status do_run_kernel(size_t k) override;
+  absl::StatusOr<double> do_time_kernel(size_t k) override;
+  absl::StatusOr<double> do_measure_kernel_bytes(size_t k) override;
+  absl::StatusOr<TensorMap> do_outputs() override;
+
   absl::Status allocate(int32_t node, bool poisoned, int misalign);
   // Compiles and loads the generated kernels; steps_[k] for each of them.
   absl::Status load_jit_kernels(std::vector<std::optional<JitKernel>>& jit);
@@ -232,7 +233,7 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
   return absl::OkStatus();
 }
 
-absl::Status CudaLoadedPlan::set_inputs(const TensorMap& inputs) {
+absl::Status CudaLoadedPlan::do_set_inputs(const TensorMap& inputs) {
   if (absl::Status s = check_inputs(*plan_.graph, inputs); !s.ok()) return s;
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   std::vector<uint8_t> host;
@@ -250,7 +251,7 @@ absl::Status CudaLoadedPlan::set_inputs(const TensorMap& inputs) {
   return absl::OkStatus();
 }
 
-absl::Status CudaLoadedPlan::poison_outputs() {
+absl::Status CudaLoadedPlan::do_poison_outputs() {
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   for (const auto& [id, buffer] : buffers_) {
     if (!buffer.poisoned) continue;
@@ -279,19 +280,13 @@ absl::Status CudaLoadedPlan::launch(size_t k) {
   return cuda::launch_kernel(kernel.function, config.grid, config.block, 0, nullptr, args.data());
 }
 
-absl::Status CudaLoadedPlan::run_kernel(size_t k) {
-  if (k >= steps_.size()) {
-    return absl::OutOfRangeError(fmt::format("kernel {} of a plan with {} kernels", k, steps_.size()));
-  }
+absl::Status CudaLoadedPlan::do_run_kernel(size_t k) {
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   if (absl::Status s = launch(k); !s.ok()) return about_kernel(k, s);
   return about_kernel(k, cuda::context_synchronize());
 }
 
-absl::StatusOr<double> CudaLoadedPlan::time_kernel(size_t k) {
-  if (k >= steps_.size()) {
-    return absl::OutOfRangeError(fmt::format("kernel {} of a plan with {} kernels", k, steps_.size()));
-  }
+absl::StatusOr<double> CudaLoadedPlan::do_time_kernel(size_t k) {
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   if (absl::Status s = timer_->start(); !s.ok()) return about_kernel(k, s);
   if (absl::Status s = launch(k); !s.ok()) return about_kernel(k, s);
@@ -300,10 +295,7 @@ absl::StatusOr<double> CudaLoadedPlan::time_kernel(size_t k) {
   return *ms * 1e3;
 }
 
-absl::StatusOr<double> CudaLoadedPlan::measure_kernel_bytes(size_t k) {
-  if (k >= steps_.size()) {
-    return absl::OutOfRangeError(fmt::format("kernel {} of a plan with {} kernels", k, steps_.size()));
-  }
+absl::StatusOr<double> CudaLoadedPlan::do_measure_kernel_bytes(size_t k) {
   if (cuda_driver_is_emulator()) return absl::UnavailableError("the CUDA emulator has no DRAM counters");
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   // A profiler for this measurement only: one enabled on the context would
@@ -323,7 +315,7 @@ absl::StatusOr<double> CudaLoadedPlan::measure_kernel_bytes(size_t k) {
   return bytes;
 }
 
-absl::StatusOr<TensorMap> CudaLoadedPlan::outputs() {
+absl::StatusOr<TensorMap> CudaLoadedPlan::do_outputs() {
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   TensorMap out;
   std::vector<uint8_t> host;

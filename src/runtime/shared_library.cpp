@@ -44,7 +44,7 @@ std::vector<std::string> cuda_library_candidates(const std::vector<std::string>&
   }
   roots.emplace_back("/usr/local/cuda");
   for (const std::string& root : roots) {
-    for (const char* dir : {"lib64", "extras/CUPTI/lib64"}) {
+    for (const char* dir : {"lib64", "lib", "extras/CUPTI/lib64"}) {
       for (const std::string& soname : sonames) add(root + "/" + dir + "/" + soname);
     }
   }

@@ -40,8 +40,9 @@ class SharedLibrary {
 // Where to look for a library of the CUDA toolkit (NVRTC, cuBLAS, CUPTI):
 // each soname first, so that LD_LIBRARY_PATH and the loader's cache decide;
 // then `built_with` (the files this build found); then each soname in the
-// toolkit folders the loader may not search: lib64 and extras/CUPTI/lib64
-// of $CUDA_HOME, $CUDA_PATH and /usr/local/cuda. A machine whose toolkit is
+// toolkit folders the loader may not search: lib64, lib (CUDA 13's own
+// layout) and extras/CUPTI/lib64 of $CUDA_HOME, $CUDA_PATH and
+// /usr/local/cuda. A machine whose toolkit is
 // not registered with the loader (no ldconfig entry, no LD_LIBRARY_PATH)
 // still finds it there.
 std::vector<std::string> cuda_library_candidates(const std::vector<std::string>& sonames,

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh end to end on the CUDA emulator, so that the script
 # works the first time a GPU is lent (device time is short, and a script
-# that fails halfway wastes it): a stand-in nvidia-smi, the example graphs
-# shrunk to a few thousand elements, the demo at 128 x 256. The script must
-# exit 0, run every part, and leave the report and one archive with every
-# example's and every demo shape's JSON.
+# that fails halfway wastes it): a stand-in nvidia-smi, a gnuplot that does
+# not work (the device image has none), the example graphs shrunk to a few
+# thousand elements, the demo at 128 x 256. The script must exit 0, run
+# every part, and leave the report and one archive with every example's and
+# every demo shape's JSON. Then, with a budget too small for anything, it
+# must stop at once, say why, and still leave the archive.
 #
 #   run_on_emulator.sh SOURCE_DIR BUILD_DIR EMULATOR_LIBRARY
 set -euo pipefail
@@ -20,7 +22,8 @@ case "$*" in
   *) echo "name, driver_version"; echo "fusejit CUDA emulator, none" ;;
 esac
 SMI
-chmod +x "$work/bin/nvidia-smi"
+printf '#!/bin/sh\necho "gnuplot: not installed (a stand-in)" >&2\nexit 127\n' >"$work/bin/gnuplot"
+chmod +x "$work/bin/nvidia-smi" "$work/bin/gnuplot"
 
 # Every extent of the examples, scaled down: one table so that operands that
 # must agree (a bias and its rows' width) still do.
@@ -34,7 +37,8 @@ PY
 
 status=0
 PATH="$work/bin:$PATH" FUSEJIT_CUDA_DRIVER="$emulator" GPU_CHECK_GRAPHS="$work/graphs" \
-  GPU_CHECK_DEMO_ARGS="--rows 128 --cols 256" OUT="$work/out" \
+  GPU_CHECK_DEMO_ARGS="--rows 128 --cols 256" GPU_CHECK_BUDGET_S=5000 GPU_CHECK_TIME_SCALE=8 \
+  OUT="$work/out" \
   bash "$source_dir/scripts/gpu-check.sh" "$build_dir" >"$work/gpu-check.log" 2>&1 || status=$?
 report="$work/out/report.md"
 fail() {
@@ -58,7 +62,21 @@ for graph in "$work"/graphs/*.fj; do
 done
 shapes=$(ls "$work"/details/demo-threads-*.json | wc -l)
 ((shapes == 5)) || fail "$shapes demo shapes measured, not 5"
-[[ -s "$work/out/roofline-demo.svg" ]] || fail "no roofline chart"
+grep -q "no gnuplot here" "$report" || fail "the report does not say why there is no chart"
+grep -q "^    measured:" "$report" || fail "the report has no measured figures from the demo"
 emitted=$(ls "$work"/details/emit/*/plan.txt 2>/dev/null | wc -l)
 ((emitted == $(ls "$work"/graphs/*.fj | wc -l))) || fail "$emitted examples' kernels emitted into the archive"
-echo "gpu-check.sh ran end to end on the emulator: $(grep -c '^## ' "$report") sections, $shapes demo shapes"
+sections=$(grep -c '^## ' "$report")
+
+# A budget that leaves no step its 15 s: the first launch is skipped, and
+# the script stops there, says why, and still packs what it has.
+rm -rf "$work/out" && mkdir "$work/out"
+status=0
+PATH="$work/bin:$PATH" FUSEJIT_CUDA_DRIVER="$emulator" GPU_CHECK_GRAPHS="$work/graphs" GPU_CHECK_BUDGET_S=20 \
+  OUT="$work/out" bash "$source_dir/scripts/gpu-check.sh" "$build_dir" >"$work/gpu-check.log" 2>&1 || status=$?
+((status == 1)) || fail "with a spent budget gpu-check.sh exited $status, not 1"
+grep -q "budget is spent" "$report" || fail "with a spent budget the report does not say so"
+grep -q "stopping" "$report" || fail "with a spent budget the script did not stop"
+tar -tzf "$work/out/details.tar.gz" | grep -q first-launch.txt || fail "with a spent budget no archive was left"
+
+echo "gpu-check.sh ran end to end on the emulator: $sections sections, $shapes demo shapes; a spent budget stops it"

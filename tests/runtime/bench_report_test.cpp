@@ -29,6 +29,15 @@ TEST(BenchReport, WorkingSetIsComparedWithTheCacheWhenItsSizeIsKnown) {
   EXPECT_EQ(bench_json(r)["last_level_cache_bytes"], int64_t{32} << 20);
 }
 
+// Sizes under a MiB (a small GPU's L2, a tiny graph) in KiB, not as "0 MiB".
+TEST(BenchReport, SizesUnderAMebibyteAreGivenInKibibytes) {
+  BenchResult r = result_with_cache(int64_t{384} << 10);
+  r.working_set_bytes = 525824;
+  const std::string text = format_bench(r);
+  EXPECT_NE(text.find("moves 514 KiB per run (1.3x the 384 KiB last-level cache)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("0 MiB"), std::string::npos) << text;
+}
+
 TEST(BenchReport, AnUnknownCacheSizeIsSaidToBeUnknown) {
   const BenchResult r = result_with_cache(0);
   const std::string text = format_bench(r);

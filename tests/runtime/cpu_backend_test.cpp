@@ -242,6 +242,50 @@ TEST(CpuBackend, WrongInputsAreRejectedByName) {
   EXPECT_FALSE((*loaded)->set_inputs({}).ok());
 }
 
+// A LoadedPlan refuses calls out of order, with the reason, instead of
+// running on inputs nobody gave or returning outputs nothing wrote (the
+// checks live in LoadedPlan itself, so every backend has them).
+TEST(CpuBackend, CallsOutOfOrderAreRefusedWithTheReason) {
+  const Graph g = parse("input x: f32[4, 8]\ny = exp(x)\nz = softmax(y)\noutput z\n");
+  const FusionPlan plan = make_unfused_plan(g);
+  ASSERT_EQ(plan.kernels.size(), 2u);
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  LoadedPlan& p = **loaded;
+  auto expect_refused = [](const absl::Status& s, absl::StatusCode code, std::string_view says) {
+    EXPECT_EQ(s.code(), code) << s;
+    EXPECT_NE(std::string(status_text(s)).find(says), std::string::npos) << s;
+  };
+
+  expect_refused(p.run_kernel(0), absl::StatusCode::kFailedPrecondition, "run_kernel(0) before set_inputs()");
+  expect_refused(p.time_kernel(1).status(), absl::StatusCode::kFailedPrecondition, "time_kernel(1) before set_inputs()");
+  expect_refused(p.run(), absl::StatusCode::kFailedPrecondition, "before set_inputs()");
+  expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "outputs() before set_inputs()");
+
+  const TensorMap inputs = random_inputs(g, 3);
+  ASSERT_TRUE(p.set_inputs(inputs).ok());
+  expect_refused(p.run_kernel(2), absl::StatusCode::kOutOfRange, "run_kernel(2): the plan has 2 kernels");
+  expect_refused(p.time_kernel(size_t(-1)).status(), absl::StatusCode::kOutOfRange, "the plan has 2 kernels");
+  expect_refused(p.measure_kernel_bytes(7).status(), absl::StatusCode::kOutOfRange, "the plan has 2 kernels");
+  expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "before kernel 0 (k0_exp) ran");
+  ASSERT_TRUE(p.run_kernel(0).ok());
+  expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "before kernel 1 (k1_softmax) ran");
+  ASSERT_TRUE(p.time_kernel(1).ok());
+  absl::StatusOr<TensorMap> first = p.outputs();
+  ASSERT_TRUE(first.ok()) << first.status();
+
+  // Poisoned outputs are not results either, until the plan runs again.
+  ASSERT_TRUE(p.poison_outputs().ok());
+  expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "before kernel 0 (k0_exp) ran");
+  ASSERT_TRUE(p.run().ok());
+  absl::StatusOr<TensorMap> again = p.outputs();
+  ASSERT_TRUE(again.ok()) << again.status();
+  absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_TRUE(compare_tensors(again->at("z"), ref->at("z")).within(DType::kF32));
+  EXPECT_EQ(again->at("z").values, first->at("z").values);
+}
+
 TEST(CpuBackend, LayersRunTheFirstLayersCodeWithTheirOwnSeeds) {
   const Graph g = parse(testing::stacked_layers_text(3));
   const FusionPlan plan = make_fused_plan(g);

@@ -41,6 +41,7 @@ TEST(DramCounters, CpuPlansReadNoCounters) {
   ASSERT_TRUE(g.ok());
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = (*cpu)->load(make_fused_plan(*g));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE((*loaded)->set_inputs(random_inputs(*g, 1)).ok());
   absl::StatusOr<double> bytes = (*loaded)->measure_kernel_bytes(0);
   ASSERT_FALSE(bytes.ok());
   EXPECT_EQ(bytes.status().code(), absl::StatusCode::kUnimplemented);

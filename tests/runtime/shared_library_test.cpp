@@ -28,10 +28,14 @@ TEST(CudaLibraryCandidates, SonamesFirstThenTheBuildsFilesThenTheToolkitFolders)
       "/built/lib/libx.so.13",
       "/opt/cuda-a/lib64/libx.so.13",
       "/opt/cuda-a/lib64/libx.so.12",
+      "/opt/cuda-a/lib/libx.so.13",
+      "/opt/cuda-a/lib/libx.so.12",
       "/opt/cuda-a/extras/CUPTI/lib64/libx.so.13",
       "/opt/cuda-a/extras/CUPTI/lib64/libx.so.12",
       "/usr/local/cuda/lib64/libx.so.13",
       "/usr/local/cuda/lib64/libx.so.12",
+      "/usr/local/cuda/lib/libx.so.13",
+      "/usr/local/cuda/lib/libx.so.12",
       "/usr/local/cuda/extras/CUPTI/lib64/libx.so.13",
       "/usr/local/cuda/extras/CUPTI/lib64/libx.so.12",
   };
@@ -44,6 +48,7 @@ TEST(CudaLibraryCandidates, NamesEachPlaceOnce) {
   const std::vector<std::string> names =
       cuda_library_candidates({"liby.so.1"}, {"/usr/local/cuda/lib64/liby.so.1", ""});
   const std::vector<std::string> expected = {"liby.so.1", "/usr/local/cuda/lib64/liby.so.1",
+                                             "/usr/local/cuda/lib/liby.so.1",
                                              "/usr/local/cuda/extras/CUPTI/lib64/liby.so.1"};
   EXPECT_EQ(names, expected);
 }
