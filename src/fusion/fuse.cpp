@@ -351,6 +351,7 @@ class Partitioner {
 }  // namespace
 
 FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
+  require_plannable(graph, options);
   std::vector<int32_t> origin;
   auto expanded = std::make_shared<const Graph>(expand_composites(graph, &origin));
   std::vector<KernelGroup> groups = Partitioner(*expanded, options.max_kernel_tensors).run();

@@ -80,6 +80,8 @@ std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel);
 
 // One kernel per user op, as an eager framework runs the graph. In both
 // plans, ops that no output depends on (Graph::unused_nodes) are not computed.
+// Both throw Error for a graph that does not verify (ir/verifier.h: e.g. one
+// with no output) and for options out of range.
 FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options = {});
 // The fused plan (see fuse.cpp for the rules).
 FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options = {});

@@ -8,6 +8,8 @@
 
 #include "ir/composites.h"
 #include "ir/counted.h"
+#include "ir/error.h"
+#include "ir/verifier.h"
 
 namespace fusejit {
 
@@ -117,7 +119,22 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
   return plan;
 }
 
+void require_plannable(const Graph& graph, const FusionOptions& options) {
+  if (options.max_kernel_tensors < 2) {
+    throw Error(fmt::format("FusionOptions::max_kernel_tensors must be at least 2 (a read and a write), got {}",
+                            options.max_kernel_tensors));
+  }
+  if (options.persistent_row_limit < 1) {
+    throw Error(fmt::format("FusionOptions::persistent_row_limit must be at least 1 element, got {}",
+                            options.persistent_row_limit));
+  }
+  if (absl::Status s = verify(graph); !s.ok()) {
+    throw Error(fmt::format("cannot plan a graph that does not verify:\n{}", status_text(s)));
+  }
+}
+
 FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options) {
+  require_plannable(graph, options);
   // Like the fused plan, the unfused plan runs on the expanded graph, so that
   // every kernel is made of primitives; a composite's kernel holds its whole
   // expansion, and only user ops' results cross kernels.

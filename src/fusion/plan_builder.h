@@ -23,5 +23,9 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
                       const std::vector<int32_t>& origin, std::vector<KernelGroup> groups,
                       const FusionOptions& options);
 
+// Throws Error when `graph` does not verify (the verifier's diagnostics: a
+// graph built with Graph::append, or one without outputs) or an option is
+// out of range, so that neither planner works on a graph it cannot plan.
+void require_plannable(const Graph& graph, const FusionOptions& options);
 
 }  // namespace fusejit

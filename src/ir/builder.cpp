@@ -44,7 +44,9 @@ Value apply(Op op, std::span<const Arg> args, const Attrs& attrs) {
       throw Error(fmt::format("{}: operand {} is {}", info.name, i + 1, why));
     }
     if (graph != nullptr && a.value().graph() != graph) {
-      throw Error(fmt::format("{}: operands belong to different graphs", info.name));
+      throw Error(fmt::format("{}: operand {} ({}) belongs to another Graph than the operands before it; "
+                              "an op's operands must come from one Graph",
+                              info.name, i + 1, describe(*a.value().graph(), Operand::value(a.value().id()))));
     }
     graph = a.value().graph();
   }

@@ -24,16 +24,23 @@ std::string arity_text(const OpInfo& info) {
 }
 
 // Fills `check.node.attrs` in spec order from `given` plus defaults.
-bool complete_attrs(const OpInfo& info, const Attrs& given, NodeCheck& check) {
+// An attribute `info` does not have: "gelu has no attribute 'approx'".
+bool reject_unknown_attrs(const OpInfo& info, const Attrs& given, NodeCheck& check) {
   for (const auto& [name, value] : given.entries()) {
     if (info.find_attr(name) == nullptr) {
       check.attr = name;
       check.error = info.attrs.empty()
                         ? fmt::format("{} takes no attributes, got '{}'", info.name, name)
                         : fmt::format("{} has no attribute '{}'", info.name, name);
-      return false;
+      return true;
     }
   }
+  return false;
+}
+
+bool complete_attrs(const Graph& graph, const OpInfo& info, std::span<const Operand> operands, const Attrs& given,
+                    NodeCheck& check) {
+  if (reject_unknown_attrs(info, given, check)) return false;
   for (const AttrSpec& spec : info.attrs) {
     const AttrValue* value = given.find(spec.name);
     AttrValue filled;
@@ -48,7 +55,8 @@ bool complete_attrs(const OpInfo& info, const Attrs& given, NodeCheck& check) {
     }
     if (std::string problem = check_attr_value(spec, *value); !problem.empty()) {
       check.attr = std::string(spec.name);
-      check.error = fmt::format("{}: {}", info.name, problem);
+      // The call with its operands' types, as for shape errors: "dropout(h: bf16[8, 16]): p must be ...".
+      check.error = fmt::format("{}: {}", call_text(graph, info, operands), problem);
       return false;
     }
     check.node.attrs.set(spec.name, *value);
@@ -151,6 +159,19 @@ bool infer_type(const Graph& graph, const OpInfo& info, std::span<const Operand>
 
 }  // namespace
 
+NodeCheck check_given_attrs(const OpInfo& info, const Attrs& given) {
+  NodeCheck check;
+  if (reject_unknown_attrs(info, given, check)) return check;
+  for (const auto& [name, value] : given.entries()) {
+    if (std::string problem = check_attr_value(*info.find_attr(name), value); !problem.empty()) {
+      check.attr = name;
+      check.error = fmt::format("{}: {}", info.name, problem);
+      return check;
+    }
+  }
+  return check;
+}
+
 NodeCheck make_node(const Graph& graph, const OpInfo& info, std::span<const Operand> operands, const Attrs& given) {
   NodeCheck check;
   check.node.op = info.op;
@@ -162,7 +183,7 @@ NodeCheck make_node(const Graph& graph, const OpInfo& info, std::span<const Oper
     check.operand = n > info.max_operands ? info.max_operands : -1;
     return check;
   }
-  if (!complete_attrs(info, given, check)) return check;
+  if (!complete_attrs(graph, info, operands, given, check)) return check;
   infer_type(graph, info, operands, check);
   return check;
 }

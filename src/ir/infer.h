@@ -24,4 +24,11 @@ struct NodeCheck {
 // defaults. The node's name and location are left for the caller to set.
 NodeCheck make_node(const Graph& graph, const OpInfo& info, std::span<const Operand> operands, const Attrs& given);
 
+// The attribute checks of make_node() that need no operands, for a line of
+// the text format whose operand could not be resolved: an unknown
+// attribute, or a value out of range (messages as make_node's, without the
+// operands). Empty when the attributes given are fine; error.attr names the
+// attribute otherwise.
+NodeCheck check_given_attrs(const OpInfo& info, const Attrs& given);
+
 }  // namespace fusejit

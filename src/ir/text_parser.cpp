@@ -254,18 +254,29 @@ bool Parser::define(const Token& name, LineLexer& lex) {
   const OpInfo* info = find_op(call.op.text);
   if (info == nullptr) return error(call.op.col, unknown_op_message(call.op.text));
 
+  // Every operand is looked at, so that a line with two bad names reports
+  // both. An operand that names a value whose own line failed ("poisoned")
+  // has no type to check against; the line's attributes are still checked
+  // below, as they do not depend on it.
   std::vector<Operand> operands;
+  bool operands_ok = true;
+  bool uses_failed_value = false;
   for (const Token& token : call.operands) {
     if (token.kind == TokenKind::kNumber) {
       const std::optional<double> v = literal(token);
-      if (!v) return false;
-      operands.push_back(Operand::scalar(*v));
+      if (!v) operands_ok = false;
+      operands.push_back(Operand::scalar(v.value_or(0)));
     } else {
       const std::optional<int32_t> id = resolve(token);
-      if (!id) return false;
+      if (!id) {
+        operands_ok = false;
+        uses_failed_value = uses_failed_value || poisoned_.contains(absl_view(token.text));
+        continue;
+      }
       operands.push_back(Operand::value(*id));
     }
   }
+  if (!operands_ok && !uses_failed_value) return false;
   Attrs given;
   for (size_t i = 0; i < call.attrs.size(); ++i) {
     const auto& [key, value] = call.attrs[i];
@@ -282,6 +293,11 @@ bool Parser::define(const Token& name, LineLexer& lex) {
     absl::StatusOr<AttrValue> parsed = parse_attr_value(*spec, value.text);
     if (!parsed.ok()) return error(value.col, fmt::format("{}: {}", info->name, std_view(parsed.status().message())));
     given.set(key.text, *std::move(parsed));
+  }
+  if (!operands_ok) {  // an operand's line failed: check what can be checked without it
+    const NodeCheck check = check_given_attrs(*info, given);
+    if (!check.ok()) return error(error_column(check, call, *info), check.error);
+    return false;
   }
 
   NodeCheck check = make_node(graph_, *info, operands, given);

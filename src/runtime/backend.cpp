@@ -24,10 +24,7 @@ absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
   return absl::OkStatus();
 }
 
-absl::Status LoadedPlan::poison_outputs() {
-  ran_.assign(plan().kernels.size(), false);
-  return do_poison_outputs();
-}
+absl::Status LoadedPlan::poison_outputs() { return do_poison_outputs(); }
 
 absl::Status LoadedPlan::run_kernel(size_t k) {
   if (absl::Status s = check_runnable(k, "run_kernel"); !s.ok()) return s;
@@ -62,7 +59,7 @@ absl::StatusOr<TensorMap> LoadedPlan::outputs() {
   for (size_t k = 0; k < ran_.size(); ++k) {
     if (!ran_[k]) {
       return absl::FailedPreconditionError(
-          fmt::format("outputs() before kernel {} ({}) ran: run() the plan after set_inputs() or poison_outputs()",
+          fmt::format("outputs() before kernel {} ({}) ran on the inputs: run() the plan after set_inputs()",
                       k, plan().kernels[k].name));
     }
   }

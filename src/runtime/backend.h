@@ -62,7 +62,8 @@ class LoadedPlan {
   // declares them; otherwise InvalidArgument naming the input) into its buffer.
   absl::Status set_inputs(const TensorMap& inputs);
   // Fills every buffer a kernel writes with NaN bit patterns (0xFF bytes),
-  // so that an element a kernel forgets to write shows up as NaN.
+  // so that an element a kernel forgets to write shows up as NaN (outputs()
+  // read right after it show the poison itself).
   absl::Status poison_outputs();
   // Runs kernel k (in plan order) and waits for it to finish.
   // FailedPrecondition before set_inputs(); OutOfRange for a k past the plan.
@@ -79,8 +80,8 @@ class LoadedPlan {
   // Runs every kernel in order.
   absl::Status run();
   // The graph outputs by name, copied back to the host. FailedPrecondition
-  // (naming the kernel) unless every kernel ran since the last
-  // set_inputs() or poison_outputs(): its outputs would be stale or NaN.
+  // (naming the kernel) unless every kernel ran since the last set_inputs():
+  // its outputs would belong to other inputs, or to none.
   absl::StatusOr<TensorMap> outputs();
 
  private:
@@ -95,7 +96,7 @@ class LoadedPlan {
   absl::Status check_runnable(size_t k, std::string_view what) const;
 
   bool inputs_set_ = false;
-  std::vector<bool> ran_;  // per kernel: run since the last set_inputs() or poison_outputs()
+  std::vector<bool> ran_;  // per kernel: run since the last set_inputs()
 };
 
 class Backend {

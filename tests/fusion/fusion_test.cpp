@@ -27,6 +27,47 @@ std::vector<std::string> written(const FusionPlan& plan, int kernel) {
 
 using Strings = std::vector<std::string>;
 
+// The planners refuse what they cannot plan, with the verifier's reasons,
+// instead of planning nothing or reading past a node list.
+TEST(Fusion, AGraphThatDoesNotVerifyIsNotPlanned) {
+  auto error_of = [](auto plan) -> std::string {
+    try {
+      plan();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Graph no_output;
+  exp(no_output.input("x", DType::kF32, {4, 8}));
+  for (auto plan : {make_fused_plan, make_unfused_plan}) {
+    EXPECT_EQ(error_of([&] { plan(no_output, {}); }),
+              "cannot plan a graph that does not verify:\nerror: the graph has no output");
+  }
+
+  Graph dangling;  // an operand that names a node after it: only Graph::append can make this
+  dangling.input("x", DType::kF32, {4});
+  Node n;
+  n.op = Op::kNeg;
+  n.name = "y";
+  n.dtype = DType::kF32;
+  n.shape = Shape({4});
+  n.operands = {Operand::value(5)};
+  dangling.add_output(dangling.append(std::move(n)));
+  const std::string error = error_of([&] { make_fused_plan(dangling); });
+  EXPECT_TRUE(error.starts_with("cannot plan a graph that does not verify:\n")) << error;
+  EXPECT_NE(error.find("node 5"), std::string::npos) << error;
+
+  Graph fine;
+  fine.output("y", exp(fine.input("x", DType::kF32, {4, 8})));
+  EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.max_kernel_tensors = 0}); }),
+            "FusionOptions::max_kernel_tensors must be at least 2 (a read and a write), got 0");
+  EXPECT_EQ(error_of([&] { make_unfused_plan(fine, {.persistent_row_limit = -5}); }),
+            "FusionOptions::persistent_row_limit must be at least 1 element, got -5");
+  EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.persistent_row_limit = 1, .max_kernel_tensors = 2}); }),
+            "no error");
+}
+
 TEST(Fusion, BiasGeluDropoutLayerNormIsOneRowKernel) {
   Graph g;
   auto x = g.input("x", DType::kBF16, {M, N});

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the fusejit build in BUILD_DIR into a scratch prefix, then builds
 # and runs tests/install/consumer against it with find_package(fusejit).
+# The prefix must hold the public headers (fusejit.h and what it includes)
+# and none of the internal ones.
 # Usage: run_consumer.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1
@@ -14,4 +16,12 @@ cmake --build "$work/consumer" >/dev/null
 out=$("$work/consumer/consumer")
 echo "$out"
 grep -q "softmax" <<<"$out"
+grep -q "on the cpu backend: max relative error" <<<"$out"
 test -x "$work/prefix/bin/fusejit"
+headers="$work/prefix/include/fusejit"
+for public in fusejit.h fusejit_version.h ir/graph.h ir/ops.def runtime/backend.h fusion/plan.h; do
+  test -f "$headers/$public" || { echo "not installed: $public"; exit 1; }
+done
+for internal in runtime/thread_pool.h runtime/sha256.h codegen/cuda/fj_math.cuh codegen/cpu/fj_kernel.h cli/commands.h; do
+  ! test -e "$headers/$internal" || { echo "installed, but internal: $internal"; exit 1; }
+done

@@ -81,5 +81,21 @@ TEST(GraphBuilder, ValuesOfAGraphThatWasMovedFromAreErrorsNotCrashes) {
   EXPECT_TRUE(verify(h).ok()) << verify(h);
 }
 
+// Builder errors name the op's operands with their types, like shape errors.
+TEST(GraphBuilder, AttributeAndGraphErrorsNameTheOperands) {
+  Graph g;
+  Graph other;
+  auto x = g.input("x", DType::kF32, {4, 8});
+  auto w = other.input("w", DType::kBF16, {8});
+  EXPECT_EQ(error_of([&] { add(x, w); }),
+            "add: operand 2 (w: bf16[8]) belongs to another Graph than the operands before it; an op's operands "
+            "must come from one Graph");
+  EXPECT_EQ(error_of([&] { dropout(x, 1.5); }), "dropout(x: f32[4, 8]): p must be in [0, 1), got 1.5");
+  EXPECT_EQ(error_of([&] { gelu(x, "fast"); }).substr(0, 35), "gelu(x: f32[4, 8]): approximate mus");
+  EXPECT_EQ(error_of([&] { layer_norm(x, std::nullopt, std::nullopt, -1.0); }),
+            "layer_norm(x: f32[4, 8]): eps must be > 0, got -1");
+  EXPECT_EQ(g.nodes().size(), 1u);  // nothing was added
+}
+
 }  // namespace
 }  // namespace fusejit

@@ -198,6 +198,33 @@ TEST(MalformedInputTest, ReportsEveryErrorButNotTheirConsequences) {
                                   }));
 }
 
+// A line whose operand failed on its own line still has its attributes
+// checked (they do not depend on the operand), and every bad name of a
+// line is reported, not only the first.
+TEST(MalformedInputTest, ALineUsingAFailedValueStillHasItsAttributesChecked) {
+  absl::StatusOr<Graph> g = parse_graph(
+      "input x: f32[4, 8]\n"
+      "input b: f32[9]\n"
+      "h = add(x, b)\n"
+      "g = gelu(h, approximate=fast)\n"
+      "d = dropout(h, p=1.5)\n"
+      "s = softmax(h, axis=0)\n"
+      "e = exp(h)\n"
+      "y = add(q, r)\n"
+      "output g, d, s, e, y\n",
+      "bad.fj");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(lines_of(g.status()),
+            (std::vector<std::string>{
+                "bad.fj:3:12: error: add(x: f32[4, 8], b: f32[9]): cannot broadcast [4, 8] with [9]",
+                "bad.fj:4:25: error: gelu: invalid value 'fast' for attribute 'approximate': expected one of none, tanh",
+                "bad.fj:5:18: error: dropout: p must be in [0, 1), got 1.5",
+                "bad.fj:6:16: error: softmax takes no attributes, got 'axis'",
+                "bad.fj:8:9: error: undefined name 'q'",
+                "bad.fj:8:12: error: undefined name 'r'",
+            }));
+}
+
 TEST(MalformedInputTest, StopsAfterAHundredErrors) {
   std::string text;
   for (int i = 0; i < 1000; ++i) text += "?\n";

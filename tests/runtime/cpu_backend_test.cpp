@@ -243,8 +243,8 @@ TEST(CpuBackend, WrongInputsAreRejectedByName) {
 }
 
 // A LoadedPlan refuses calls out of order, with the reason, instead of
-// running on inputs nobody gave or returning outputs nothing wrote (the
-// checks live in LoadedPlan itself, so every backend has them).
+// running on inputs nobody gave or returning outputs no kernel wrote for
+// them (the checks live in LoadedPlan itself, so every backend has them).
 TEST(CpuBackend, CallsOutOfOrderAreRefusedWithTheReason) {
   const Graph g = parse("input x: f32[4, 8]\ny = exp(x)\nz = softmax(y)\noutput z\n");
   const FusionPlan plan = make_unfused_plan(g);
@@ -274,8 +274,8 @@ TEST(CpuBackend, CallsOutOfOrderAreRefusedWithTheReason) {
   absl::StatusOr<TensorMap> first = p.outputs();
   ASSERT_TRUE(first.ok()) << first.status();
 
-  // Poisoned outputs are not results either, until the plan runs again.
-  ASSERT_TRUE(p.poison_outputs().ok());
+  // New inputs make the old outputs stale until the plan runs on them.
+  ASSERT_TRUE(p.set_inputs(inputs).ok());
   expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "before kernel 0 (k0_exp) ran");
   ASSERT_TRUE(p.run().ok());
   absl::StatusOr<TensorMap> again = p.outputs();
