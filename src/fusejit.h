@@ -15,6 +15,7 @@
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ir/graph_warnings.h"
 #include "ir/host_tensor.h"
 #include "ir/interpreter.h"
 #include "ir/npy.h"

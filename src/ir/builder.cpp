@@ -10,23 +10,20 @@
 
 namespace fusejit {
 
-namespace {
-
-// Why `value` cannot be used as an operand, or empty if it can.
-std::string unusable(const Value& value) {
-  if (value.graph() == nullptr) return "an empty Value (default-constructed), not a tensor of a graph";
-  if (!value.graph()->has_node(value.id())) {
-    return fmt::format("a Value (node {}) that its Graph no longer holds: was the Graph moved from or assigned to "
-                       "after the Value was made? Values refer to the Graph object that made them",
-                       value.id());
+std::string Value::why_unusable() const {
+  if (graph_ == nullptr) return "an empty Value (default-constructed), not a tensor of a graph";
+  const std::shared_ptr<Graph* const> holder = identity_.lock();
+  if (holder == nullptr || *holder != graph_ || !graph_->has_node(id_)) {
+    return fmt::format("a Value (node {}) whose Graph object no longer holds it: the Graph was destroyed, moved "
+                       "from (as a std::vector<Graph> that grows does) or assigned to after the Value was made. "
+                       "Values refer to the Graph object that made them",
+                       id_);
   }
   return "";
 }
 
-}  // namespace
-
 const Node& Value::node() const {
-  if (const std::string why = unusable(*this); !why.empty()) throw Error(why);
+  if (const std::string why = why_unusable(); !why.empty()) throw Error(why);
   return graph_->node(id_);
 }
 
@@ -40,7 +37,7 @@ Value apply(Op op, std::span<const Arg> args, const Attrs& attrs) {
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg& a = args[i];
     if (a.is_literal()) continue;
-    if (const std::string why = unusable(a.value()); !why.empty()) {
+    if (const std::string why = a.value().why_unusable(); !why.empty()) {
       throw Error(fmt::format("{}: operand {} is {}", info.name, i + 1, why));
     }
     if (graph != nullptr && a.value().graph() != graph) {

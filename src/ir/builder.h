@@ -25,12 +25,18 @@ namespace fusejit {
 class Value {
  public:
   Value() = default;
-  Value(Graph* graph, int32_t id) : graph_(graph), id_(id) {}
+  Value(Graph* graph, int32_t id) : graph_(graph), id_(id) {
+    if (graph_ != nullptr) identity_ = graph_->identity();
+  }
 
   Graph* graph() const { return graph_; }
   int32_t id() const { return id_; }
-  // Throws fusejit::Error for an empty Value or one whose graph no longer
-  // holds its node (the Graph was moved from or assigned to since).
+  // Empty when the Value can be used; otherwise why not: it is empty
+  // (default-constructed), or the Graph object that made it has been
+  // destroyed, moved from (a std::vector<Graph> that grows moves its
+  // Graphs) or assigned to since (Graph::identity()).
+  std::string why_unusable() const;
+  // Throws fusejit::Error with why_unusable() for a Value that cannot be used.
   const Node& node() const;
   const Shape& shape() const { return node().shape; }
   DType dtype() const { return node().dtype; }
@@ -39,6 +45,7 @@ class Value {
  private:
   Graph* graph_ = nullptr;
   int32_t id_ = -1;
+  std::weak_ptr<Graph* const> identity_;
 };
 
 // An operand as written in C++: a Value or a numeric literal.

@@ -40,6 +40,50 @@ bool exceeds_value_limit(DType dtype, const Shape& shape) {
          bytes > kMaxValueBytes;
 }
 
+Graph::Graph(const Graph& other)
+    : nodes_(other.nodes_), outputs_(other.outputs_), by_name_(other.by_name_), source_file_(other.source_file_) {}
+
+Graph::Graph(Graph&& other) noexcept
+    : nodes_(std::move(other.nodes_)),
+      outputs_(std::move(other.outputs_)),
+      by_name_(std::move(other.by_name_)),
+      source_file_(std::move(other.source_file_)),
+      identity_(std::move(other.identity_)) {
+  if (identity_) *identity_ = this;  // Values of `other` now see another address: stale
+  other.nodes_.clear();
+  other.outputs_.clear();
+  other.by_name_.clear();
+}
+
+Graph& Graph::operator=(const Graph& other) {
+  if (this == &other) return *this;
+  nodes_ = other.nodes_;
+  outputs_ = other.outputs_;
+  by_name_ = other.by_name_;
+  source_file_ = other.source_file_;
+  identity_.reset();  // the Values made of the old contents are stale
+  return *this;
+}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this == &other) return *this;
+  nodes_ = std::move(other.nodes_);
+  outputs_ = std::move(other.outputs_);
+  by_name_ = std::move(other.by_name_);
+  source_file_ = std::move(other.source_file_);
+  identity_ = std::move(other.identity_);
+  if (identity_) *identity_ = this;
+  other.nodes_.clear();
+  other.outputs_.clear();
+  other.by_name_.clear();
+  return *this;
+}
+
+std::weak_ptr<Graph* const> Graph::identity() {
+  if (!identity_) identity_ = std::make_shared<Graph*>(this);
+  return std::const_pointer_cast<Graph* const>(identity_);
+}
+
 Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
   auto fail = [&](std::string_view why) {
     throw Error(fmt::format("input {}: {}{}: {}", name, dtype, shape, why));
@@ -61,12 +105,8 @@ Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
 }
 
 void Graph::output(std::string_view name, Value value) {
+  if (const std::string why = value.why_unusable(); !why.empty()) throw Error(fmt::format("output {}: {}", name, why));
   if (value.graph() != this) throw Error(fmt::format("output {}: the value belongs to another graph", name));
-  if (!has_node(value.id())) {
-    throw Error(fmt::format("output {}: this graph no longer holds the value's node (was it moved from or assigned "
-                            "to after the value was made?)",
-                            name));
-  }
   Node& n = nodes_[value.id()];
   if (n.op == Op::kInput) {
     throw Error(fmt::format("output {}: {} is a graph input; outputs must be computed", name, describe(n)));

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,6 +68,17 @@ class Value;
 
 class Graph {
  public:
+  Graph() = default;
+  // Copying, moving and assigning keep Values honest: a Value refers to the
+  // Graph object that made it, and after that object is moved from, moved
+  // or copied into, or destroyed, its earlier Values throw a clear Error
+  // when used instead of reading freed or foreign memory (identity() below).
+  Graph(const Graph& other);
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(const Graph& other);
+  Graph& operator=(Graph&& other) noexcept;
+  ~Graph() = default;
+
   // Builder entry points; they throw fusejit::Error on misuse.
   Value input(std::string_view name, DType dtype, const Shape& shape);
   // Marks `value` as a graph output named `name`. A value the builder named
@@ -104,11 +116,20 @@ class Graph {
   // Structural equality: same nodes in the same order, same outputs.
   bool operator==(const Graph& other) const;
 
+  // Who holds this Graph's current nodes: a shared cell holding this
+  // object's address. Values keep a weak reference to it; the cell goes
+  // with the nodes when the Graph is moved (and then holds the new
+  // address), is replaced when the Graph is copied or assigned into, and
+  // dies with the Graph. A Value is usable while its cell lives and holds
+  // the address of the Graph the Value names.
+  std::weak_ptr<Graph* const> identity();
+
  private:
   std::vector<Node> nodes_;
   std::vector<int32_t> outputs_;
   absl::flat_hash_map<std::string, int32_t> by_name_;
   std::string source_file_;
+  std::shared_ptr<Graph*> identity_;  // made on first use; see identity()
 };
 
 // The most bytes one value may take: 256 TiB, far beyond the memory of any

@@ -1,0 +1,48 @@
+#include "ir/graph_warnings.h"
+
+#include <absl/container/flat_hash_map.h>
+#include <fmt/format.h>
+
+namespace fusejit {
+namespace {
+
+// "FILE:LINE:COL: " for a node read from a file; "" for one built in C++.
+std::string where(const Graph& graph, const Node& node) {
+  if (node.loc.line <= 0) return "";
+  return fmt::format("{}:{}:{}: ", graph.source_file(), node.loc.line, node.loc.col);
+}
+
+}  // namespace
+
+std::vector<std::string> graph_warnings(const Graph& graph) {
+  std::vector<std::string> warnings;
+  // Not an error (a graph being edited often has loose ends), but no plan
+  // computes these, and an input no output reads is often a name mistyped
+  // where it is used.
+  const std::vector<bool> live = graph.reaches_outputs();
+  for (int32_t id = 0; id < graph.num_nodes(); ++id) {
+    if (live[id]) continue;
+    const Node& n = graph.node(id);
+    warnings.push_back(fmt::format("{}'{}' is not used by any output; {}", where(graph, n), n.name,
+                                   n.op == Op::kInput ? "no plan reads it" : "it is not computed"));
+  }
+  // Dropouts with one seed draw the same random numbers at the same element
+  // indices: stacked layers written with the default seed (0) would drop
+  // the same positions in every layer, which is rarely what was meant.
+  absl::flat_hash_map<int64_t, int32_t> first_with_seed;
+  for (int32_t id = 0; id < graph.num_nodes(); ++id) {
+    const Node& n = graph.node(id);
+    if (n.op != Op::kDropout || !live[id]) continue;
+    const int64_t seed = n.attrs.get_int("seed");
+    const auto [it, first] = first_with_seed.try_emplace(seed, id);
+    if (first) continue;
+    const Node& earlier = graph.node(it->second);
+    const std::string earlier_line = earlier.loc.line > 0 ? fmt::format(" (line {})", earlier.loc.line) : "";
+    warnings.push_back(fmt::format("{}dropout '{}' has seed {}, as '{}'{} has: they drop the same element "
+                                   "positions; give each dropout a seed of its own (seed=N)",
+                                   where(graph, n), n.name, seed, earlier.name, earlier_line));
+  }
+  return warnings;
+}
+
+}  // namespace fusejit

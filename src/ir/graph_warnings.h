@@ -1,0 +1,19 @@
+// Warnings about a graph that verifies but is probably not what its author
+// meant: values no output uses, and dropouts that share a seed. The command
+// line prints them when it loads a graph; a program using the library can
+// print them the same way.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusejit {
+
+// One message per finding, in node order: "FILE:LINE:COL: 'h' is not used by
+// any output; it is not computed" for a graph read from a file, the same
+// without the location for one built in C++.
+std::vector<std::string> graph_warnings(const Graph& graph);
+
+}  // namespace fusejit

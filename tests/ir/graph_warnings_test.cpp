@@ -1,0 +1,56 @@
+#include "ir/graph_warnings.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/text_format.h"
+
+namespace fusejit {
+namespace {
+
+using Strings = std::vector<std::string>;
+
+TEST(GraphWarnings, AGraphWithoutLooseEndsHasNone) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {4, 8});
+  g.output("y", dropout(dropout(x, 0.1, 1), 0.1, 2));
+  EXPECT_EQ(graph_warnings(g), Strings{});
+}
+
+// A graph built in C++ has no file locations: the warnings name the values.
+TEST(GraphWarnings, UnusedValuesAndSharedSeedsInAGraphBuiltInCpp) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {4, 8});
+  g.input("typo", DType::kF32, {8});
+  auto h = exp(x);
+  neg(h);
+  g.output("y", dropout(dropout(h, 0.1), 0.2));  // both with the default seed 0
+  EXPECT_EQ(graph_warnings(g), (Strings{
+                                   "'typo' is not used by any output; no plan reads it",
+                                   "'neg_3' is not used by any output; it is not computed",
+                                   "dropout 'y' has seed 0, as 'dropout_4' has: they drop the same element "
+                                   "positions; give each dropout a seed of its own (seed=N)",
+                               }));
+}
+
+TEST(GraphWarnings, AGraphFromAFileIsWarnedAboutWithLocations) {
+  absl::StatusOr<Graph> g = parse_graph(
+      "input x: f32[4, 8]\n"
+      "input b: f32[8]\n"
+      "d1 = dropout(x, p=0.1, seed=7)\n"
+      "d2 = dropout(d1, p=0.1, seed=7)\n"
+      "output d2\n",
+      "layers.fj");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(graph_warnings(*g), (Strings{
+                                    "layers.fj:2:7: 'b' is not used by any output; no plan reads it",
+                                    "layers.fj:4:1: dropout 'd2' has seed 7, as 'd1' (line 3) has: they drop the "
+                                    "same element positions; give each dropout a seed of its own (seed=N)",
+                                }));
+}
+
+}  // namespace
+}  // namespace fusejit
