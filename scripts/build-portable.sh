@@ -37,7 +37,7 @@ done
 # are no use there, and the check says so before device time is spent.
 strip build-gpu/fusejit build-gpu/tests/fusejit_tests
 carried=$(du -cb build-gpu/fusejit build-gpu/tests/fusejit_tests build-gpu/source-dir.txt | tail -n 1 | cut -f1)
-checkout=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
+checkout=$( (git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/dev/null || true) | tail -n 1 | cut -f1)
 echo "build-portable: carried binaries $((carried >> 20)) MiB + checkout $((checkout >> 20)) MiB (64 MiB may travel)"
 if ((carried + checkout > 60 << 20)); then
   echo "build-portable: too large to carry to the GPU machine" >&2

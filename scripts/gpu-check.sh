@@ -77,7 +77,8 @@ within() {
 # why RC: a few words on a non-zero exit status of within().
 why() {
   case $1 in
-    124 | 137) echo "stopped at its time limit" ;;
+    124) echo "stopped at its time limit" ;;
+    137) echo "killed (its time limit, or out of memory)" ;;
     125) echo "skipped: the time budget is spent" ;;
     *) (($1 > 128)) && echo "died with signal $(($1 - 128))" || echo "exit $1" ;;
   esac
@@ -87,7 +88,8 @@ why() {
   echo "# fusejit GPU check, $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
   echo '```'
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv 2>&1 || echo "nvidia-smi failed"
+  timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv 2>&1 ||
+    echo "nvidia-smi failed"
   ldd --version 2>&1 | head -n 1
   echo "CUDA libraries the loader knows:"
   ldconfig -p 2>/dev/null | grep -E 'lib(cuda|nvrtc|cublas|cupti)\.so' | sed 's/^/  /'
@@ -130,27 +132,42 @@ make_wrappers
 fusejit=$tools/fusejit
 tests=$tools/fusejit_tests
 
+# Python's nvidia-* wheels (PyTorch's CUDA) for each library the system
+# lacks: looked for by soname and where fusejit looks itself.
+system_has() {  # SONAME
+  ldconfig -p 2>/dev/null | grep -qF "$1 " && return 0
+  local dir
+  for dir in "${CUDA_HOME:-/usr/local/cuda}" /usr/local/cuda; do
+    for sub in lib64 lib extras/CUPTI/lib64; do [[ -e "$dir/$sub/$1" ]] && return 0; done
+  done
+  return 1
+}
+wheel_dirs() {  # PATTERN...: the folders of Python's nvidia-* wheels holding such files
+  local site
+  site=$(env -u LD_LIBRARY_PATH timeout 30 python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+    2>/dev/null) || return 0
+  [[ -d "$site/nvidia" ]] || return 0
+  local pattern
+  for pattern in "$@"; do
+    find "$site/nvidia" -maxdepth 4 -name "$pattern" -printf '%h\n' 2>/dev/null
+  done | sort -u | paste -sd:
+}
+
 section "First launch"
+missing=()
+for lib in libnvrtc.so.13 libcublas.so.13 libcupti.so.13; do system_has "$lib" || missing+=("$lib*"); done
+if ((${#missing[@]} > 0)); then
+  fusejit_libs=$(wheel_dirs "${missing[@]}")
+  note "not installed here: ${missing[*]}; from Python's wheels for fusejit: ${fusejit_libs:-none found}"
+  make_wrappers
+fi
 # One tiny kernel through NVRTC and the driver: if this fails, nothing
 # below can work, and the lease is better spent reading why.
 printf 'input x: f32[4, 33]\ny = gelu(x)\noutput y\n' >"$tools/first.fj"
-first_launch() { within 60 "$fusejit" run "$tools/first.fj" --backend cuda >"$out/first-launch.txt" 2>&1; }
-if ! first_launch; then
+if ! within 60 "$fusejit" run "$tools/first.fj" --backend cuda >"$out/first-launch.txt" 2>&1; then
   note "fusejit could not launch a kernel: $(tail -n 2 "$out/first-launch.txt" | tr '\n' ' ')"
-  site=$(env -u LD_LIBRARY_PATH python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
-  if [[ -n "$site" && -d "$site/nvidia" ]]; then
-    fusejit_libs=$(find "$site/nvidia" -maxdepth 4 -name 'lib*.so*' \
-      \( -name 'libnvrtc*' -o -name 'libcublas*' -o -name 'libcupti*' \) -printf '%h\n' 2>/dev/null | sort -u | paste -sd:)
-  fi
-  if [[ -n "$fusejit_libs" ]]; then
-    note "again with Python's CUDA wheels on fusejit's LD_LIBRARY_PATH: $fusejit_libs"
-    make_wrappers
-    first_launch || fusejit_libs=""
-  fi
-  if [[ -z "$fusejit_libs" ]]; then
-    note "stopping: every check below needs a first launch to work"
-    exit 1
-  fi
+  note "stopping: every check below needs a first launch to work"
+  exit 1
 fi
 sed 's/^/    /' "$out/first-launch.txt" | head -n 8 >>"$report"
 
@@ -200,10 +217,13 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 f, u = j["fused"], j["unfused"]
 wrong = "" if j.get("correct", True) else "  WRONG RESULTS (see the .err file)"
-print(f"    {sys.argv[2]:<30} unfused {u['measured_us_median']:9.1f} us  fused {f['measured_us_median']:9.1f} us  "
-      f"speedup {j['speedup_measured']:.2f}x (predicted {j['speedup_predicted']:.2f}x)  fused {f['effective_gbps']:.0f} GB/s "
-      f"= {100 * f['effective_gbps'] / j['ceiling_gbps']:.0f}% of the {j['ceiling_gbps']:.0f} GB/s copy  "
-      f"max rel error {j['max_rel_error']:.2g}{wrong}")
+num = lambda v, spec: "n/a" if v is None else format(v, spec)  # JSON null: NaN, or not measured
+ceiling = j["ceiling_gbps"] or 0
+share = f"{100 * f['effective_gbps'] / ceiling:.0f}%" if ceiling > 0 and f["effective_gbps"] is not None else "n/a"
+print(f"    {sys.argv[2]:<30} unfused {num(u['measured_us_median'], '9.1f')} us  fused {num(f['measured_us_median'], '9.1f')} us  "
+      f"speedup {num(j['speedup_measured'], '.2f')}x (predicted {num(j['speedup_predicted'], '.2f')}x)  "
+      f"fused {num(f['effective_gbps'], '.0f')} GB/s = {share} of the {num(j['ceiling_gbps'], '.0f')} GB/s copy  "
+      f"max rel error {num(j['max_rel_error'], '.2g')}{wrong}")
 if f["measured_bytes"] is not None and u["measured_bytes"] is not None:
     print(f"    {'':<30} HBM bytes from the counters: unfused {u['measured_bytes'] / u['bytes']:.3f}x, "
           f"fused {f['measured_bytes'] / f['bytes']:.3f}x the predicted")
@@ -225,7 +245,9 @@ for graph in "$graphs_dir"/*.fj; do
     rc=$?
   fi
   ((rc == 0)) || status=1
-  if ((rc == 0 || rc == 1)) && python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$out/bench-$name.json" 2>/dev/null; then
+  if ((rc == 125)); then
+    note "$name: $(why $rc)"
+  elif ((rc == 0 || rc == 1)) && python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$out/bench-$name.json" 2>/dev/null; then
     summarize_bench "$out/bench-$name.json" "$name"
   else
     note "$name: bench failed ($(why $rc)): $(tail -n 1 "$out/bench-$name.err")"
@@ -259,7 +281,7 @@ done
 
 section "Peers: PyTorch eager and torch.compile on the same graphs"
 # PyTorch runs with the environment it came with (its own CUDA libraries).
-if python3 -c "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'" \
+if timeout 90 python3 -c "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'" \
   >"$out/peers-probe.txt" 2>&1; then
   PYTHONUNBUFFERED=1 within 150 python3 bench/peers/torch_peers.py --fusejit "$fusejit" \
     --device cuda --fusejit-results "$out" --json "$out/peers.json" "$graphs_dir"/*.fj >"$out/peers.txt" 2>&1
@@ -271,7 +293,7 @@ else
 fi
 
 section "Kernels of every example, compiled for this GPU"
-arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
+arch=$(timeout 20 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
 for graph in "$graphs_dir"/*.fj; do
   echo "### $graph" >>"$report"
   within 30 "$fusejit" emit "$graph" --arch "sm_${arch:-90}" --out "$out/emit/$(basename "$graph" .fj)" \

@@ -21,7 +21,10 @@
 
 namespace fusejit {
 
-// A handle to a node of a graph. Cheap to copy; valid while the graph lives.
+// A handle to a node of a graph. Cheap to copy; usable while the Graph
+// object that made it lives and holds its node (why_unusable()). Making a
+// Value may create the Graph's identity cell, so threads that make Values
+// of one Graph at once need a lock, as for any other change to it.
 class Value {
  public:
   Value() = default;

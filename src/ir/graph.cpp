@@ -53,6 +53,7 @@ Graph::Graph(Graph&& other) noexcept
   other.nodes_.clear();
   other.outputs_.clear();
   other.by_name_.clear();
+  other.source_file_.clear();
 }
 
 Graph& Graph::operator=(const Graph& other) {
@@ -76,6 +77,7 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   other.nodes_.clear();
   other.outputs_.clear();
   other.by_name_.clear();
+  other.source_file_.clear();
   return *this;
 }
 

@@ -3,6 +3,8 @@
 #include <absl/container/flat_hash_map.h>
 #include <fmt/format.h>
 
+#include "ir/verifier.h"
+
 namespace fusejit {
 namespace {
 
@@ -16,6 +18,7 @@ std::string where(const Graph& graph, const Node& node) {
 
 std::vector<std::string> graph_warnings(const Graph& graph) {
   std::vector<std::string> warnings;
+  if (!verify(graph).ok()) return warnings;  // the walks below trust operand ids and attributes
   // Not an error (a graph being edited often has loose ends), but no plan
   // computes these, and an input no output reads is often a name mistyped
   // where it is used.

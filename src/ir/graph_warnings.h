@@ -13,7 +13,8 @@ namespace fusejit {
 
 // One message per finding, in node order: "FILE:LINE:COL: 'h' is not used by
 // any output; it is not computed" for a graph read from a file, the same
-// without the location for one built in C++.
+// without the location for one built in C++. A graph that does not verify
+// has errors, which matter more: it gets no warnings.
 std::vector<std::string> graph_warnings(const Graph& graph);
 
 }  // namespace fusejit

@@ -18,9 +18,12 @@ absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) const {
 }
 
 absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
+  // Forgotten first: a copy that fails halfway leaves buffers of neither
+  // input set, which must not pass for results.
+  inputs_set_ = false;
+  ran_.assign(plan().kernels.size(), false);
   if (absl::Status s = do_set_inputs(inputs); !s.ok()) return s;
   inputs_set_ = true;
-  ran_.assign(plan().kernels.size(), false);
   return absl::OkStatus();
 }
 

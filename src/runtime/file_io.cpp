@@ -47,9 +47,8 @@ class FileDescriptor {
   int fd_;
 };
 
-// Seeded from getrandom(2), not std::random_device: GCC 12's static
-// libstdc++ implements that with arc4random, which would make the portable
-// build (scripts/build-portable.sh) need glibc 2.36.
+// Seeded from getrandom(2), falling back to the pid and the time: unlike
+// std::random_device, it cannot throw where no entropy device is available.
 uint64_t random_u64() {
   thread_local std::mt19937_64 engine([] {
     uint64_t seed = 0;

@@ -113,7 +113,10 @@ TEST(GraphBuilder, ValuesOfAGraphThatMovedOrDiedAreErrorsNotCrashes) {
   Graph copy = original;
   EXPECT_EQ(error_of([&] { original.output("b", neg(a)); }), "no error");
   EXPECT_EQ(error_of([&] { copy.output("b", neg(a)); }), "output b: the value belongs to another graph");
+  const Value of_copy = Value(&copy, 0);
+  EXPECT_EQ(error_of([&] { (void)of_copy.shape(); }), "no error");
   copy = original;  // assigned to: Values made of copy's earlier contents are stale
+  EXPECT_TRUE(error_of([&] { (void)of_copy.shape(); }).starts_with("a Value (node 0) whose Graph object"));
   EXPECT_EQ(error_of([&] { copy.output("c", exp(Value(&copy, 0))); }), "no error");
 }
 

@@ -679,8 +679,11 @@ TEST_F(GpuBackend, MeasuredBytesMatchAStreamingKernel) {
   ASSERT_TRUE((*loaded)->set_inputs(random_inputs(g, 5)).ok());
   ASSERT_TRUE(backend().flush_cache().ok());
   absl::StatusOr<double> bytes = (*loaded)->measure_kernel_bytes(0);
-  if (!bytes.ok() && (bytes.status().code() == absl::StatusCode::kFailedPrecondition ||
-                      bytes.status().code() == absl::StatusCode::kUnavailable)) {
+  // Counters the profiler cannot read here skip the test; a call-order
+  // error (also FailedPrecondition) would be a bug, and fails it.
+  if (!bytes.ok() && !testing::contains(status_text(bytes.status()), "before set_inputs()") &&
+      (bytes.status().code() == absl::StatusCode::kFailedPrecondition ||
+       bytes.status().code() == absl::StatusCode::kUnavailable)) {
     std::printf("[ counters ] not readable here: %s\n", std::string(status_text(bytes.status())).c_str());
     GTEST_SKIP() << "GPU counters cannot be read here: " << bytes.status();
   }
