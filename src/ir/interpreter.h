@@ -71,7 +71,9 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
 absl::Status check_inputs(const Graph& graph, const TensorMap& inputs);
 
 // Inputs for `graph` from HostTensor::random_normal, each input seeded
-// differently from `seed` (so x and b never hold the same values).
+// differently from `seed` (so x and b never hold the same values). Like the
+// graph builder, and unlike the run functions, it throws fusejit::Error
+// (naming the input) when an input would not fit in host memory.
 TensorMap random_inputs(const Graph& graph, uint64_t seed);
 
 }  // namespace fusejit
