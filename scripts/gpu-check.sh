@@ -232,16 +232,18 @@ else:
 PY
 }
 counters=()
+bench() {  # GRAPH NAME
+  within 90 "$fusejit" bench "$1" --backend cuda --reps 20 "${counters[@]}" --json >"$out/bench-$2.json" \
+    2>"$out/bench-$2.err"
+}
 for graph in "$graphs_dir"/*.fj; do
   name=$(basename "$graph" .fj)
-  bench() { within 90 "$fusejit" bench "$graph" --backend cuda --reps 20 "${counters[@]}" --json \
-    >"$out/bench-$name.json" 2>"$out/bench-$name.err"; }
-  bench
+  bench "$graph" "$name"
   rc=$?
   if ((rc > 128 && rc != 137)) && ((${#counters[@]} == 0)); then
     note "$name: bench $(why $rc); again without the HBM counters"
     counters=(--no-counters)
-    bench
+    bench "$graph" "$name"
     rc=$?
   fi
   ((rc == 0)) || status=1

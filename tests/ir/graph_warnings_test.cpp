@@ -26,13 +26,16 @@ TEST(GraphWarnings, UnusedValuesAndSharedSeedsInAGraphBuiltInCpp) {
   auto x = g.input("x", DType::kF32, {4, 8});
   g.input("typo", DType::kF32, {8});
   auto h = exp(x);
-  neg(h);
-  g.output("y", dropout(dropout(h, 0.1), 0.2));  // both with the default seed 0
+  const std::string unused = neg(h).name();  // names the builder chose
+  auto first = dropout(h, 0.1);
+  const std::string first_name = first.name();
+  g.output("y", dropout(first, 0.2));  // both with the default seed 0
   EXPECT_EQ(graph_warnings(g), (Strings{
                                    "'typo' is not used by any output; no plan reads it",
-                                   "'neg_3' is not used by any output; it is not computed",
-                                   "dropout 'y' has seed 0, as 'dropout_4' has: they drop the same element "
-                                   "positions; give each dropout a seed of its own (seed=N)",
+                                   "'" + unused + "' is not used by any output; it is not computed",
+                                   "dropout 'y' has seed 0, as '" + first_name +
+                                       "' has: they drop the same element positions; give each dropout a seed of "
+                                       "its own (seed=N)",
                                }));
 }
 
