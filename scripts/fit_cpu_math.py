@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fits the polynomial coefficients of src/codegen/cpu/fj_math.h.
+"""Fits the polynomial coefficients of src/codegen/cpu/fj_math.h (and of
+src/codegen/cuda/fj_math.cuh's gelu).
 
 Each approximation is a polynomial P in a reduced variable v on an interval;
 the fit minimises the maximum weighted error |w(v) * (P(v) - f(v))| (weights
@@ -12,7 +13,7 @@ float-coefficient polynomial evaluated exactly (float evaluation adds its own
 rounding, measured by tests/codegen/cpu_helpers_test.cpp).
 
 Usage: python3 scripts/fit_cpu_math.py [name ...]   (default: all; names:
-exp, log, tanh, erf, erfc, erfc_double). Prints the coefficients, lowest
+exp, log, tanh, erf, erfc, erfc_double, gelu_cuda). Prints the coefficients, lowest
 degree first, as C++ hex-float literals, with the achieved error. Needs
 mpmath; takes a few minutes.
 """
@@ -190,7 +191,20 @@ def fit_erfc_double(k=2.0, a_max=10.25, degree=11):
     report(f"erfc G in double (k = {mp.nstr(k, 6)}, a <= {a_max}), degree {degree}", g, w, lo, hi, powers, c, "")
 
 
-FITS = {"exp": fit_exp, "log": fit_log, "tanh": fit_tanh, "erf": fit_erf_small, "erfc": fit_erfc, "erfc_double": fit_erfc_double}
+# The CUDA gelu's erfc(t) = 2^(t P(t)) on [0, 4]; weight t: the absolute
+# error of the exponent t P(t), i.e. (times ln 2) the relative error of erfc.
+def fit_gelu_cuda(t_max=4, degree=10):
+    log2e = 1 / mp.log(2)
+    p = series_guard(lambda t: mp.log(mp.erfc(t)) * log2e / t,
+                     lambda t: -2 / mp.sqrt(mp.pi) * log2e - t * (2 / mp.pi) * log2e, mp.mpf("1e-20"))
+    w = lambda t: t
+    powers = list(range(degree + 1))
+    c = fit_float(p, w, mp.mpf(0), mp.mpf(t_max), powers, iterations=12)
+    report(f"CUDA gelu: log2(erfc(t)) / t on [0, {t_max}], degree {degree}", p, w, 0, t_max, powers, c)
+
+
+FITS = {"exp": fit_exp, "log": fit_log, "tanh": fit_tanh, "erf": fit_erf_small, "erfc": fit_erfc, "erfc_double": fit_erfc_double,
+        "gelu_cuda": fit_gelu_cuda}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(FITS)
