@@ -11,10 +11,7 @@ DeviceSpec datasheet_gpu(std::string name, std::string description, double bandw
   d.name = std::move(name);
   d.description = std::move(description);
   d.bandwidth_gbps = bandwidth_gbps;
-  d.peak_f32_tflops = f32_tflops;
-  d.peak_tensor_tflops = tensor_tflops;
-  d.class_tflops.fill(f32_tflops);
-  d.class_tflops[static_cast<int>(CostClass::kMatmul)] = tensor_tflops;
+  set_gpu_peaks(d, f32_tflops, tensor_tflops);
   // XLA's figure for one kernel launch in a stream of launches.
   d.launch_overhead_us = 1.0;
   // A block of 1024 threads holding 16 f32 values each keeps a 16384-element
@@ -26,6 +23,13 @@ DeviceSpec datasheet_gpu(std::string name, std::string description, double bandw
 }
 
 }  // namespace
+
+void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops) {
+  d.peak_f32_tflops = f32_tflops;
+  d.peak_tensor_tflops = tensor_tflops;
+  d.class_tflops.fill(f32_tflops / 2);
+  d.class_tflops[static_cast<int>(CostClass::kMatmul)] = tensor_tflops;
+}
 
 std::vector<std::string> device_names() { return {"h100", "h200", "a100", "cpu"}; }
 

@@ -3,10 +3,11 @@
 // A kernel's predicted time is max(bytes / bandwidth, compute time) plus a
 // launch overhead. Elementwise and row work runs on the FP32 units; its
 // compute time sums, over op cost classes, FLOPs / the class's throughput.
-// On a GPU every class runs at the FP32 peak. On a CPU the classes differ by
-// an order of magnitude (Philox and erf cost far more than an FMA), so the
-// `cpu` device measures each class on this machine; an FMA peak alone would
-// call a chain memory-bound that this CPU in fact computes too slowly.
+// On a GPU every class runs at the FP32 instruction rate (set_gpu_peaks).
+// On a CPU the classes differ by an order of magnitude (Philox and erf
+// cost far more than an FMA), so the `cpu` device measures each class on
+// this machine; an FMA peak alone would call a chain memory-bound that this
+// CPU in fact computes too slowly.
 // bf16/f16 matmul uses the tensor-core peak.
 #pragma once
 
@@ -48,6 +49,18 @@ struct DeviceSpec {
   double ridge_f32() const { return peak_f32_tflops * 1e3 / bandwidth_gbps; }
   double ridge_tensor() const { return peak_tensor_tflops * 1e3 / bandwidth_gbps; }
 };
+
+// Sets a GPU's peaks and the cost-class throughputs that follow from them.
+// An op-table FLOP weight counts instructions as a GPU executes them (an
+// add is one, GeLU about 20: see ops.def), and a GPU retires one FP32-pipe
+// instruction per lane per clock, while its datasheet FP32 figure counts an
+// FMA as two FLOPs. So elementwise and row work runs at half the FP32 peak:
+// counted at the full peak, the demo chain (about 60 instructions per
+// element, bench/results/2026-11-30-sass-budget.md) would look memory-bound
+// on an H200 when its instruction issue takes twice as long as its bytes.
+// f32 matmul (cuBLAS SGEMM: FMAs) runs at the FP32 peak, bf16/f16 matmul at
+// the tensor peak.
+void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops);
 
 // Names accepted by find_device(): h100, h200, a100, cpu.
 std::vector<std::string> device_names();

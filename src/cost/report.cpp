@@ -26,6 +26,12 @@ std::string format_device(const DeviceSpec& d) {
                       d.persistent_row_limit == kAnyRowLength
                           ? std::string("rows of any length read once")
                           : fmt::format("persistent rows up to {} elements", d.persistent_row_limit));
+  const double op_tflops = d.class_tflops[static_cast<int>(CostClass::kSimple)];
+  if (!d.measured && op_tflops != d.peak_f32_tflops) {
+    text += fmt::format("  elementwise and row ops {:.3g} Tops/s (ridge {:.1f} op/B): one FP32 instruction per lane "
+                        "per clock, where the fp32 figure counts an FMA as two FLOPs\n",
+                        op_tflops, op_tflops * 1e3 / d.bandwidth_gbps);
+  }
   if (d.measured) {
     std::vector<std::string> classes;
     for (int c = 0; c < kNumCostClasses; ++c) {
