@@ -143,6 +143,10 @@ class RowEmitter {
     w_.line("constexpr int kChunks = {};", chunks_);
     w_.line("constexpr int kItems = kChunks * kVec;");
     w_.line("constexpr bool kAligned = {};", out_.access == CudaAccess::kVector ? "true" : "false");
+    // Every thread's every chunk lies inside the row (the launch makes
+    // blockDim.x kThreads): the column guards below fold away, which saves
+    // about 2 instructions per element of the demo kernel.
+    w_.line("constexpr bool kExact = kChunks * kThreads * kVec == kN;");
     w_.blank();
     w_.open("__device__ __forceinline__ void {}_rows({}, long long rows)", kernel_.name,
             pointer_params(out_.params));
@@ -232,7 +236,7 @@ class RowEmitter {
     w_.line("#pragma unroll");
     w_.open("for (int c = 0; c < kChunks; ++c)");
     w_.line("const int j = (c * kThreads + tid) * kVec;");
-    w_.line("if (j < kN) fj_load<{}, kVec>({} + {}j, {} + c * kVec, kAligned);", storage_type(n.dtype),
+    w_.line("if (kExact || j < kN) fj_load<{}, kVec>({} + {}j, {} + c * kVec, kAligned);", storage_type(n.dtype),
             param_name(g_, id), base == "0" ? "" : base + " + ", r);
     w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
     w_.close();
@@ -251,8 +255,8 @@ class RowEmitter {
     w_.line("#pragma unroll");
     w_.open("for (int c = 0; c < kChunks; ++c)");
     w_.line("const int j = (c * kThreads + tid) * kVec;");
-    w_.line("if (j < kN) fj_load_raw<{}, kVec>({} + {} + j, {}_raw + c * {});", storage_type(g_.node(id).dtype),
-            param_name(g_, id), row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, row),
+    w_.line("if (kExact || j < kN) fj_load_raw<{}, kVec>({} + {} + j, {}_raw + c * {});",
+            storage_type(g_.node(id).dtype), param_name(g_, id), row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, row),
             r, raw_chunks(id));
     w_.close();
     w_.close();
@@ -312,7 +316,7 @@ class RowEmitter {
         w_.line("float acc = {};", reduce_identity(n));
         w_.line("#pragma unroll");
         w_.open("for (int c = 0; c < kChunks; ++c)");
-        w_.line("if ((c * kThreads + tid) * kVec >= kN) continue;");
+        w_.line("if (!kExact && (c * kThreads + tid) * kVec >= kN) continue;");
         w_.line("#pragma unroll");
         w_.line("for (int e = 0; e < kVec; ++e) acc = fj_combine_{}()(acc, {});", n.name,
                 operand_text(n.operands[0], "c * kVec + e"));
@@ -350,7 +354,7 @@ class RowEmitter {
       w_.line("#pragma unroll");
       w_.open("for (int c = 0; c < kChunks; ++c)");
       w_.line("const int j = (c * kThreads + tid) * kVec;");
-      w_.line("if (j < kN) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, kAligned);",
+      w_.line("if (kExact || j < kN) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, kAligned);",
               storage_type(g_.node(id).dtype), param_name(g_, id), value_name(g_, id));
       w_.close();
     }

@@ -26,6 +26,7 @@ constexpr int kVec = 8;
 constexpr int kChunks = 1;
 constexpr int kItems = kChunks * kVec;
 constexpr bool kAligned = true;
+constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, const unsigned long long* __restrict__ fj_seeds, long long rows) {
   const unsigned long long s_d = fj_seeds[0];
@@ -35,21 +36,21 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int j = (c * kThreads + tid) * kVec;
-    if (j < kN) fj_load<fj_bf16, kVec>(p_b + j, r_b + c * kVec, kAligned);
+    if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_b + j, r_b + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_b[c * kVec + e] = 0.0f;
   }
   float r_gamma[kItems];
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int j = (c * kThreads + tid) * kVec;
-    if (j < kN) fj_load<fj_bf16, kVec>(p_gamma + j, r_gamma + c * kVec, kAligned);
+    if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_gamma + j, r_gamma + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_gamma[c * kVec + e] = 0.0f;
   }
   float r_beta[kItems];
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int j = (c * kThreads + tid) * kVec;
-    if (j < kN) fj_load<fj_bf16, kVec>(p_beta + j, r_beta + c * kVec, kAligned);
+    if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_beta + j, r_beta + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_beta[c * kVec + e] = 0.0f;
   }
   const long long fj_row_step = gridDim.x;
@@ -59,7 +60,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_load<fj_bf16, kVec>(p_x + (row * 4096) + j, r_x + c * kVec, kAligned);
+      if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_x + (row * 4096) + j, r_x + c * kVec, kAligned);
       else for (int e = 0; e < kVec; ++e) r_x[c * kVec + e] = 0.0f;
     }
     // h = add(x, b)
@@ -80,7 +81,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
       float acc = 0.0f;
       #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        if ((c * kThreads + tid) * kVec >= kN) continue;
+        if (!kExact && (c * kThreads + tid) * kVec >= kN) continue;
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_7()(acc, v_d[c * kVec + e]);
       }
@@ -100,7 +101,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
       float acc = 0.0f;
       #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        if ((c * kThreads + tid) * kVec >= kN) continue;
+        if (!kExact && (c * kThreads + tid) * kVec >= kN) continue;
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_10()(acc, v_square_9[c * kVec + e]);
       }
@@ -125,7 +126,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_store<fj_bf16, kVec>(p_y + row * kN + j, v_y + c * kVec, kAligned);
+      if (kExact || j < kN) fj_store<fj_bf16, kVec>(p_y + row * kN + j, v_y + c * kVec, kAligned);
     }
   }
 }

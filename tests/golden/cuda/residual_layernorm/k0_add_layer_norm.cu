@@ -24,6 +24,7 @@ constexpr int kVec = 8;
 constexpr int kChunks = 1;
 constexpr int kItems = kChunks * kVec;
 constexpr bool kAligned = true;
+constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_residual, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_r, fj_bf16* __restrict__ p_y, long long rows) {
   __shared__ float fj_smem[32];
@@ -32,14 +33,14 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int j = (c * kThreads + tid) * kVec;
-    if (j < kN) fj_load<fj_bf16, kVec>(p_gamma + j, r_gamma + c * kVec, kAligned);
+    if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_gamma + j, r_gamma + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_gamma[c * kVec + e] = 0.0f;
   }
   float r_beta[kItems];
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int j = (c * kThreads + tid) * kVec;
-    if (j < kN) fj_load<fj_bf16, kVec>(p_beta + j, r_beta + c * kVec, kAligned);
+    if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_beta + j, r_beta + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_beta[c * kVec + e] = 0.0f;
   }
   const long long fj_row_step = gridDim.x;
@@ -49,14 +50,14 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_load<fj_bf16, kVec>(p_x + (row * 1024) + j, r_x + c * kVec, kAligned);
+      if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_x + (row * 1024) + j, r_x + c * kVec, kAligned);
       else for (int e = 0; e < kVec; ++e) r_x[c * kVec + e] = 0.0f;
     }
     float r_residual[kItems];
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_load<fj_bf16, kVec>(p_residual + (row * 1024) + j, r_residual + c * kVec, kAligned);
+      if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_residual + (row * 1024) + j, r_residual + c * kVec, kAligned);
       else for (int e = 0; e < kVec; ++e) r_residual[c * kVec + e] = 0.0f;
     }
     // r = add(x, residual)
@@ -69,7 +70,7 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
       float acc = 0.0f;
       #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        if ((c * kThreads + tid) * kVec >= kN) continue;
+        if (!kExact && (c * kThreads + tid) * kVec >= kN) continue;
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_5()(acc, v_r[c * kVec + e]);
       }
@@ -89,7 +90,7 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
       float acc = 0.0f;
       #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        if ((c * kThreads + tid) * kVec >= kN) continue;
+        if (!kExact && (c * kThreads + tid) * kVec >= kN) continue;
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_8()(acc, v_square_7[c * kVec + e]);
       }
@@ -114,12 +115,12 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_store<fj_bf16, kVec>(p_r + row * kN + j, v_r + c * kVec, kAligned);
+      if (kExact || j < kN) fj_store<fj_bf16, kVec>(p_r + row * kN + j, v_r + c * kVec, kAligned);
     }
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_store<fj_bf16, kVec>(p_y + row * kN + j, v_y + c * kVec, kAligned);
+      if (kExact || j < kN) fj_store<fj_bf16, kVec>(p_y + row * kN + j, v_y + c * kVec, kAligned);
     }
   }
 }

@@ -19,6 +19,7 @@ constexpr int kVec = 8;
 constexpr int kChunks = 1;
 constexpr int kItems = kChunks * kVec;
 constexpr bool kAligned = true;
+constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_w, const fj_bf16* __restrict__ p_z, fj_bf16* __restrict__ p_y, long long rows) {
   __shared__ float fj_smem[32];
@@ -27,7 +28,7 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int j = (c * kThreads + tid) * kVec;
-    if (j < kN) fj_load<fj_bf16, kVec>(p_w + j, r_w + c * kVec, kAligned);
+    if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_w + j, r_w + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_w[c * kVec + e] = 0.0f;
   }
   const long long fj_row_step = gridDim.x;
@@ -37,14 +38,14 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_load<fj_bf16, kVec>(p_x + (row * 4096) + j, r_x + c * kVec, kAligned);
+      if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_x + (row * 4096) + j, r_x + c * kVec, kAligned);
       else for (int e = 0; e < kVec; ++e) r_x[c * kVec + e] = 0.0f;
     }
     float r_z[kItems];
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_load<fj_bf16, kVec>(p_z + (row * 4096) + j, r_z + c * kVec, kAligned);
+      if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_z + (row * 4096) + j, r_z + c * kVec, kAligned);
       else for (int e = 0; e < kVec; ++e) r_z[c * kVec + e] = 0.0f;
     }
     // square_3 = square(x)
@@ -57,7 +58,7 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
       float acc = 0.0f;
       #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        if ((c * kThreads + tid) * kVec >= kN) continue;
+        if (!kExact && (c * kThreads + tid) * kVec >= kN) continue;
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_4()(acc, v_square_3[c * kVec + e]);
       }
@@ -86,7 +87,7 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_store<fj_bf16, kVec>(p_y + row * kN + j, v_y + c * kVec, kAligned);
+      if (kExact || j < kN) fj_store<fj_bf16, kVec>(p_y + row * kN + j, v_y + c * kVec, kAligned);
     }
   }
 }

@@ -20,6 +20,7 @@ constexpr int kVec = 8;
 constexpr int kChunks = 2;
 constexpr int kItems = kChunks * kVec;
 constexpr bool kAligned = true;
+constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_mul_softmax_rows(const fj_bf16* __restrict__ p_scores, fj_bf16* __restrict__ p_p, long long rows) {
   const int tid = threadIdx.x;
@@ -30,7 +31,7 @@ __device__ __forceinline__ void k0_mul_softmax_rows(const fj_bf16* __restrict__ 
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_load<fj_bf16, kVec>(p_scores + ((row / 8192) * 4194304 + ((row / 512) % 16) * 262144 + (row % 512) * 512) + j, r_scores + c * kVec, kAligned);
+      if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_scores + ((row / 8192) * 4194304 + ((row / 512) % 16) * 262144 + (row % 512) * 512) + j, r_scores + c * kVec, kAligned);
       else for (int e = 0; e < kVec; ++e) r_scores[c * kVec + e] = 0.0f;
     }
     // s = mul(scores, 0.125)
@@ -43,7 +44,7 @@ __device__ __forceinline__ void k0_mul_softmax_rows(const fj_bf16* __restrict__ 
       float acc = (-FJ_INFINITY);
       #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        if ((c * kThreads + tid) * kVec >= kN) continue;
+        if (!kExact && (c * kThreads + tid) * kVec >= kN) continue;
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_max_2()(acc, v_s[c * kVec + e]);
       }
@@ -63,7 +64,7 @@ __device__ __forceinline__ void k0_mul_softmax_rows(const fj_bf16* __restrict__ 
       float acc = 0.0f;
       #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
-        if ((c * kThreads + tid) * kVec >= kN) continue;
+        if (!kExact && (c * kThreads + tid) * kVec >= kN) continue;
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_sum_5()(acc, v_exp_4[c * kVec + e]);
       }
@@ -76,7 +77,7 @@ __device__ __forceinline__ void k0_mul_softmax_rows(const fj_bf16* __restrict__ 
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (j < kN) fj_store<fj_bf16, kVec>(p_p + row * kN + j, v_p + c * kVec, kAligned);
+      if (kExact || j < kN) fj_store<fj_bf16, kVec>(p_p + row * kN + j, v_p + c * kVec, kAligned);
     }
   }
 }
