@@ -191,17 +191,21 @@ def fit_erfc_double(k=2.0, a_max=10.25, degree=11):
     report(f"erfc G in double (k = {mp.nstr(k, 6)}, a <= {a_max}), degree {degree}", g, w, lo, hi, powers, c, "")
 
 
-# The CUDA gelu's erfc(t) = 2^(t P(t)) on [0, 4]; weight t: the absolute
-# error of the exponent t P(t), i.e. (times ln 2) the relative error of erfc.
-def fit_gelu_cuda(t_max=4, degree=10):
+# The CUDA gelu's erfc(a / sqrt 2) = 2^(a P(a)), a = |x| in [0, 4 sqrt 2]:
+# P in a itself, so that no rounded a / sqrt 2 feeds the exponent (the
+# exponent's slope reaches 12 there: a 2^-24 error in t would cost 50 ulp).
+# Weight a: the absolute error of the exponent a P(a), i.e. (times ln 2) the
+# relative error of erfc.
+def fit_gelu_cuda(a_max=4 * mp.sqrt(2), degree=10):
     log2e = 1 / mp.log(2)
-    p = series_guard(lambda t: mp.log(mp.erfc(t)) * log2e / t,
-                     lambda t: -2 / mp.sqrt(mp.pi) * log2e - t * (2 / mp.pi) * log2e, mp.mpf("1e-20"))
-    w = lambda t: t
+    r2 = mp.sqrt(2)
+    p = series_guard(lambda a: mp.log(mp.erfc(a / r2)) * log2e / a,
+                     lambda a: -mp.sqrt(2 / mp.pi) * log2e - a / mp.pi * log2e, mp.mpf("1e-20"))
+    w = lambda a: a
     powers = list(range(degree + 1))
-    c = fit_float(p, w, mp.mpf(0), mp.mpf(t_max), powers, iterations=12)
-    report(f"CUDA gelu: log2(erfc(t)) / t on [0, {t_max}], degree {degree}", p, w, 0, t_max, powers, c)
-
+    c = fit_float(p, w, mp.mpf(0), mp.mpf(a_max), powers, iterations=12)
+    report(f"CUDA gelu: log2(erfc(a / sqrt 2)) / a on [0, {mp.nstr(a_max, 6)}], degree {degree}", p, w, 0, a_max,
+           powers, c)
 
 FITS = {"exp": fit_exp, "log": fit_log, "tanh": fit_tanh, "erf": fit_erf_small, "erfc": fit_erfc, "erfc_double": fit_erfc_double,
         "gelu_cuda": fit_gelu_cuda}

@@ -3,6 +3,7 @@
 // the reference: the GPU's dropout mask must equal the reference's bit for bit.
 #include <math.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -81,6 +82,52 @@ TEST(CudaHelpersOnHost, MathKeepsPyTorchNanRules) {
   EXPECT_NEAR(cuda_on_host::fj_gelu_none(1.0f), 0.8413447460685429, 1e-6);
   EXPECT_NEAR(cuda_on_host::fj_gelu_tanh(1.0f), 0.8411919906082768, 1e-6);
   EXPECT_TRUE(std::isnan(cuda_on_host::fj_dropout(nan, 0, dropout_threshold(0.999), 2.0f, 1, 2)));  // x * 0 is NaN
+}
+
+// Distance from `got` to `want` in units in the last place of `want` as a
+// float (subnormal spacing below the normal range).
+double ulps(float got, long double want) {
+  int exponent = 0;
+  std::frexp(static_cast<double>(want), &exponent);
+  const long double ulp = std::ldexp(1.0L, std::max(exponent - 24, -149));
+  return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
+}
+
+// The CUDA GeLU (fj_math.cuh) against the exact 0.5 x erfc(-x / sqrt 2):
+// every 13th float of [-4 sqrt 2, -4], where the exponent is largest and the
+// error peaks, every 4099th elsewhere in [-4, 20]. On the host its
+// ex2.approx is exp2f; ex2.approx's 2 ulp add up to 4 more on the GPU. The
+// bounds are those fj_math.cuh states, so a regression in the fit or the
+// formula (1 + erff cancels for x < 0: millions of ulp by x = -5) fails here.
+TEST(CudaHelpersOnHost, GeluIsAccurateInBothTails) {
+  double worst_negative = 0, worst_positive = 0;
+  const auto sweep = [](float from, float to, uint32_t stride, double& worst) {
+    uint32_t from_bits, to_bits;
+    std::memcpy(&from_bits, &from, 4);
+    std::memcpy(&to_bits, &to, 4);
+    for (uint32_t b = std::min(from_bits, to_bits); b <= std::max(from_bits, to_bits); b += stride) {
+      float x;
+      std::memcpy(&x, &b, 4);
+      const long double want = 0.5L * x * std::erfc(-static_cast<long double>(x) / std::sqrt(2.0L));
+      worst = std::max(worst, ulps(cuda_on_host::fj_gelu_none(x), want));
+    }
+  };
+  sweep(-4.0f, -0x1.6a09e6p+2f, 13, worst_negative);
+  sweep(-0x1p-126f, -4.0f, 4099, worst_negative);
+  sweep(0.0f, 20.0f, 4099, worst_positive);
+  EXPECT_LE(worst_negative, 44.0);
+  EXPECT_LE(worst_positive, 2.3);
+  EXPECT_GT(worst_negative, 1.0);  // the sweep ran, through the tail
+  // Past x = -4 sqrt 2 the result is -0 (|gelu| < 4.4e-8 there), never a
+  // growing x * erfc(4).
+  for (float x : {-5.6568547f, -5.7f, -100.0f, -1e30f}) {
+    EXPECT_EQ(cuda_on_host::fj_gelu_none(x), 0.0f) << x;
+    EXPECT_TRUE(std::signbit(cuda_on_host::fj_gelu_none(x))) << x;
+  }
+  EXPECT_TRUE(std::signbit(cuda_on_host::fj_gelu_none(-0.0f)));
+  EXPECT_EQ(cuda_on_host::fj_gelu_none(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(cuda_on_host::fj_gelu_none(-INFINITY)));  // the formula's -inf * 0
+  EXPECT_TRUE(std::isnan(cuda_on_host::fj_gelu_none(std::nanf(""))));
 }
 
 }  // namespace

@@ -17,18 +17,20 @@ __device__ __forceinline__ float fj_silu(float x) { return x / (1.0f + expf(-x))
 __device__ __forceinline__ float fj_erf(float x) { return erff(x); }
 // gelu, approximate = "none": 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x), as
 //   x < 0:  x * 0.5 e,   x >= 0:  x * (1 - 0.5 e),   e = erfc(|x| / sqrt 2),
-// with erfc(t) = 2^(t P(t)) for t <= 4, P of degree 10 (fit "gelu_cuda" in
-// scripts/fit_cpu_math.py: 2^-24.5 absolute in the exponent), and 0 beyond,
+// with erfc(a / sqrt 2) = 2^(a P(a)), a = |x| <= 4 sqrt 2, P of degree 10
+// (fit "gelu_cuda" in scripts/fit_cpu_math.py: 2^-24.6 absolute in the
+// exponent; in a itself, so no rounded a / sqrt 2 feeds it), and 0 beyond,
 // where |gelu| < 4.4e-8. Why not erff: libdevice's erff picks each of its
-// coefficients from two sets with a select, so GeLU cost ~23 instructions per
-// element, which alone nearly fills an H200's issue budget for a bf16
-// element (bench/results/2026-11-30-sass-budget.md); this is one Horner chain
-// and one ex2. And 1 + erff(y) cancels for x < 0, losing all relative
-// accuracy below x = -4; erfc does not. Against the exact x Phi(x): <= 46 ulp
-// for x in [-5.6, 0) (the exponent's rounding), <= 4 ulp for x >= 0 with
-// ex2.approx's error; NaN -> NaN, +inf -> +inf, -inf -> NaN (the formula's
-// -inf * 0), -0 -> -0, x < -5.66 -> -0.
-__device__ __forceinline__ float fj_exp2_unscaled(float q) {  // q in [-25, 0] or -200: no subnormal results
+// coefficients from two sets with a select, so GeLU cost ~29 instructions per
+// element, more than an H200's whole issue budget for a bf16 element
+// (bench/results/2026-11-30-sass-budget.md); this is one Horner chain and one
+// ex2. And 1 + erff(y) cancels for x < 0, losing all relative accuracy below
+// x = -4; erfc does not. Against the exact x Phi(x), with ex2.approx's 2 ulp:
+// <= 48 ulp for x in [-4 sqrt 2, 0) (the exponent's rounding), <= 6.1 ulp
+// for x >= 0 (44 and 2.3 with an exact exp2, as the host test checks).
+// NaN -> NaN, +inf -> +inf, -inf -> NaN (the formula's -inf * 0), -0 -> -0,
+// x < -4 sqrt 2 (about -5.657) -> -0.
+__device__ __forceinline__ float fj_exp2_unscaled(float q) {  // q in [-26, 0] or -200: no subnormal results
 #ifdef __CUDA_ARCH__
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(q));
@@ -38,21 +40,21 @@ __device__ __forceinline__ float fj_exp2_unscaled(float q) {  // q in [-25, 0] o
 #endif
 }
 __device__ __forceinline__ float fj_gelu_none(float x) {
-  const float t = fabsf(x) * 0.70710678118654752f;
-  float p = 0x1.ef88aep-24f;
-  p = fmaf(p, t, -0x1.969fecp-19f);
-  p = fmaf(p, t, 0x1.28b846p-15f);
-  p = fmaf(p, t, -0x1.f6df4p-13f);
-  p = fmaf(p, t, 0x1.097a2ap-10f);
-  p = fmaf(p, t, -0x1.3dd254p-9f);
-  p = fmaf(p, t, 0x1.c1995ep-14f);
-  p = fmaf(p, t, 0x1.c76abep-6f);
-  p = fmaf(p, t, -0x1.2fda18p-3f);
-  p = fmaf(p, t, -0x1.d63c14p-1f);
-  p = fmaf(p, t, -0x1.a0be9ep+0f);
+  const float a = fabsf(x);
+  float p = 0x1.5f1c24p-29f;
+  p = fmaf(p, a, -0x1.9756fap-24f);
+  p = fmaf(p, a, 0x1.a43ef2p-20f);
+  p = fmaf(p, a, -0x1.f77beep-17f);
+  p = fmaf(p, a, 0x1.77d188p-14f);
+  p = fmaf(p, a, -0x1.3e1f4ap-12f);
+  p = fmaf(p, a, 0x1.47dc1p-16f);
+  p = fmaf(p, a, 0x1.c75dc6p-8f);
+  p = fmaf(p, a, -0x1.adb4e6p-5f);
+  p = fmaf(p, a, -0x1.d63c24p-2f);
+  p = fmaf(p, a, -0x1.26aed4p+0f);
   // 2^-200 flushes to 0: selecting the exponent rather than the result
   // keeps NVVM from branching around the polynomial per element.
-  const float e = fj_exp2_unscaled(t > 4.0f ? -200.0f : t * p);
+  const float e = fj_exp2_unscaled(a > 0x1.6a09e6p+2f ? -200.0f : a * p);  // 4 sqrt 2
   return x * (x < 0.0f ? 0.5f * e : fmaf(-0.5f, e, 1.0f));
 }
 __device__ __forceinline__ float fj_gelu_tanh(float x) {
