@@ -12,6 +12,8 @@
 //                   blockDim.y + threadIdx.y, striding gridDim.x * blockDim.y.
 //   block per row,
 //   re-read:        blockDim (block_threads); row = blockIdx.x, striding gridDim.x.
+// A row kernel's blockDim.x is its kThreads (32 for warp per row): its
+// kExact constant folds the column guards on that promise.
 // Kernel arguments: the pointers in params order, then `long long count`.
 #pragma once
 

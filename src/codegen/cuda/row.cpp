@@ -296,7 +296,8 @@ class RowEmitter {
       w_.line("float {}[kItems];", r);
       w_.line("#pragma unroll");
       w_.open("for (int c = 0; c < kChunks; ++c)");
-      w_.line("if ((c * kThreads + tid) * kVec < kN) fj_convert_raw<{0}, kVec>({1}_raw + c * {2}, {1} + c * kVec);",
+      w_.line("if (kExact || (c * kThreads + tid) * kVec < kN) "
+              "fj_convert_raw<{0}, kVec>({1}_raw + c * {2}, {1} + c * kVec);",
               storage_type(g_.node(id).dtype), r, raw_chunks(id));
       w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
       w_.close();
