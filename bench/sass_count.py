@@ -49,62 +49,102 @@ def tool(name, given):
 
 
 def elements_per_iteration(cu_source):
-    """kItems of a row kernel (kChunks * kVec), else kVec (a pointwise kernel's group)."""
+    """Elements one thread handles per iteration of the kernel's main loop,
+    and why not where that is no constant: kItems (kChunks * kVec) of a
+    persistent row kernel, kVec of a vector pointwise kernel, 1 of a scalar
+    one. A re-reading row kernel loops over its row's tiles in each pass, so
+    its main loop has no fixed count of elements."""
     def constant(name):
         m = re.search(r"constexpr int %s = (\d+);" % name, cu_source)
         return int(m.group(1)) if m else None
+    if "j += kThreads * kVec" in cu_source:
+        return None, "a re-reading row kernel: its passes loop over the row"
     if re.search(r"constexpr int kItems = kChunks \* kVec;", cu_source):
-        return constant("kChunks") * constant("kVec")
-    return constant("kItems") or constant("kVec")
+        return constant("kChunks") * constant("kVec"), None
+    if constant("kVec"):
+        return constant("kVec"), None
+    if "_items<1, false>" in cu_source:
+        return 1, None
+    return None, "no kItems or kVec in its source"
+
+
+# A branch's target: an address, or a label that cuobjdump or nvdisasm
+# prints as `(.L_x_N); a predicate operand may come first (BRA.U !UP0, 0x..;
+# BRA.DIV ~URZ, 0x..).
+BRANCH = re.compile(r"\bBRA(?:\.\w+)*\s+(?:[!~]?U?[PR]\w+,\s*)?(?:0x([0-9a-f]+)|`\(([.\w]+)\))")
+LABEL = re.compile(r"^\s*([.\w]+):\s*$")
+INSTRUCTION = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def main_loop(sass_text):
+    """The instructions of the widest backward branch's loop, or None."""
+    instructions, labels, pending = [], {}, []
+    for line in sass_text.splitlines():
+        m = INSTRUCTION.match(line)
+        if m:
+            address = int(m.group(1), 16)
+            instructions.append((address, m.group(2)))
+            for label in pending:
+                labels[label] = address
+            pending = []
+            continue
+        m = LABEL.match(line)
+        if m:
+            pending.append(m.group(1))
+    loops = []
+    for address, text in instructions:
+        m = BRANCH.search(text)
+        if not m:
+            continue
+        target = int(m.group(1), 16) if m.group(1) else labels.get(m.group(2))
+        if target is not None and target < address:
+            loops.append((target, address))
+    if not loops:
+        return instructions, None
+    start, end = max(loops, key=lambda l: l[1] - l[0])
+    return instructions, [text for address, text in instructions if start <= address <= end]
 
 
 def count_kernel(ptx_path, cu_path, args, workdir):
+    """One kernel's figures; a failure is reported in its "error", not raised."""
+    name = os.path.splitext(os.path.basename(ptx_path))[0]
+    result = {"name": name, "error": None}
     ptx = open(ptx_path).read()
-    arch = re.search(r"^\.target (sm_\w+)", ptx, re.M).group(1)
+    target = re.search(r"^\.target (sm_\w+)", ptx, re.M)
+    if not target:
+        return dict(result, error="no .target line in the PTX")
+    result["arch"] = target.group(1)
     if args.ptx_version:
         ptx = re.sub(r"^\.version [\d.]+", ".version " + args.ptx_version, ptx, count=1, flags=re.M)
-    name = os.path.splitext(os.path.basename(ptx_path))[0]
     ptx_copy = os.path.join(workdir, name + ".ptx")
     cubin = os.path.join(workdir, name + ".cubin")
     with open(ptx_copy, "w") as f:
         f.write(ptx)
-    report = subprocess.run([args.ptxas, f"-arch={arch}", "-v", ptx_copy, "-o", cubin], capture_output=True,
-                            text=True)
+    report = subprocess.run([args.ptxas, f"-arch={result['arch']}", "-v", ptx_copy, "-o", cubin],
+                            capture_output=True, text=True)
     if report.returncode != 0:
-        sys.exit(f"sass_count.py: ptxas failed on {ptx_path}:\n{report.stderr}")
-    registers = int(re.search(r"Used (\d+) registers", report.stderr).group(1))
+        return dict(result, error=f"{args.ptxas} could not assemble it: {report.stderr.strip()}")
+    registers = re.search(r"Used (\d+) registers", report.stderr)
+    result["registers"] = int(registers.group(1)) if registers else None
     sass = subprocess.run([args.cuobjdump, "-sass", cubin], capture_output=True, text=True)
-    if sass.returncode != 0 or "/*0000*/" not in sass.stdout:
-        sys.exit(f"sass_count.py: {args.cuobjdump} cannot read {ptxas_name(args)}'s cubin:\n{sass.stderr}{sass.stdout}"
-                 "(pair tools of one toolkit, or pass --ptxas and --ptx-version for an older one)")
-    instructions = []
-    for line in sass.stdout.splitlines():
-        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line)
-        if m:
-            instructions.append((int(m.group(1), 16), m.group(2)))
-    loops = []
-    for address, text in instructions:
-        m = re.search(r"\bBRA(?:\.\w+)* (?:`\(\S+\) )?0x([0-9a-f]+)", text)
-        if m and int(m.group(1), 16) < address:
-            loops.append((int(m.group(1), 16), address))
-    start, end = max(loops, key=lambda l: l[1] - l[0]) if loops else (instructions[0][0], instructions[-1][0])
-    body = [text for address, text in instructions if start <= address <= end]
+    if sass.returncode != 0 or not INSTRUCTION.search(sass.stdout):
+        return dict(result, error=f"{args.cuobjdump} cannot read {os.path.basename(args.ptxas)}'s cubin: "
+                    f"{(sass.stderr or sass.stdout).strip()}\n(pair the tools of one toolkit, or pass --ptxas and "
+                    "--ptx-version for an older ptxas)")
+    instructions, body = main_loop(sass.stdout)
+    result["kernel_instructions"] = len(instructions)
+    if body is None:
+        return dict(result, error="no loop (backward branch) found in its SASS")
+    per, why = elements_per_iteration(open(cu_path).read()) if os.path.exists(cu_path) else (None, "no .cu beside it")
     opcodes = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in body)
-    per = elements_per_iteration(open(cu_path).read()) if os.path.exists(cu_path) else None
-    return {
-        "name": name,
-        "arch": arch,
-        "registers": registers,
-        "kernel_instructions": len(instructions),
+    result.update({
         "loop_instructions": len(body),
         "elements_per_iteration": per,
         "instructions_per_element": round(len(body) / per, 2) if per else None,
+        "not_per_element": why,
         "opcodes": dict(opcodes.most_common()),
-    }
-
-
-def ptxas_name(args):
-    return os.path.basename(args.ptxas)
+    })
+    return result
 
 
 def main():
@@ -130,15 +170,21 @@ def main():
         kernels = [count_kernel(p, p[:-len(".ptx")] + ".cu", args, workdir) for p in ptx_files]
     if args.json:
         print(json.dumps({"ptxas": args.ptxas, "cuobjdump": args.cuobjdump, "kernels": kernels}, indent=2))
-        return
+        sys.exit(1 if any(k["error"] for k in kernels) else 0)
+    failed = 0
     for k in kernels:
+        if k["error"]:
+            failed += 1
+            print(f"{k['name']:<40} not counted: {k['error']}")
+            continue
         per = k["instructions_per_element"]
         per_text = f"{per:6.1f} per element ({k['elements_per_iteration']} per thread and iteration)" if per else \
-            "elements per iteration unknown"
+            f"not per element: {k['not_per_element']}"
         print(f"{k['name']:<40} {k['loop_instructions']:5d} loop instructions, {per_text}, "
               f"{k['registers']} registers")
         print("    " + ", ".join(f"{op} {n}" for op, n in list(k["opcodes"].items())[:args.top]))
-
+    if failed:
+        sys.exit(1)
 
 if __name__ == "__main__":
     main()

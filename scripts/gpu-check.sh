@@ -21,8 +21,9 @@
 # the GPU cannot be used at all), the demo at its full size with the HBM
 # counters, the GPU tests, `fusejit bench` of every example, the demo kernel
 # in other shapes, PyTorch eager and torch.compile beside fusejit
-# (bench/peers/torch_peers.py), and every example's kernels compiled for the
-# GPU. details.tar.gz is rewritten after each section, so a run killed
+# (bench/peers/torch_peers.py), every example's kernels compiled for the
+# GPU, and their SASS instructions per element (bench/sass_count.py, where
+# the toolkit has cuobjdump). details.tar.gz is rewritten after each section, so a run killed
 # outright still brings back all but the last section.
 #
 # GPU_CHECK_GRAPHS (a folder of .fj files, default examples/graphs),
@@ -303,6 +304,26 @@ for graph in "$graphs_dir"/*.fj; do
   rc=$?
   ((rc == 0)) || { status=1; note "emit: $(why $rc)"; }
 done
+
+section "SASS instructions per element (bench/sass_count.py)"
+# What each kernel issues per element, beside the bytes it moves: an H200
+# stays memory-bound on a bf16 element below about 28 instructions
+# (bench/results/2026-11-30-sass-budget.md). Needs the toolkit's cuobjdump.
+demo_graph="$graphs_dir/bias_gelu_dropout_layernorm.fj"
+if [[ -f "$demo_graph" ]]; then
+  within 60 "$fusejit" emit "$demo_graph" --unfused --arch "sm_${arch:-90}" \
+    --out "$out/emit-unfused/bias_gelu_dropout_layernorm" >/dev/null 2>>"$report"
+fi
+emitted_dirs=()
+for dir in "$out"/emit/* "$out"/emit-unfused/*; do [[ -d "$dir" ]] && emitted_dirs+=("$dir"); done
+if ((${#emitted_dirs[@]} > 0)); then
+  within 90 python3 bench/sass_count.py "${emitted_dirs[@]}" >"$out/sass.txt" 2>&1
+  rc=$?
+  sed 's/^/    /' "$out/sass.txt" >>"$report"
+  ((rc == 0)) || note "sass_count: $(why $rc); see its lines above (without cuobjdump there are no counts)"
+else
+  note "no emitted kernels to count"
+fi
 
 section "End"
 echo "gpu-check: report in $report, logs and JSON in $final_out/details.tar.gz (exit $status)" | tee -a "$report"

@@ -23,7 +23,23 @@ case "$*" in
 esac
 SMI
 printf '#!/bin/sh\necho "gnuplot: not installed (a stand-in)" >&2\nexit 127\n' >"$work/bin/gnuplot"
-chmod +x "$work/bin/nvidia-smi" "$work/bin/gnuplot"
+# This toolkit has no cuobjdump; a stand-in that prints one loop lets the
+# SASS section run its whole path (emit, ptxas, parse) where the device's
+# toolkit has a real one. A toolkit that has cuobjdump uses its own.
+cat >"$work/bin/cuobjdump" <<'SASS'
+#!/bin/sh
+cat <<'LISTING'
+        code for sm_90
+                Function : stand_in
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E.128 R4, [R2.64] ;
+        /*0020*/                   FADD R4, R4, R5 ;
+        /*0030*/                   STG.E.128 [R2.64], R4 ;
+        /*0040*/              @!P0 BRA 0x10 ;
+        /*0050*/                   EXIT ;
+LISTING
+SASS
+chmod +x "$work/bin/nvidia-smi" "$work/bin/gnuplot" "$work/bin/cuobjdump"
 
 # Every extent of the examples, scaled down: one table so that operands that
 # must agree (a bias and its rows' width) still do.
@@ -49,7 +65,7 @@ fail() {
 }
 ((status == 0)) || fail "gpu-check.sh exited $status"
 tar -xzf "$work/out/details.tar.gz" -C "$work/details" || fail "no readable details.tar.gz"
-for section in "GPU tests" "Benchmarks" "other shapes" "Peers" "Kernels of every example" "End"; do
+for section in "GPU tests" "Benchmarks" "other shapes" "Peers" "Kernels of every example" "SASS instructions" "End"; do
   grep -q "^## .*$section" "$report" || fail "the report has no section '$section'"
 done
 grep -q 'PASSED  \] [1-9][0-9]* tests' "$report" || fail "the report shows no passed GPU tests"
@@ -64,6 +80,8 @@ shapes=$(ls "$work"/details/demo-threads-*.json | wc -l)
 ((shapes == 5)) || fail "$shapes demo shapes measured, not 5"
 grep -q "no gnuplot here" "$report" || fail "the report does not say why there is no chart"
 grep -q "^    measured:" "$report" || fail "the report has no measured figures from the demo"
+grep -q "^    k0_add_gelu_dropout_layer_norm .* loop instructions, .* per element" "$report" ||
+  fail "the report has no SASS count of the demo kernel"
 emitted=$(ls "$work"/details/emit/*/plan.txt 2>/dev/null | wc -l)
 ((emitted == $(ls "$work"/graphs/*.fj | wc -l))) || fail "$emitted examples' kernels emitted into the archive"
 sections=$(grep -c '^## ' "$report")
