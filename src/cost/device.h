@@ -1,9 +1,9 @@
 // Device descriptions for the roofline model.
 //
 // A kernel's predicted time is max(bytes / bandwidth, compute time) plus a
-// launch overhead. Elementwise and row work runs on the FP32 units; its
-// compute time sums, over op cost classes, FLOPs / the class's throughput.
-// On a GPU every class runs at the FP32 instruction rate (set_gpu_peaks).
+// launch overhead. For elementwise and row work the compute time sums, over
+// op cost classes, FLOPs / the class's throughput. On a GPU every class is
+// charged at the instruction issue rate (set_gpu_peaks).
 // On a CPU the classes differ by an order of magnitude (Philox and erf
 // cost far more than an FMA), so the `cpu` device measures each class on
 // this machine; an FMA peak alone would call a chain memory-bound that this
@@ -52,12 +52,14 @@ struct DeviceSpec {
 
 // Sets a GPU's peaks and the cost-class throughputs that follow from them.
 // An op-table FLOP weight counts instructions as a GPU executes them (an
-// add is one, GeLU about 20: see ops.def), and a GPU retires one FP32-pipe
-// instruction per lane per clock, while its datasheet FP32 figure counts an
-// FMA as two FLOPs. So elementwise and row work runs at half the FP32 peak:
-// counted at the full peak, the demo chain (about 60 instructions per
-// element, bench/results/2026-11-30-sass-budget.md) would look memory-bound
-// on an H200 when its instruction issue takes twice as long as its bytes.
+// add is one, GeLU about 20: see ops.def), FP32 or integer (Philox), and
+// they are charged at the issue rate: on an H100/H200 one warp instruction
+// per scheduler per clock, which is half the datasheet FP32 FLOP/s (that
+// counts an FMA as two). An A100 issues twice its FP32 pipe's rate, so half
+// its FP32 figure is pessimistic there. Counted at the full FP32 peak, the
+// demo chain (about 56 SASS instructions per element,
+// bench/results/2026-11-30-sass-budget.md) would look memory-bound on an
+// H200 when its instruction issue takes twice as long as its bytes.
 // f32 matmul (cuBLAS SGEMM: FMAs) runs at the FP32 peak, bf16/f16 matmul at
 // the tensor peak.
 void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops);

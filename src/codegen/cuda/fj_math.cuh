@@ -21,9 +21,9 @@ __device__ __forceinline__ float fj_erf(float x) { return erff(x); }
 // (fit "gelu_cuda" in scripts/fit_cpu_math.py: 2^-24.6 absolute in the
 // exponent; in a itself, so no rounded a / sqrt 2 feeds it), and 0 beyond,
 // where |gelu| < 4.4e-8. Why not erff: libdevice's erff picks each of its
-// coefficients from two sets with a select, so GeLU cost ~29 instructions per
-// element, more than an H200's whole issue budget for a bf16 element
-// (bench/results/2026-11-30-sass-budget.md); this is one Horner chain and one
+// coefficients from two sets with a select, so GeLU cost 27-29 instructions
+// per element, about an H200's whole issue budget for a bf16 element (~28,
+// bench/results/2026-11-30-sass-budget.md); this is one Horner chain and one
 // ex2. And 1 + erff(y) cancels for x < 0, losing all relative accuracy below
 // x = -4; erfc does not. Against the exact x Phi(x), with ex2.approx's 2 ulp:
 // <= 48 ulp for x in [-4 sqrt 2, 0) (the exponent's rounding), <= 6.1 ulp
