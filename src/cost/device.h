@@ -48,6 +48,11 @@ struct DeviceSpec {
   // Intensity (FLOP/byte) above which a kernel is compute-bound.
   double ridge_f32() const { return peak_f32_tflops * 1e3 / bandwidth_gbps; }
   double ridge_tensor() const { return peak_tensor_tflops * 1e3 / bandwidth_gbps; }
+  // Elementwise and row ops (the simple class): on a GPU they are charged
+  // at the issue rate, below the FP32 peak (set_gpu_peaks); a measured CPU
+  // has its own figure per class.
+  double op_tflops() const { return class_tflops[static_cast<int>(CostClass::kSimple)]; }
+  bool ops_at_issue_rate() const { return !measured && op_tflops() > 0 && op_tflops() < peak_f32_tflops; }
 };
 
 // Sets a GPU's peaks and the cost-class throughputs that follow from them.

@@ -26,11 +26,10 @@ std::string format_device(const DeviceSpec& d) {
                       d.persistent_row_limit == kAnyRowLength
                           ? std::string("rows of any length read once")
                           : fmt::format("persistent rows up to {} elements", d.persistent_row_limit));
-  const double op_tflops = d.class_tflops[static_cast<int>(CostClass::kSimple)];
-  if (!d.measured && op_tflops != d.peak_f32_tflops) {
+  if (d.ops_at_issue_rate()) {
     text += fmt::format("  elementwise and row ops {:.3g} Tops/s (ridge {:.1f} op/B): op-table FLOPs are instructions, "
                         "charged at half the fp32 figure, which counts an FMA as two\n",
-                        op_tflops, op_tflops * 1e3 / d.bandwidth_gbps);
+                        d.op_tflops(), d.op_tflops() * 1e3 / d.bandwidth_gbps);
   }
   if (d.measured) {
     std::vector<std::string> classes;

@@ -32,9 +32,8 @@ std::string roofline_gnuplot_script(const BenchResult& r, const std::string& pat
   // A GPU's elementwise and row ops retire at its FP32 instruction rate,
   // half the FP32 FLOP/s (cost/device.h, set_gpu_peaks): that is its roof
   // for every kernel here but a matmul.
-  const double op_rate = r.device.class_tflops[static_cast<int>(CostClass::kSimple)] * 1e3;
-  const bool gpu_ops = !r.device.measured && op_rate > 0 && op_rate < r.device.peak_f32_tflops * 1e3;
-  const double peak = gpu_ops ? op_rate : r.device.peak_f32_tflops * 1e3;  // GFLOP/s
+  const bool gpu_ops = r.device.ops_at_issue_rate();
+  const double peak = (gpu_ops ? r.device.op_tflops() : r.device.peak_f32_tflops) * 1e3;  // GFLOP/s
   const double bw = r.ceiling_gbps;
   std::string s;
   s += svg ? "set terminal svg size 1000,650 dynamic noenhanced font 'sans,11'\n"

@@ -226,6 +226,9 @@ class RowEmitter {
     }
   }
 
+  // Whether chunk column `column` lies inside the row: always, when kExact.
+  static std::string in_row(const std::string& column) { return "kExact || " + column + " < kN"; }
+
   // Column of element slot k of this thread, in the persistent layout.
   static std::string persistent_column() { return "((k / kVec) * kThreads + tid) * kVec + k % kVec"; }
 
@@ -236,7 +239,7 @@ class RowEmitter {
     w_.line("#pragma unroll");
     w_.open("for (int c = 0; c < kChunks; ++c)");
     w_.line("const int j = (c * kThreads + tid) * kVec;");
-    w_.line("if (kExact || j < kN) fj_load<{}, kVec>({} + {}j, {} + c * kVec, kAligned);", storage_type(n.dtype),
+    w_.line("if ({}) fj_load<{}, kVec>({} + {}j, {} + c * kVec, kAligned);", in_row("j"), storage_type(n.dtype),
             param_name(g_, id), base == "0" ? "" : base + " + ", r);
     w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
     w_.close();
@@ -255,9 +258,9 @@ class RowEmitter {
     w_.line("#pragma unroll");
     w_.open("for (int c = 0; c < kChunks; ++c)");
     w_.line("const int j = (c * kThreads + tid) * kVec;");
-    w_.line("if (kExact || j < kN) fj_load_raw<{}, kVec>({} + {} + j, {}_raw + c * {});",
-            storage_type(g_.node(id).dtype), param_name(g_, id), row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, row),
-            r, raw_chunks(id));
+    const std::string offset = row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, row);
+    w_.line("if ({}) fj_load_raw<{}, kVec>({} + {} + j, {}_raw + c * {});", in_row("j"),
+            storage_type(g_.node(id).dtype), param_name(g_, id), offset, r, raw_chunks(id));
     w_.close();
     w_.close();
   }
@@ -296,9 +299,8 @@ class RowEmitter {
       w_.line("float {}[kItems];", r);
       w_.line("#pragma unroll");
       w_.open("for (int c = 0; c < kChunks; ++c)");
-      w_.line("if (kExact || (c * kThreads + tid) * kVec < kN) "
-              "fj_convert_raw<{0}, kVec>({1}_raw + c * {2}, {1} + c * kVec);",
-              storage_type(g_.node(id).dtype), r, raw_chunks(id));
+      w_.line("if ({3}) fj_convert_raw<{0}, kVec>({1}_raw + c * {2}, {1} + c * kVec);", storage_type(g_.node(id).dtype),
+              r, raw_chunks(id), in_row("(c * kThreads + tid) * kVec"));
       w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
       w_.close();
     }
@@ -355,7 +357,7 @@ class RowEmitter {
       w_.line("#pragma unroll");
       w_.open("for (int c = 0; c < kChunks; ++c)");
       w_.line("const int j = (c * kThreads + tid) * kVec;");
-      w_.line("if (kExact || j < kN) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, kAligned);",
+      w_.line("if ({}) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, kAligned);", in_row("j"),
               storage_type(g_.node(id).dtype), param_name(g_, id), value_name(g_, id));
       w_.close();
     }
