@@ -22,7 +22,12 @@ older ptxas; the counts then come from that ptxas's code generation).
 
 The count is static: the loop body once, both sides of every branch inside
 it (a block reduction's warp-0-only part included), so it is an upper bound
-on what most threads issue, by a few instructions per element.
+on what most threads issue, by a few instructions per element. The "fast
+path" figure leaves out what a predicated forward branch skips when the
+skipped code calls a subroutine: the out-of-range case of an IEEE division,
+square root or reciprocal, which ordinary data never takes (the branch and
+the check before it are still counted). That is the figure the GPU cost
+model's op weights come from (src/ir/ops.def).
 """
 import argparse
 import collections
@@ -102,7 +107,23 @@ def main_loop(sass_text):
     if not loops:
         return instructions, None
     start, end = max(loops, key=lambda l: l[1] - l[0])
-    return instructions, [text for address, text in instructions if start <= address <= end]
+    return instructions, [(address, text) for address, text in instructions if start <= address <= end]
+
+
+def slow_path(body):
+    """Addresses of the loop's slow paths: what a predicated forward branch
+    skips when the skipped code calls a subroutine (a division's or a
+    square root's out-of-range case, rarely taken)."""
+    skipped = set()
+    for i, (address, text) in enumerate(body):
+        m = BRANCH.search(text)
+        if not m or not m.group(1) or not text.startswith("@"):
+            continue
+        target = int(m.group(1), 16)
+        region = [(a, t) for a, t in body[i + 1:] if a < target]
+        if target > address and any(t.startswith("CALL") for _, t in region):
+            skipped.update(a for a, _ in region)
+    return skipped
 
 
 def count_kernel(ptx_path, cu_path, args, workdir):
@@ -136,11 +157,14 @@ def count_kernel(ptx_path, cu_path, args, workdir):
     if body is None:
         return dict(result, error="no loop (backward branch) found in its SASS")
     per, why = elements_per_iteration(open(cu_path).read()) if os.path.exists(cu_path) else (None, "no .cu beside it")
-    opcodes = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for t in body)
+    opcodes = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0] for _, t in body)
+    fast = len(body) - len(slow_path(body))
     result.update({
         "loop_instructions": len(body),
+        "fast_path_instructions": fast,
         "elements_per_iteration": per,
         "instructions_per_element": round(len(body) / per, 2) if per else None,
+        "fast_path_per_element": round(fast / per, 2) if per else None,
         "not_per_element": why,
         "opcodes": dict(opcodes.most_common()),
     })
@@ -180,6 +204,8 @@ def main():
         per = k["instructions_per_element"]
         per_text = f"{per:6.1f} per element ({k['elements_per_iteration']} per thread and iteration)" if per else \
             f"not per element: {k['not_per_element']}"
+        if per and k["fast_path_per_element"] != per:
+            per_text += f", {k['fast_path_per_element']:.1f} on the fast path"
         print(f"{k['name']:<40} {k['loop_instructions']:5d} loop instructions, {per_text}, "
               f"{k['registers']} registers")
         print("    " + ", ".join(f"{op} {n}" for op, n in list(k["opcodes"].items())[:args.top]))

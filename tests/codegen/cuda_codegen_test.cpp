@@ -186,6 +186,40 @@ TEST_F(CudaNvrtcTest, FusedDemoKernelHasNoSpillsAndUses16ByteLoads) {
   }
 }
 
+// Two savings in the instructions the GPU issues per element
+// (bench/results/2026-12-01-gpu-instructions.md), checked in the PTX:
+// NaN-propagating maximum/minimum is sm_80's one max.NaN / min.NaN, not a
+// NaN test and a select around fmaxf; and a block reduction's second stage
+// takes log2(warps) shuffles (a 512-thread block: 4), not 5, so each
+// reduction of the demo's LayerNorm shuffles 5 + 4 times.
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(CudaNvrtcTest, MaximumIsOneInstructionAndBlockReductionsShuffleLog2WarpsTimes) {
+  const absl::StatusOr<Graph> g = parse_graph(
+      "input x: f32[64, 4096]\ninput z: f32[64, 4096]\nm = maximum(x, z)\nn = minimum(x, z)\n"
+      "r = max(m)\ny = sub(n, r)\noutput y\n");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const CudaKernelSource k = emit_cuda(make_fused_plan(*g, fusion_options_for(gpu_device("h100"))))[0];
+  ASSERT_EQ(k.variant, CudaVariant::kBlockPerRow);
+  ASSERT_EQ(k.block_threads, 512);
+  absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_80"}, nullptr);
+  ASSERT_TRUE(c.ok()) << status_text(c.status());
+  EXPECT_NE(c->ptx.find("max.NaN.f32"), std::string::npos);
+  EXPECT_NE(c->ptx.find("min.NaN.f32"), std::string::npos);
+  EXPECT_EQ(c->ptx.find("setp.nan"), std::string::npos) << "a NaN test is left in the PTX";
+
+  const Graph demo = parse_or_die(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  const CudaKernelSource d = emit_cuda(make_fused_plan(demo, fusion_options_for(gpu_device("h100"))))[0];
+  ASSERT_EQ(d.block_threads, 512);
+  absl::StatusOr<CompiledKernel> dc = compile_cuda(d.name, d.source, {.arch = "sm_90"}, nullptr);
+  ASSERT_TRUE(dc.ok()) << status_text(dc.status());
+  EXPECT_EQ(count_of(dc->ptx, "shfl.sync.bfly"), 2 * (5 + 4));
+}
+
 // The demo kernel at its GPU size with FUSEJIT_ROW_PREFETCH=1: the next
 // row's loads are issued before this row's math, for two more registers,
 // no spills and the same occupancy as without (that it is faster is for a

@@ -1,11 +1,4 @@
 // fusejit CUDA helpers: reductions across a warp and across a block.
-struct FjSum {
-  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
-};
-struct FjMax {
-  __device__ __forceinline__ float operator()(float a, float b) const { return fj_maximum(a, b); }
-};
-
 template <typename Combine>
 __device__ __forceinline__ float fj_warp_reduce(float v, Combine combine) {
 #pragma unroll
@@ -13,16 +6,25 @@ __device__ __forceinline__ float fj_warp_reduce(float v, Combine combine) {
   return v;
 }
 
-// Every thread of the block gets the result. `smem` holds 32 floats; the
-// leading barrier lets consecutive reductions reuse it.
-template <typename Combine>
-__device__ __forceinline__ float fj_block_reduce(float v, Combine combine, float identity, float* smem) {
+// Every thread of the block gets the result. kWarps = blockDim.x / 32, a
+// power of two, known when the kernel is generated: the second stage reads
+// the kWarps partial results into every lane (lanes past kWarps repeat
+// them) and combines them in log2(kWarps) shuffles, not five, with no
+// identity padding. `smem` holds 32 floats; the leading barrier lets
+// consecutive reductions reuse it. Every lane ends with the same bits: each
+// butterfly step combines the same two values in both lanes of a pair, and
+// every combine is commutative.
+template <int kWarps, typename Combine>
+__device__ __forceinline__ float fj_block_reduce(float v, Combine combine, float* smem) {
+  static_assert(kWarps >= 1 && kWarps <= 32 && (kWarps & (kWarps - 1)) == 0, "kWarps: a power of two up to 32");
   v = fj_warp_reduce(v, combine);
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   __syncthreads();
   if (lane == 0) smem[warp] = v;
   __syncthreads();
-  v = lane < (int)(blockDim.x >> 5) ? smem[lane] : identity;
-  return fj_warp_reduce(v, combine);
+  v = smem[lane & (kWarps - 1)];
+#pragma unroll
+  for (int offset = kWarps / 2; offset > 0; offset >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
 }

@@ -199,7 +199,7 @@ class RowEmitter {
   std::string reduce_call(const Node& n, const std::string& acc) const {
     const std::string combine = fmt::format("fj_combine_{}()", n.name);
     if (out_.variant == CudaVariant::kWarpPerRow) return fmt::format("fj_warp_reduce({}, {})", acc, combine);
-    return fmt::format("fj_block_reduce({}, {}, {}, fj_smem)", acc, combine, reduce_identity(n));
+    return fmt::format("fj_block_reduce<kThreads / 32>({}, {}, fj_smem)", acc, combine);
   }
 
   void write_reduce_result(const Node& n, int32_t id, const std::string& acc) {
