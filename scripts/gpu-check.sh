@@ -23,7 +23,8 @@
 # in other shapes, PyTorch eager and torch.compile beside fusejit
 # (bench/peers/torch_peers.py), every example's kernels compiled for the
 # GPU, and their SASS instructions per element (bench/sass_count.py, where
-# the toolkit has cuobjdump). details.tar.gz is rewritten after each section, so a run killed
+# the toolkit has cuobjdump) beside the cost model's estimate
+# (bench/instruction_model.py). details.tar.gz is rewritten after each section, so a run killed
 # outright still brings back all but the last section.
 #
 # GPU_CHECK_GRAPHS (a folder of .fj files, default examples/graphs),
@@ -324,6 +325,13 @@ if ((${#emitted_dirs[@]} > 0)); then
 else
   note "no emitted kernels to count"
 fi
+# The cost model's instructions per element (what it charges at the issue
+# rate) beside the same count, kernel by kernel, for both plans of every
+# example: how far the GPU predictions rest on a fitted estimate.
+within 120 python3 bench/instruction_model.py --fusejit "$fusejit" "$graphs_dir"/*.fj >"$out/instruction-model.txt" 2>&1
+rc=$?
+sed 's/^/    /' "$out/instruction-model.txt" >>"$report"
+((rc == 0)) || note "instruction_model: $(why $rc); see its lines above"
 
 section "End"
 echo "gpu-check: report in $report, logs and JSON in $final_out/details.tar.gz (exit $status)" | tee -a "$report"

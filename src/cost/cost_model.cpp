@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cost/gpu_instructions.h"
+
 
 namespace fusejit {
 namespace {
@@ -29,13 +31,11 @@ void add_node_flops(const Graph& graph, const Node& n, double times, std::array<
   }
 }
 
-// A read that differs from row to row (not a broadcast [N] vector or a
-// per-row scalar) is what a re-reading row kernel fetches again.
+}  // namespace
+
 bool is_row_shaped(const Node& n, const Kernel& kernel) {
   return n.shape.last() == kernel.iteration.last() && n.shape.last() > 1 && n.shape.numel() > n.shape.last();
 }
-
-}  // namespace
 
 FusionOptions fusion_options_for(const DeviceSpec& device) {
   FusionOptions options;
@@ -71,6 +71,10 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   cost.unit = tensor_matmul ? "tensor" : "fp32";
   if (kernel.kind == KernelKind::kMatmul && !tensor_matmul) {
     compute_seconds = cost.flops / (device.peak_f32_tflops * 1e12);
+  }
+  if (kernel.kind != KernelKind::kMatmul && device.models_instructions()) {
+    cost.instructions = gpu_instructions(plan, kernel);
+    compute_seconds = cost.instructions / (device.issue_tops * 1e12);
   }
   cost.intensity = cost.bytes() > 0 ? cost.flops / static_cast<double>(cost.bytes()) : 0;
   cost.memory_us = static_cast<double>(cost.bytes()) / (device.bandwidth_gbps * 1e9) * 1e6;

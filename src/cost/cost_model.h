@@ -8,7 +8,11 @@
 // FLOPs = sum over the kernel's nodes of elements x the op table's weight
 // (a reduction counts its input elements; a matmul 2 x M x N x K; work a
 // re-reading row kernel recomputes counts again).
-// time = max(bytes / bandwidth, compute time) + launch overhead.
+// time = max(bytes / bandwidth, compute time) + launch overhead. On a GPU
+// the compute time of a generated kernel is its estimated instructions
+// (gpu_instructions.h) at the device's issue rate; on a CPU it is each cost
+// class's FLOPs at that class's measured rate; a matmul's is its FLOPs at
+// the FP32 or tensor peak.
 #pragma once
 
 #include <array>
@@ -27,6 +31,7 @@ struct KernelCost {
   int64_t bytes_written = 0;
   double flops = 0;
   std::array<double, kNumCostClasses> class_flops{};  // flops split by cost class
+  double instructions = 0;  // GPU thread-instructions (gpu_instructions.h); 0 where not modelled
   double intensity = 0;    // flops / bytes
   std::string unit;        // "fp32" (CUDA cores / SIMD) or "tensor" (bf16/f16 matmul)
   bool compute_bound = false;
@@ -55,6 +60,11 @@ struct PlanComparison {
 KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device);
 PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device);
 PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device);
+
+// Whether `n`, read or written by `kernel`, differs from row to row: not a
+// broadcast [N] vector nor a per-row scalar. A re-reading row kernel
+// fetches such a read again in every pass.
+bool is_row_shaped(const Node& n, const Kernel& kernel);
 
 // FusionOptions that match the device (its persistent row limit).
 FusionOptions fusion_options_for(const DeviceSpec& device);

@@ -1,14 +1,17 @@
 // Device descriptions for the roofline model.
 //
 // A kernel's predicted time is max(bytes / bandwidth, compute time) plus a
-// launch overhead. For elementwise and row work the compute time sums, over
-// op cost classes, FLOPs / the class's throughput. On a GPU every class is
-// charged at the instruction issue rate (set_gpu_peaks).
-// On a CPU the classes differ by an order of magnitude (Philox and erf
+// launch overhead. On a GPU the compute time of elementwise and row work is
+// its estimated SASS instructions at the issue rate (issue_tops;
+// cost/gpu_instructions.h): FLOPs undercount it, since an IEEE division, a
+// Philox draw or a block reduction's shuffles are many instructions that
+// the FLOP weights barely see.
+// On a CPU the compute time sums, over op cost classes, FLOPs / the class's
+// throughput. The classes differ by an order of magnitude (Philox and erf
 // cost far more than an FMA), so the `cpu` device measures each class on
 // this machine; an FMA peak alone would call a chain memory-bound that this
 // CPU in fact computes too slowly.
-// bf16/f16 matmul uses the tensor-core peak.
+// f32 matmul uses the FP32 peak, bf16/f16 matmul the tensor-core peak.
 #pragma once
 
 #include <array>
@@ -35,8 +38,12 @@ struct DeviceSpec {
   double bandwidth_gbps = 0;       // memory bandwidth, 1e9 bytes/s
   double peak_f32_tflops = 0;      // FP32 (CUDA cores / SIMD FMA)
   double peak_tensor_tflops = 0;   // dense bf16/f16 matmul
-  // Throughput of each cost class in TFLOP/s of the op table's FLOP weights.
+  // Throughput of each cost class in TFLOP/s of the op table's FLOP weights
+  // (a GPU: the FP32 peak, but the tensor peak for matmul).
   std::array<double, kNumCostClasses> class_tflops{};
+  // GPUs: thread-instructions issued per second, 1e12 (SMs x 4 schedulers x
+  // 32 lanes x clock); 0 where instructions are not modelled (a CPU).
+  double issue_tops = 0;
   double launch_overhead_us = 0;
   // Longest row (elements) a row kernel keeps on chip; longer rows are
   // re-read once per reduction stage. kAnyRowLength: every row is read once.
@@ -48,26 +55,20 @@ struct DeviceSpec {
   // Intensity (FLOP/byte) above which a kernel is compute-bound.
   double ridge_f32() const { return peak_f32_tflops * 1e3 / bandwidth_gbps; }
   double ridge_tensor() const { return peak_tensor_tflops * 1e3 / bandwidth_gbps; }
-  // Elementwise and row ops (the simple class): on a GPU they are charged
-  // at the issue rate, below the FP32 peak (set_gpu_peaks); a measured CPU
-  // has its own figure per class.
-  double op_tflops() const { return class_tflops[static_cast<int>(CostClass::kSimple)]; }
-  bool ops_at_issue_rate() const { return !measured && op_tflops() > 0 && op_tflops() < peak_f32_tflops; }
+  // Whether generated kernels are charged by instructions (a GPU).
+  bool models_instructions() const { return issue_tops > 0; }
 };
 
-// Sets a GPU's peaks and the cost-class throughputs that follow from them.
-// An op-table FLOP weight counts instructions as a GPU executes them (an
-// add is one, GeLU about 20: see ops.def), FP32 or integer (Philox), and
-// they are charged at the issue rate: on an H100/H200 one warp instruction
-// per scheduler per clock, which is half the datasheet FP32 FLOP/s (that
-// counts an FMA as two). An A100 issues twice its FP32 pipe's rate, so half
-// its FP32 figure is pessimistic there. Counted at the full FP32 peak, the
-// demo chain (about 56 SASS instructions per element,
-// bench/results/2026-11-30-sass-budget.md) would look memory-bound on an
-// H200 when its instruction issue takes twice as long as its bytes.
-// f32 matmul (cuBLAS SGEMM: FMAs) runs at the FP32 peak, bf16/f16 matmul at
-// the tensor peak.
-void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops);
+// Sets a GPU's peaks and the rates that follow from them. issue_tops is
+// what generated kernels are charged at (cost/gpu_instructions.h): on an
+// H100/H200 one warp instruction per scheduler per clock is half the
+// datasheet FP32 FLOP/s (that counts an FMA, on 128 lanes per SM, as two);
+// an A100's 64 FP32 lanes per SM make its FP32 figure equal its issue
+// rate. Matmuls run at the FP32 (SGEMM) or tensor (bf16/f16) peak.
+void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops, double issue_tops);
+// Thread-instructions an SM issues per clock: 4 schedulers, one warp
+// instruction (32 lanes) each, on every NVIDIA GPU since Maxwell.
+inline constexpr int kIssuedLanesPerSm = 4 * 32;
 
 // Names accepted by find_device(): h100, h200, a100, cpu.
 std::vector<std::string> device_names();

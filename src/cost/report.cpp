@@ -1,5 +1,7 @@
 #include "cost/report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -17,6 +19,11 @@ std::string group_digits(int64_t value) {
   return value < 0 ? "-" + out : out;
 }
 
+std::string_view bound_name(const KernelCost& c) {
+  if (!c.compute_bound) return "memory";
+  return c.instructions > 0 ? "issue" : "compute";
+}
+
 std::string format_device(const DeviceSpec& d) {
   std::string text = fmt::format("{}: {}\n", d.name, d.description);
   text += fmt::format("  bandwidth {:.0f} GB/s; fp32 {:.3g} TFLOP/s (ridge {:.1f} FLOP/B); tensor {:.4g} TFLOP/s "
@@ -26,10 +33,11 @@ std::string format_device(const DeviceSpec& d) {
                       d.persistent_row_limit == kAnyRowLength
                           ? std::string("rows of any length read once")
                           : fmt::format("persistent rows up to {} elements", d.persistent_row_limit));
-  if (d.ops_at_issue_rate()) {
-    text += fmt::format("  elementwise and row ops {:.3g} Tops/s (ridge {:.1f} op/B): op-table FLOPs are instructions, "
-                        "charged at half the fp32 figure, which counts an FMA as two\n",
-                        d.op_tflops(), d.op_tflops() * 1e3 / d.bandwidth_gbps);
+  if (d.models_instructions()) {
+    const double per_byte = d.issue_tops * 1e3 / d.bandwidth_gbps;
+    text += fmt::format("  instruction issue {:.3g}e12/s, {:.1f} per byte moved ({:.0f} per bf16 element read and "
+                        "written): generated kernels are charged by their estimated SASS instructions, not FLOPs\n",
+                        d.issue_tops, per_byte, 4 * per_byte);
   }
   if (d.measured) {
     std::vector<std::string> classes;
@@ -44,20 +52,30 @@ std::string format_device(const DeviceSpec& d) {
 }
 
 std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
+  // On a GPU, the instructions per element that set a generated kernel's
+  // compute time; a kernel bound by them is "issue"-bound.
+  const bool instructions = std::any_of(cost.kernels.begin(), cost.kernels.end(),
+                                        [](const KernelCost& c) { return c.instructions > 0; });
   std::string text = fmt::format("{} plan: {}\n", plan.label, counted(std::ssize(plan.kernels), "kernel"));
-  text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15} {:>9} {:<8} {:>12}\n", "kernel", "kind", "ops", "bytes",
-                      "FLOPs", "FLOP/B", "bound", "predicted us");
+  text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15} {:>9} {}{:<8} {:>12}\n", "kernel", "kind", "ops", "bytes",
+                      "FLOPs", "FLOP/B", instructions ? "instr/elem " : "", "bound", "predicted us");
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const Kernel& k = plan.kernels[i];
     const KernelCost& c = cost.kernels[i];
     std::string kind(kernel_kind_name(k.kind));
     if (k.row_strategy == RowStrategy::kReread) kind += "*";
-    text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9.3g} {:<8} {:>12.2f}\n", k.name, kind,
+    std::string per_element;
+    if (instructions) {
+      per_element = c.instructions > 0 ? fmt::format("{:>10.1f} ", c.instructions / k.iteration.numel())
+                                       : fmt::format("{:>10} ", "-");
+    }
+    text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9.3g} {}{:<8} {:>12.2f}\n", k.name, kind,
                         fmt::format("{}", fmt::join(k.user_ops, ",")), group_digits(c.bytes()), c.flops, c.intensity,
-                        c.compute_bound ? "compute" : "memory", c.predicted_us);
+                        per_element, bound_name(c), c.predicted_us);
   }
-  text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9} {:<8} {:>12.2f}\n", "total", "", "",
-                      group_digits(cost.bytes), cost.flops, "", "", cost.predicted_us);
+  text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9} {}{:<8} {:>12.2f}\n", "total", "", "",
+                      group_digits(cost.bytes), cost.flops, "", instructions ? std::string(11, ' ') : "", "",
+                      cost.predicted_us);
   return text;
 }
 
@@ -83,6 +101,7 @@ nlohmann::json device_json(const DeviceSpec& d) {
           {"class_tflops", classes},
           {"ridge_f32", d.ridge_f32()},
           {"ridge_tensor", d.ridge_tensor()},
+          {"issue_tops", d.models_instructions() ? nlohmann::json(d.issue_tops) : nlohmann::json()},
           {"launch_overhead_us", d.launch_overhead_us},
           {"persistent_row_limit",
            d.persistent_row_limit == kAnyRowLength ? nlohmann::json() : nlohmann::json(d.persistent_row_limit)},
@@ -107,7 +126,8 @@ nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const Kernel
                       {"flops", c.flops},
                       {"intensity", c.intensity},
                       {"unit", c.unit},
-                      {"bound", c.compute_bound ? "compute" : "memory"},
+                      {"bound", bound_name(c)},
+                      {"instructions", c.instructions > 0 ? nlohmann::json(c.instructions) : nlohmann::json()},
                       {"memory_us", c.memory_us},
                       {"compute_us", c.compute_us},
                       {"predicted_us", c.predicted_us}};

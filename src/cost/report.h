@@ -11,7 +11,11 @@ namespace fusejit {
 
 // "h100: NVIDIA H100 SXM5 80 GB (datasheet)\n  bandwidth 3350 GB/s, ..., ridge points ..."
 std::string format_device(const DeviceSpec& device);
-// One row per kernel (kernel, kind, ops, bytes, FLOPs, intensity, bound, predicted µs) and a total.
+// What limits a kernel: "memory", "compute" (FLOPs at a peak), or "issue"
+// (a GPU issuing its instructions: cost/gpu_instructions.h).
+std::string_view bound_name(const KernelCost& cost);
+// One row per kernel (kernel, kind, ops, bytes, FLOPs, intensity, on a GPU
+// instructions per element, bound, predicted µs) and a total.
 std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost);
 // "fusion saves 603,979,776 bytes (75.0%) and 3 kernels; predicted speedup 3.96x (...)"
 std::string format_saving(const PlanComparison& comparison);

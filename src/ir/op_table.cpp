@@ -47,25 +47,25 @@ constexpr AttrSpec kRmsNormAttrs[] = {
     {"eps", AttrType::kFloat, "1e-06", {}, 0.0, std::numeric_limits<double>::infinity(), false, false, "> 0"}};
 
 constexpr OpInfo kOpTable[] = {
-    {Op::kInput, "input", OpKind::kInput, 0, 0, {}, 0},
-#define FUSEJIT_UNARY(Enum, name, flops, cls, attrs_, expr, code_) \
-  {Op::k##Enum, name, OpKind::kUnary, 1, 1, std::span<const AttrSpec>(attrs_), flops, CostClass::cls, \
+    {Op::kInput, "input", OpKind::kInput, 0, 0, {}, 0, 0},
+#define FUSEJIT_UNARY(Enum, name, flops, gpu, cls, attrs_, expr, code_) \
+  {Op::k##Enum, name, OpKind::kUnary, 1, 1, std::span<const AttrSpec>(attrs_), flops, gpu, CostClass::cls, \
    [](double x, const Attrs& attrs) -> double { \
      (void)attrs;                                \
      return expr;                                \
    }, \
    nullptr, 0, nullptr, false, nullptr, code_},
-#define FUSEJIT_BINARY(Enum, name, flops, cls, expr, code_) \
-  {Op::k##Enum, name, OpKind::kBinary, 2, 2, {}, flops, CostClass::cls, nullptr, \
+#define FUSEJIT_BINARY(Enum, name, flops, gpu, cls, expr, code_) \
+  {Op::k##Enum, name, OpKind::kBinary, 2, 2, {}, flops, gpu, CostClass::cls, nullptr, \
    [](double a, double b) -> double { return expr; }, 0, nullptr, false, nullptr, code_},
-#define FUSEJIT_SPECIAL(Enum, name, kind, min_args, max_args, attrs_, flops, cls, code_) \
-  {Op::k##Enum, name, OpKind::kind, min_args, max_args, std::span<const AttrSpec>(attrs_), flops, CostClass::cls, \
+#define FUSEJIT_SPECIAL(Enum, name, kind, min_args, max_args, attrs_, flops, gpu, cls, code_) \
+  {Op::k##Enum, name, OpKind::kind, min_args, max_args, std::span<const AttrSpec>(attrs_), flops, gpu, CostClass::cls, \
    nullptr, nullptr, 0, nullptr, false, nullptr, code_},
-#define FUSEJIT_REDUCE(Enum, name, flops, cls, identity, combine, divide, identity_code, combine_code) \
-  {Op::k##Enum, name, OpKind::kReduce, 1, 1, {}, flops, CostClass::cls, nullptr, nullptr, identity, \
+#define FUSEJIT_REDUCE(Enum, name, flops, gpu, cls, identity, combine, divide, identity_code, combine_code) \
+  {Op::k##Enum, name, OpKind::kReduce, 1, 1, {}, flops, gpu, CostClass::cls, nullptr, nullptr, identity, \
    [](double acc, double x) -> double { return combine; }, divide, nullptr, combine_code, identity_code},
 #define FUSEJIT_COMPOSITE(Enum, name, min_args, max_args, attrs_, expansion) \
-  {Op::k##Enum, name, OpKind::kComposite, min_args, max_args, std::span<const AttrSpec>(attrs_), 0, \
+  {Op::k##Enum, name, OpKind::kComposite, min_args, max_args, std::span<const AttrSpec>(attrs_), 0, 0, \
    CostClass::kSimple, nullptr, nullptr, 0, nullptr, \
    false, expansion},
 #include "ir/ops.def"

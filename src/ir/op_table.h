@@ -56,6 +56,7 @@ struct OpInfo {
   int max_operands;
   std::span<const AttrSpec> attrs;
   double flops;  // per output element (per input element for reductions); composites: their expansion's
+  double gpu_instructions;  // SASS instructions per element on sm_90 (see ops.def); composites: their expansion's
   CostClass cost_class = CostClass::kSimple;
   UnaryReference unary = nullptr;
   BinaryReference binary = nullptr;

@@ -66,7 +66,7 @@ DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz) {
     // PCIe and NVL parts have fewer SMs than the SXM datasheet: scale the peaks.
     if (gpu.sm_count > 0 && d.compute_units > 0 && gpu.sm_count != d.compute_units) {
       const double ratio = static_cast<double>(gpu.sm_count) / d.compute_units;
-      set_gpu_peaks(d, d.peak_f32_tflops * ratio, d.peak_tensor_tflops * ratio);
+      set_gpu_peaks(d, d.peak_f32_tflops * ratio, d.peak_tensor_tflops * ratio, d.issue_tops * ratio);
       d.compute_units = gpu.sm_count;
     }
     if (gpu.l2_bytes > 0) d.cache_bytes = gpu.l2_bytes;
@@ -95,7 +95,7 @@ DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz) {
   } else if (gpu.cc_major == 7) {
     tensor_ratio = 8;
   }
-  set_gpu_peaks(d, f32, f32 * tensor_ratio);
+  set_gpu_peaks(d, f32, f32 * tensor_ratio, static_cast<double>(gpu.sm_count) * kIssuedLanesPerSm * clock_khz * 1e3 / 1e12);
   d.bandwidth_gbps = gpu.bandwidth_gbps;
   d.launch_overhead_us = 1.0;
   d.persistent_row_limit = 16384;

@@ -29,11 +29,7 @@ std::string quoted(const std::string& s) {
 
 std::string roofline_gnuplot_script(const BenchResult& r, const std::string& path) {
   const bool svg = path.ends_with(".svg");
-  // A GPU's elementwise and row ops retire at its FP32 instruction rate,
-  // half the FP32 FLOP/s (cost/device.h, set_gpu_peaks): that is its roof
-  // for every kernel here but a matmul.
-  const bool gpu_ops = r.device.ops_at_issue_rate();
-  const double peak = (gpu_ops ? r.device.op_tflops() : r.device.peak_f32_tflops) * 1e3;  // GFLOP/s
+  const double peak = r.device.peak_f32_tflops * 1e3;  // GFLOP/s
   const double bw = r.ceiling_gbps;
   std::string s;
   s += svg ? "set terminal svg size 1000,650 dynamic noenhanced font 'sans,11'\n"
@@ -63,9 +59,10 @@ std::string roofline_gnuplot_script(const BenchResult& r, const std::string& pat
   s += "EOD\n$fused << EOD\n";
   for (const KernelBench& k : r.fused.kernels) s += fmt::format("{} {} {}\n", k.intensity, k.achieved_gflops, quoted(k.name));
   s += "EOD\n";
-  // On a CPU the op classes of a kernel set its compute roof (erf and
-  // Philox run far below the FMA peak); the fused kernel's is drawn dashed
-  // where it is below the solid roof.
+  // A kernel's own compute roof is below the FP32 peak: on a CPU its op
+  // classes set it (erf and Philox run far below the FMA peak), on a GPU the
+  // instructions its FLOPs cost to issue. The fused kernel's is drawn
+  // dashed where it is below the solid roof.
   double mix_roof = 0;
   for (const KernelBench& k : r.fused.kernels) mix_roof = std::max(mix_roof, k.compute_roof_gflops);
   const bool draw_mix = mix_roof > 0 && mix_roof < 0.95 * peak;
@@ -76,10 +73,11 @@ std::string roofline_gnuplot_script(const BenchResult& r, const std::string& pat
       "  $unfused using 1:2:3 with labels offset 1,-0.8 left font ',9' tc rgb '#d62728' notitle, \\\n"
       "  $fused using 1:2 with points pt 5 ps 1.5 lc rgb '#1f77b4' title 'fused kernels', \\\n"
       "  $fused using 1:2:3 with labels offset 1,0.8 left font ',9' tc rgb '#1f77b4' notitle\n",
-      quoted(fmt::format("roof: {:.1f} GB/s measured copy, {:.0f} GFLOP/s {}", bw, peak,
-                         gpu_ops ? "FP32 instruction rate (op-table FLOPs)" : "FP32 peak")),
+      quoted(fmt::format("roof: {:.1f} GB/s measured copy, {:.0f} GFLOP/s FP32 peak", bw, peak)),
       draw_mix ? fmt::format("  mix(x) with lines lw 1 dt 2 lc rgb '#444444' title {}, \\\n",
-                             quoted(fmt::format("compute roof of the fused kernel's op mix: {:.1f} GFLOP/s", mix_roof)))
+                             quoted(fmt::format("compute roof of the fused kernel's {}: {:.1f} GFLOP/s",
+                                                r.device.models_instructions() ? "instruction issue" : "op mix",
+                                                mix_roof)))
                : std::string());
   return s;
 }

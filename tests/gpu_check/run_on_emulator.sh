@@ -82,6 +82,7 @@ grep -q "no gnuplot here" "$report" || fail "the report does not say why there i
 grep -q "^    measured:" "$report" || fail "the report has no measured figures from the demo"
 grep -q "^    k0_add_gelu_dropout_layer_norm .* loop instructions, .* per element" "$report" ||
   fail "the report has no SASS count of the demo kernel"
+grep -q "^    [0-9]* kernels: model/SASS from" "$report" || fail "the report does not set the instruction model beside the count"
 emitted=$(ls "$work"/details/emit/*/plan.txt 2>/dev/null | wc -l)
 ((emitted == $(ls "$work"/graphs/*.fj | wc -l))) || fail "$emitted examples' kernels emitted into the archive"
 sections=$(grep -c '^## ' "$report")

@@ -8,7 +8,8 @@
 // Row-shaped values are register arrays of C * V floats; per-row values
 // (a mean, a variance) are scalars every thread holds. Reductions combine a
 // thread's elements, then the warp (shuffles), then the block (shared memory).
-//   warp per row:  rows up to 512 elements, 4 rows per block of 128 threads.
+//   warp per row:  rows up to 512 elements, 4 rows per block of 128 threads
+//                  (the shapes are fusion/gpu_row_shape.h's, which the cost model counts).
 //   block per row: longer rows up to the device's persistent limit.
 // The re-read variant (rows beyond the limit) walks the row in tiles of T * V
 // elements once per reduction stage, recomputing the prologue from memory,
@@ -30,16 +31,11 @@
 #include "codegen/cuda/emit_kernels.h"
 #include "codegen/tensor_access.h"
 #include "codegen/expr.h"
+#include "fusion/gpu_row_shape.h"
 #include "ir/text_format.h"
 
 namespace fusejit::cuda_emit {
 namespace {
-
-// Rows up to this length get a warp each. DESIGN.md allows 1024, but a warp
-// holding 1024 elements keeps 32 per lane in each live array and needs well
-// over 128 registers for a residual + LayerNorm; a block of 64 threads does
-// the same row with 16 per thread.
-constexpr int64_t kWarpRowLimit = 512;
 
 // Says once per process that the environment variable `name` holds an
 // unusable `value` and is ignored.
@@ -80,12 +76,6 @@ bool row_prefetch_enabled() {
   return false;
 }
 
-int64_t next_pow2(int64_t v) {
-  int64_t p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
 class RowEmitter {
  public:
   RowEmitter(const FusionPlan& plan, const Kernel& kernel, CudaAccess access)
@@ -98,20 +88,16 @@ class RowEmitter {
     choose_access(out_, kernel, access);
     vec_ = out_.has_vector_path ? width : 1;
     out_.vector_width = vec_;
+    const GpuRowShape shape = gpu_row_shape(n_, kernel.row_strategy);
+    threads_ = shape.threads;
     if (kernel.row_strategy == RowStrategy::kReread) {
       out_.variant = CudaVariant::kReread;
-      threads_ = 1024;
-    } else if (n_ <= kWarpRowLimit) {
+    } else if (shape.warp_per_row) {
       out_.variant = CudaVariant::kWarpPerRow;
-      threads_ = 32;
       out_.rows_per_block = 4;
     } else {
       out_.variant = CudaVariant::kBlockPerRow;
-      // About 8 elements (one 16-byte chunk of bf16) per thread: each
-      // element of the row is unrolled code, so fewer per thread means
-      // fewer registers and a faster NVRTC compile; 1024 threads hold 16.
-      threads_ = row_block_threads_override().value_or(
-          static_cast<int>(std::clamp<int64_t>(next_pow2((n_ + 7) / 8), 64, 1024)));
+      threads_ = row_block_threads_override().value_or(threads_);
     }
     out_.block_threads = threads_;
     prefetch_ = row_prefetch_enabled() && out_.access == CudaAccess::kVector && out_.variant != CudaVariant::kReread;

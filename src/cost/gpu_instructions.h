@@ -1,0 +1,43 @@
+// The instructions a GPU issues for a generated kernel: what its compute
+// time is charged in (cost_model.h). Memory-bound ops are cheap in FLOPs
+// but not in instructions: a bf16 element at an H200's 4.8 TB/s leaves
+// time to issue only about 28 (132 SMs x 4 schedulers x 32 lanes x 1.98
+// GHz / 1.2e12 elements/s), and a fused bias-GeLU-dropout-LayerNorm row
+// needs about twice that.
+//
+// Thread-instructions of a kernel, summed over its elements:
+//   each op:   its ops.def `gpu instructions` per element it computes (a
+//              reduction per input element), times the passes that
+//              compute it (a re-reading row kernel recomputes);
+//   the loop:  kLoopPointwise or kLoopRow per element of the iteration;
+//   each tensor a thread streams (read or written at the iteration's
+//              shape; every operand of a pointwise kernel, with
+//              kBroadcastIndex more for one it indexes by broadcasting):
+//              kStream4Byte or kStream2Byte per element (load or store,
+//              conversion, address); a row kernel's [N] vectors and
+//              per-row values are loaded once per thread or row, so free;
+//   each reduction: every thread of a row shuffles and synchronises:
+//              kBlockReduce (block per row) or kWarpReduce (warp per row)
+//              instructions per thread and row (fusion/gpu_row_shape.h).
+// The constants are fitted to SASS counts of fusejit's kernels (sm_90);
+// bench/results/2026-12-01-gpu-instructions.md compares the estimate with
+// the count for every example kernel.
+#pragma once
+
+#include "fusion/plan.h"
+
+namespace fusejit {
+
+inline constexpr double kLoopPointwise = 1.5;
+inline constexpr double kLoopRow = 4.0;
+inline constexpr double kStream4Byte = 0.5;
+inline constexpr double kStream2Byte = 1.0;
+inline constexpr double kBroadcastIndex = 1.0;
+inline constexpr double kBlockReduce = 16.0;
+inline constexpr double kWarpReduce = 10.0;
+
+// Thread-instructions of a pointwise or row kernel (0 for a matmul, which a
+// library runs).
+double gpu_instructions(const FusionPlan& plan, const Kernel& kernel);
+
+}  // namespace fusejit

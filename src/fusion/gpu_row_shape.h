@@ -1,0 +1,32 @@
+// How a GPU row kernel lays a row over threads. The CUDA generator emits
+// this shape and the cost model counts each thread's share of a row's
+// reductions with it, so the two cannot disagree.
+#pragma once
+
+#include <cstdint>
+
+#include "fusion/plan.h"
+
+namespace fusejit {
+
+// Rows up to this length get a warp each. DESIGN.md allows 1024, but a warp
+// holding 1024 elements keeps 32 per lane in each live array and needs well
+// over 128 registers for a residual + LayerNorm; a block of 64 threads does
+// the same row with 16 per thread.
+inline constexpr int64_t kGpuWarpRowLimit = 512;
+
+struct GpuRowShape {
+  bool warp_per_row = false;  // one warp per row, several rows per block
+  int threads = 32;           // threads that share one row (a power of two)
+};
+
+// The shape of a row kernel with rows of `row_length` elements:
+//   re-reading rows (RowStrategy::kReread): a block of 1024 threads per row;
+//   rows up to kGpuWarpRowLimit: a warp per row;
+//   longer rows: a block per row with about 8 elements (one 16-byte chunk of
+//   bf16) per thread, 64 to 1024 threads. Each element of the row is
+//   unrolled code, so fewer per thread means fewer registers and a faster
+//   NVRTC compile; 1024 threads hold 16 each at the persistent limit.
+GpuRowShape gpu_row_shape(int64_t row_length, RowStrategy strategy);
+
+}  // namespace fusejit
