@@ -55,18 +55,6 @@ void write_seed_locals(SourceWriter& w, const Graph& graph, const Kernel& kernel
   }
 }
 
-bool rounds_in_kernel(const Graph& graph, const Kernel& kernel, int32_t id) {
-  const Node& n = graph.node(id);
-  if (n.dtype == DType::kF32) return false;
-  if (std::find(kernel.writes.begin(), kernel.writes.end(), id) == kernel.writes.end()) return false;
-  for (int32_t user : kernel.nodes) {
-    for (const Operand& o : graph.node(user).operands) {
-      if (!o.is_literal() && o.node == id) return true;
-    }
-  }
-  return false;
-}
-
 std::string as_computed(const Graph& graph, const Kernel& kernel, int32_t id, const std::string& expression) {
   if (!rounds_in_kernel(graph, kernel, id)) return expression;
   return fmt::format("fj_round_{}({})", dtype_name(graph.node(id).dtype), expression);

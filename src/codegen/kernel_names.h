@@ -38,12 +38,9 @@ std::vector<uint64_t> dropout_seeds(const Graph& graph, const Kernel& kernel);
 // the top of the function that computes the kernel's values.
 void write_seed_locals(SourceWriter& w, const Graph& graph, const Kernel& kernel);
 
-// Whether the kernel must round node `id` to its dtype right where it is
-// computed: the node is stored in a 16-bit dtype and also used by another
-// node of the kernel. Its users then see the value as stored, as they would
-// in any other kernel (and as the reference interpreter computes it),
-// rather than the wider value that happens to be in a register.
-bool rounds_in_kernel(const Graph& graph, const Kernel& kernel, int32_t id);
+// rounds_in_kernel (fusion/plan.h): whether the code rounds a node where it
+// is computed.
+using fusejit::rounds_in_kernel;
 // `expression` rounded to the node's dtype when rounds_in_kernel() says so.
 std::string as_computed(const Graph& graph, const Kernel& kernel, int32_t id, const std::string& expression);
 

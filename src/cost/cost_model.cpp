@@ -55,11 +55,13 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   }
   for (int32_t id : kernel.writes) cost.bytes_written += tensor_bytes(graph.node(id));
 
-  // A re-reading kernel computes a node of level s in passes s+1 .. P, i.e. P - s times.
+  // A re-reading kernel computes an elementwise node of level s in passes
+  // s+1 .. P, i.e. P - s times; it combines a reduction once, in its pass.
   const std::vector<int> levels = reread ? reduction_levels(graph, kernel) : std::vector<int>(kernel.nodes.size(), 0);
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
     const Node& n = graph.node(kernel.nodes[i]);
-    const double times = reread ? static_cast<double>(passes - levels[i]) : 1.0;
+    const bool reduce = n.info().kind == OpKind::kReduce;
+    const double times = reread && !reduce ? static_cast<double>(passes - levels[i]) : 1.0;
     add_node_flops(graph, n, times, cost.class_flops);
   }
   double compute_seconds = 0;

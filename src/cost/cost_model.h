@@ -7,7 +7,7 @@
 // row-shaped inputs once per reduction stage plus once for the output.
 // FLOPs = sum over the kernel's nodes of elements x the op table's weight
 // (a reduction counts its input elements; a matmul 2 x M x N x K; work a
-// re-reading row kernel recomputes counts again).
+// re-reading row kernel recomputes counts again, but a reduction once).
 // time = max(bytes / bandwidth, compute time) + launch overhead. On a GPU
 // the compute time of a generated kernel is its estimated instructions
 // (gpu_instructions.h) at the device's issue rate; on a CPU it is each cost

@@ -6,12 +6,12 @@ namespace fusejit {
 namespace {
 
 DeviceSpec datasheet_gpu(std::string name, std::string description, double bandwidth_gbps, double f32_tflops,
-                         double tensor_tflops, double boost_ghz, int64_t l2_bytes, int sms) {
+                         double tensor_tflops, double boost_ghz, int fp32_lanes_per_sm, int64_t l2_bytes, int sms) {
   DeviceSpec d;
   d.name = std::move(name);
   d.description = std::move(description);
   d.bandwidth_gbps = bandwidth_gbps;
-  set_gpu_peaks(d, f32_tflops, tensor_tflops, sms * kIssuedLanesPerSm * boost_ghz * 1e9 / 1e12);
+  set_gpu_peaks(d, f32_tflops, tensor_tflops, sms * fp32_lanes_per_sm * boost_ghz * 1e9 / 1e12);
   // XLA's figure for one kernel launch in a stream of launches.
   d.launch_overhead_us = 1.0;
   // A block of 1024 threads holding 16 f32 values each keeps a 16384-element
@@ -37,12 +37,12 @@ std::vector<std::string> device_names() { return {"h100", "h200", "a100", "cpu"}
 DeviceSpec gpu_device(std::string_view name) {
   constexpr int64_t kMB = 1024 * 1024;
   if (name == "h200") {
-    return datasheet_gpu("h200", "NVIDIA H200 SXM 141 GB (datasheet)", 4800, 67, 989, 1.98, 50 * kMB, 132);
+    return datasheet_gpu("h200", "NVIDIA H200 SXM 141 GB (datasheet)", 4800, 67, 989, 1.98, 128, 50 * kMB, 132);
   }
   if (name == "a100") {
-    return datasheet_gpu("a100", "NVIDIA A100 SXM 80 GB (datasheet)", 2039, 19.5, 312, 1.41, 40 * kMB, 108);
+    return datasheet_gpu("a100", "NVIDIA A100 SXM 80 GB (datasheet)", 2039, 19.5, 312, 1.41, 64, 40 * kMB, 108);
   }
-  return datasheet_gpu("h100", "NVIDIA H100 SXM5 80 GB (datasheet)", 3350, 67, 989, 1.98, 50 * kMB, 132);
+  return datasheet_gpu("h100", "NVIDIA H100 SXM5 80 GB (datasheet)", 3350, 67, 989, 1.98, 128, 50 * kMB, 132);
 }
 
 absl::StatusOr<DeviceSpec> find_device(std::string_view name) {

@@ -41,8 +41,13 @@ struct DeviceSpec {
   // Throughput of each cost class in TFLOP/s of the op table's FLOP weights
   // (a GPU: the FP32 peak, but the tensor peak for matmul).
   std::array<double, kNumCostClasses> class_tflops{};
-  // GPUs: thread-instructions issued per second, 1e12 (SMs x 4 schedulers x
-  // 32 lanes x clock); 0 where instructions are not modelled (a CPU).
+  // GPUs: thread-instructions retired per second, 1e12: SMs x FP32 lanes
+  // per SM x clock. On an H100/H200 that is the issue rate (4 schedulers x
+  // 32 lanes = its 128 FP32 lanes); an A100 (64 FP32 lanes per SM) takes
+  // two clocks per FP32 warp instruction, so code that is mostly FP32, as
+  // fusejit's is, retires at half its issue rate. Integer instructions run
+  // on narrower pipes beside the FP32 ones; the model does not separate
+  // them. 0 where instructions are not modelled (a CPU).
   double issue_tops = 0;
   double launch_overhead_us = 0;
   // Longest row (elements) a row kernel keeps on chip; longer rows are
@@ -59,16 +64,10 @@ struct DeviceSpec {
   bool models_instructions() const { return issue_tops > 0; }
 };
 
-// Sets a GPU's peaks and the rates that follow from them. issue_tops is
-// what generated kernels are charged at (cost/gpu_instructions.h): on an
-// H100/H200 one warp instruction per scheduler per clock is half the
-// datasheet FP32 FLOP/s (that counts an FMA, on 128 lanes per SM, as two);
-// an A100's 64 FP32 lanes per SM make its FP32 figure equal its issue
-// rate. Matmuls run at the FP32 (SGEMM) or tensor (bf16/f16) peak.
+// Sets a GPU's peaks and the instruction rate (issue_tops above) that
+// generated kernels are charged at (cost/gpu_instructions.h). Matmuls run
+// at the FP32 (SGEMM) or tensor (bf16/f16) peak.
 void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops, double issue_tops);
-// Thread-instructions an SM issues per clock: 4 schedulers, one warp
-// instruction (32 lanes) each, on every NVIDIA GPU since Maxwell.
-inline constexpr int kIssuedLanesPerSm = 4 * 32;
 
 // Names accepted by find_device(): h100, h200, a100, cpu.
 std::vector<std::string> device_names();

@@ -8,6 +8,16 @@ namespace {
 
 double stream_cost(const Node& n) { return dtype_size(n.dtype) >= 4 ? kStream4Byte : kStream2Byte; }
 
+// The op table's weight, but for GeLU's tanh form: the table holds one
+// weight per op, the erf form's 20, and the tanh form is one ex2 and one
+// rcp (fj_gelu_tanh in codegen/cuda/fj_math.cuh).
+constexpr double kGeluTanhInstructions = 10.5;
+
+double op_instructions(const Node& n) {
+  if (n.op == Op::kGelu && n.attrs.get_enum("approximate") == "tanh") return kGeluTanhInstructions;
+  return n.info().gpu_instructions;
+}
+
 // Elements an op computes (a reduction: the elements it combines).
 double op_elements(const Graph& graph, const Node& n) {
   const Node& counted = n.info().kind == OpKind::kReduce ? graph.node(n.operands[0].node) : n;
@@ -16,21 +26,30 @@ double op_elements(const Graph& graph, const Node& n) {
 
 }  // namespace
 
+double block_reduce_instructions(int threads) {
+  int shuffles = 0;
+  for (int warps = threads / 32; warps > 1; warps /= 2) ++shuffles;
+  return kBlockReduceBase + kBlockReducePerShuffle * shuffles;
+}
+
 double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   if (kernel.kind == KernelKind::kMatmul) return 0;
   const Graph& graph = *plan.graph;
   const bool row = kernel.kind == KernelKind::kRow;
   const double elements = static_cast<double>(kernel.iteration.numel());
   const bool reread = kernel.row_strategy == RowStrategy::kReread;
+  const int passes = reread ? kernel.row_passes : 1;
 
-  double per_element = row ? kLoopRow : kLoopPointwise;
+  // A re-reading kernel runs its loop once per pass and loads, in every
+  // pass, each read that varies along the row ([N] vectors included).
+  double per_element = row ? kLoopRow * passes : kLoopPointwise;
   for (int32_t id : kernel.reads) {
     const Node& n = graph.node(id);
     if (!row) {
       const bool broadcast = n.shape.numel() < kernel.iteration.numel();
       per_element += stream_cost(n) + (broadcast ? kBroadcastIndex : 0);
-    } else if (is_row_shaped(n, kernel)) {
-      per_element += stream_cost(n) * (reread ? kernel.row_passes : 1);
+    } else if (reread ? n.shape.last() == kernel.iteration.last() : is_row_shaped(n, kernel)) {
+      per_element += stream_cost(n) * passes;
     }
   }
   for (int32_t id : kernel.writes) {
@@ -39,16 +58,20 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   }
   double total = per_element * elements;
 
+  // Elementwise work of level s is computed again in passes s+1 .. P; a
+  // reduction combines once, in its own pass.
   const std::vector<int> levels = reread ? reduction_levels(graph, kernel) : std::vector<int>(kernel.nodes.size(), 0);
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
     const Node& n = graph.node(kernel.nodes[i]);
-    const double times = reread ? static_cast<double>(kernel.row_passes - levels[i]) : 1.0;
-    total += times * op_elements(graph, n) * n.info().gpu_instructions;
+    const bool reduce = n.info().kind == OpKind::kReduce;
+    const double times = reread && !reduce ? static_cast<double>(passes - levels[i]) : 1.0;
+    const double rounding = rounds_in_kernel(graph, kernel, kernel.nodes[i]) ? kRoundInKernel : 0;
+    total += times * op_elements(graph, n) * (op_instructions(n) + rounding);
   }
   if (row) {
     const GpuRowShape shape = gpu_row_shape(kernel.iteration.last(), kernel.row_strategy);
     const double rows = elements / static_cast<double>(kernel.iteration.last());
-    const double per_thread = shape.warp_per_row ? kWarpReduce : kBlockReduce;
+    const double per_thread = shape.warp_per_row ? kWarpReduce : block_reduce_instructions(shape.threads);
     for (int32_t id : kernel.nodes) {
       if (graph.node(id).info().kind == OpKind::kReduce) total += rows * shape.threads * per_thread;
     }

@@ -8,20 +8,33 @@
 // Thread-instructions of a kernel, summed over its elements:
 //   each op:   its ops.def `gpu instructions` per element it computes (a
 //              reduction per input element), times the passes that
-//              compute it (a re-reading row kernel recomputes);
-//   the loop:  kLoopPointwise or kLoopRow per element of the iteration;
+//              compute it (a re-reading row kernel recomputes elementwise
+//              work; it combines each reduction once);
+//   a value the kernel stores in 16 bits and also uses (rounds_in_kernel,
+//              fusion/plan.h): kRoundInKernel per element more, to round it
+//              where it is computed;
+//   the loop:  kLoopPointwise or kLoopRow per element of the iteration
+//              (a re-reading row kernel: kLoopRow per pass);
 //   each tensor a thread streams (read or written at the iteration's
 //              shape; every operand of a pointwise kernel, with
 //              kBroadcastIndex more for one it indexes by broadcasting):
 //              kStream4Byte or kStream2Byte per element (load or store,
-//              conversion, address); a row kernel's [N] vectors and
-//              per-row values are loaded once per thread or row, so free;
+//              conversion, address); a persistent row kernel's [N] vectors
+//              and per-row values are loaded once per thread or row, so
+//              free, while a re-reading one loads every read that varies
+//              along the row in every pass;
 //   each reduction: every thread of a row shuffles and synchronises:
-//              kBlockReduce (block per row) or kWarpReduce (warp per row)
-//              instructions per thread and row (fusion/gpu_row_shape.h).
+//              kWarpReduce (warp per row), or kBlockReduceBase +
+//              kBlockReducePerShuffle x log2(warps) (block per row; the
+//              second stage shuffles once per halving of the warp count),
+//              per thread and row, with the threads per row of
+//              fusion/gpu_row_shape.h (FUSEJIT_ROW_BLOCK_THREADS, an
+//              experiment's override, is not seen here).
 // The constants are fitted to SASS counts of fusejit's kernels (sm_90);
 // bench/results/2026-12-01-gpu-instructions.md compares the estimate with
-// the count for every example kernel.
+// the count for every example kernel. Re-reading kernels are not in that
+// comparison (bench/sass_count.py cannot find their per-element loop), so
+// their estimate is the formula's alone.
 #pragma once
 
 #include "fusion/plan.h"
@@ -33,9 +46,13 @@ inline constexpr double kLoopRow = 4.0;
 inline constexpr double kStream4Byte = 0.5;
 inline constexpr double kStream2Byte = 1.0;
 inline constexpr double kBroadcastIndex = 1.0;
-inline constexpr double kBlockReduce = 16.0;
+inline constexpr double kRoundInKernel = 2.0;
+inline constexpr double kBlockReduceBase = 8.0;
+inline constexpr double kBlockReducePerShuffle = 2.0;
 inline constexpr double kWarpReduce = 10.0;
 
+// Per thread and row, a block reduction over `threads` threads.
+double block_reduce_instructions(int threads);
 // Thread-instructions of a pointwise or row kernel (0 for a matmul, which a
 // library runs).
 double gpu_instructions(const FusionPlan& plan, const Kernel& kernel);

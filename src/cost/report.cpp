@@ -35,8 +35,9 @@ std::string format_device(const DeviceSpec& d) {
                           : fmt::format("persistent rows up to {} elements", d.persistent_row_limit));
   if (d.models_instructions()) {
     const double per_byte = d.issue_tops * 1e3 / d.bandwidth_gbps;
-    text += fmt::format("  instruction issue {:.3g}e12/s, {:.1f} per byte moved ({:.0f} per bf16 element read and "
-                        "written): generated kernels are charged by their estimated SASS instructions, not FLOPs\n",
+    text += fmt::format("  instructions {:.3g}e12/s (SMs x FP32 lanes x clock), {:.1f} per byte moved ({:.0f} per "
+                        "bf16 element read and written): generated kernels are charged by their estimated SASS "
+                        "instructions, not FLOPs\n",
                         d.issue_tops, per_byte, 4 * per_byte);
   }
   if (d.measured) {
@@ -98,7 +99,8 @@ nlohmann::json device_json(const DeviceSpec& d) {
           {"description", d.description},
           {"bandwidth_gbps", d.bandwidth_gbps},
           {"peak_tflops", {{"f32", d.peak_f32_tflops}, {"bf16_tensor", d.peak_tensor_tflops}}},
-          {"class_tflops", classes},
+          // A GPU charges generated kernels by instructions (issue_tops), not by class.
+          {"class_tflops", d.models_instructions() ? nlohmann::json() : classes},
           {"ridge_f32", d.ridge_f32()},
           {"ridge_tensor", d.ridge_tensor()},
           {"issue_tops", d.models_instructions() ? nlohmann::json(d.issue_tops) : nlohmann::json()},

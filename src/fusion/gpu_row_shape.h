@@ -1,6 +1,7 @@
 // How a GPU row kernel lays a row over threads. The CUDA generator emits
 // this shape and the cost model counts each thread's share of a row's
-// reductions with it, so the two cannot disagree.
+// reductions with it, so the two agree (but for FUSEJIT_ROW_BLOCK_THREADS,
+// an experiment's override that only the generator reads).
 #pragma once
 
 #include <cstdint>

@@ -78,6 +78,14 @@ struct FusionOptions {
 // cost model and the code generators both follow it.
 std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel);
 
+// Whether the kernel must round node `id` to its dtype right where it is
+// computed: the node is stored in a 16-bit dtype and also used by another
+// node of the kernel. Its users then see the value as stored, as they would
+// in any other kernel (and as the reference interpreter computes it),
+// rather than the wider value that happens to be in a register. The code
+// generators do it; the GPU cost model counts it.
+bool rounds_in_kernel(const Graph& graph, const Kernel& kernel, int32_t id);
+
 // One kernel per user op, as an eager framework runs the graph. In both
 // plans, ops that no output depends on (Graph::unused_nodes) are not computed.
 // Both throw Error for a graph that does not verify (ir/verifier.h: e.g. one

@@ -43,6 +43,18 @@ std::string kernel_name(int index, const std::vector<std::string>& user_ops) {
 
 }  // namespace
 
+bool rounds_in_kernel(const Graph& graph, const Kernel& kernel, int32_t id) {
+  const Node& n = graph.node(id);
+  if (n.dtype == DType::kF32) return false;
+  if (std::find(kernel.writes.begin(), kernel.writes.end(), id) == kernel.writes.end()) return false;
+  for (int32_t user : kernel.nodes) {
+    for (const Operand& o : graph.node(user).operands) {
+      if (!o.is_literal() && o.node == id) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel) {
   absl::flat_hash_map<int32_t, int> available;  // node -> level from which its value exists
   std::vector<int> levels;

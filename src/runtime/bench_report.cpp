@@ -45,6 +45,7 @@ nlohmann::json run_json(const PlanBench& p) {
                        {"flops", k.flops},
                        {"intensity", k.intensity},
                        {"compute_roof_gflops", k.compute_roof_gflops},
+                       {"instructions", k.instructions > 0 ? nlohmann::json(k.instructions) : nlohmann::json()},
                        {"predicted_us", k.predicted_us},
                        {"measured_us_median", k.measured_us_median},
                        {"measured_us_min", k.measured_us_min},
@@ -119,10 +120,12 @@ std::string format_bench(const BenchResult& r) {
 }
 
 std::string format_roofline(const BenchResult& r) {
+  const bool instructions = r.device.models_instructions();
   std::string t = fmt::format(
-      "roofline ({}: measured ceiling {:.1f} GB/s; compute roof per kernel from the cost model's op classes, FP32 "
+      "roofline ({}: measured ceiling {:.1f} GB/s; compute roof per kernel from the cost model's {}, FP32 "
       "FMA peak {:.0f} GFLOP/s)\n",
-      r.backend, r.ceiling_gbps, r.device.peak_f32_tflops * 1e3);
+      r.backend, r.ceiling_gbps, instructions ? "instructions at the issue rate" : "op classes",
+      r.device.peak_f32_tflops * 1e3);
   t += fmt::format("  {:<8} {:<40} {:>10} {:>12} {:>12} {:>8}  {}\n", "plan", "kernel", "FLOP/byte", "GFLOP/s",
                    "roof GFLOP/s", "% roof", "bound by");
   bool above_roof = false;
@@ -132,7 +135,8 @@ std::string format_roofline(const BenchResult& r) {
       const bool memory = r.ceiling_gbps * k.intensity < peak_gflops(r, k);
       above_roof = above_roof || percent(k.achieved_gflops, roof) > 105;
       t += fmt::format("  {:<8} {:<40} {:>10.2f} {:>12.2f} {:>12.2f} {:>7.1f}%  {}\n", p->label, k.name, k.intensity,
-                       k.achieved_gflops, roof, percent(k.achieved_gflops, roof), memory ? "memory" : "compute");
+                       k.achieved_gflops, roof, percent(k.achieved_gflops, roof),
+                       memory ? "memory" : k.instructions > 0 ? "issue" : "compute");
     }
   }
   if (above_roof && r.backend == "cpu") {

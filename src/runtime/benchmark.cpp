@@ -103,6 +103,7 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
     kb.intensity = c.intensity;
     kb.compute_bound = c.compute_bound;
     kb.compute_roof_gflops = c.compute_us > 0 ? c.flops / (c.compute_us * 1e3) : 0;
+    kb.instructions = c.instructions;
     kb.predicted_us = c.predicted_us;
     kb.measured_us_median = median(times[k]);
     kb.measured_us_min = times[k].empty() ? 0 : *std::min_element(times[k].begin(), times[k].end());

@@ -41,8 +41,10 @@ struct KernelBench {
   bool compute_bound = false;  // as predicted
   // The compute roof the cost model puts this kernel under: its FLOPs over
   // its predicted compute time (on a CPU each op class has its own
-  // throughput, so a chain of erf and Philox has a lower roof than FMAs).
+  // throughput, so a chain of erf and Philox has a lower roof than FMAs; on
+  // a GPU a generated kernel's time is its instructions at the issue rate).
   double compute_roof_gflops = 0;
+  double instructions = 0;  // KernelCost::instructions: 0 where not estimated
   double predicted_us = 0;
   double measured_us_median = 0;
   double measured_us_min = 0;

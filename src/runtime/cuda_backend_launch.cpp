@@ -58,6 +58,10 @@ int fp32_lanes_per_sm(int cc_major, int cc_minor) {
   return 128;                                     // Maxwell, Pascal 6.1+, Ampere 8.6+, Ada, Hopper, Blackwell
 }
 
+double issue_tops_for(const GpuInfo& gpu, int clock_khz) {
+  return static_cast<double>(gpu.sm_count) * fp32_lanes_per_sm(gpu.cc_major, gpu.cc_minor) * clock_khz * 1e3 / 1e12;
+}
+
 DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz) {
   const std::string running = fmt::format("{} ({}, {} SMs)", gpu.name, gpu.arch(), gpu.sm_count);
   if (const std::string key = datasheet_for(gpu.name); !key.empty()) {
@@ -69,6 +73,9 @@ DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz) {
       set_gpu_peaks(d, d.peak_f32_tflops * ratio, d.peak_tensor_tflops * ratio, d.issue_tops * ratio);
       d.compute_units = gpu.sm_count;
     }
+    // The instruction rate from this GPU's own SMs and clock: a PCIe part
+    // runs fewer SMs at a lower clock than the SXM datasheet.
+    if (gpu.sm_count > 0 && clock_khz > 0) d.issue_tops = issue_tops_for(gpu, clock_khz);
     if (gpu.l2_bytes > 0) d.cache_bytes = gpu.l2_bytes;
     // The driver's memory clock tells a 2.0 TB/s H100 PCIe from a 3.35 TB/s
     // SXM; a reading far from the datasheet is more likely a misreported
@@ -95,7 +102,7 @@ DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz) {
   } else if (gpu.cc_major == 7) {
     tensor_ratio = 8;
   }
-  set_gpu_peaks(d, f32, f32 * tensor_ratio, static_cast<double>(gpu.sm_count) * kIssuedLanesPerSm * clock_khz * 1e3 / 1e12);
+  set_gpu_peaks(d, f32, f32 * tensor_ratio, issue_tops_for(gpu, clock_khz));
   d.bandwidth_gbps = gpu.bandwidth_gbps;
   d.launch_overhead_us = 1.0;
   d.persistent_row_limit = 16384;

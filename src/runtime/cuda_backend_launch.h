@@ -52,5 +52,8 @@ DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz);
 // FP32 lanes per SM for a compute capability (CUDA C++ Programming Guide,
 // "Arithmetic Instructions"; 128 for architectures newer than it lists).
 int fp32_lanes_per_sm(int cc_major, int cc_minor);
+// The instructions a GPU retires per second, 1e12 (DeviceSpec::issue_tops):
+// its SMs x FP32 lanes per SM x clock.
+double issue_tops_for(const GpuInfo& gpu, int clock_khz);
 
 }  // namespace fusejit::cuda_backend

@@ -93,6 +93,20 @@ double ulps(float got, long double want) {
   return static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
 }
 
+// Calls f(x) for every stride-th float between `from` and `to` (same sign),
+// in order of their bits.
+template <typename F>
+void for_floats(float from, float to, uint32_t stride, F f) {
+  uint32_t from_bits, to_bits;
+  std::memcpy(&from_bits, &from, 4);
+  std::memcpy(&to_bits, &to, 4);
+  for (uint32_t b = std::min(from_bits, to_bits); b <= std::max(from_bits, to_bits); b += stride) {
+    float x;
+    std::memcpy(&x, &b, 4);
+    f(x);
+  }
+}
+
 // The CUDA GeLU (fj_math.cuh) against the exact 0.5 x erfc(-x / sqrt 2):
 // every 13th float of [-4 sqrt 2, -4], where the exponent is largest and the
 // error peaks, every 4099th elsewhere in [-4, 20]. On the host its
@@ -102,15 +116,10 @@ double ulps(float got, long double want) {
 TEST(CudaHelpersOnHost, GeluIsAccurateInBothTails) {
   double worst_negative = 0, worst_positive = 0;
   const auto sweep = [](float from, float to, uint32_t stride, double& worst) {
-    uint32_t from_bits, to_bits;
-    std::memcpy(&from_bits, &from, 4);
-    std::memcpy(&to_bits, &to, 4);
-    for (uint32_t b = std::min(from_bits, to_bits); b <= std::max(from_bits, to_bits); b += stride) {
-      float x;
-      std::memcpy(&x, &b, 4);
+    for_floats(from, to, stride, [&](float x) {
       const long double want = 0.5L * x * std::erfc(-static_cast<long double>(x) / std::sqrt(2.0L));
       worst = std::max(worst, ulps(cuda_on_host::fj_gelu_none(x), want));
-    }
+    });
   };
   sweep(-4.0f, -0x1.6a09e6p+2f, 13, worst_negative);
   sweep(-0x1p-126f, -4.0f, 4099, worst_negative);
@@ -128,6 +137,73 @@ TEST(CudaHelpersOnHost, GeluIsAccurateInBothTails) {
   EXPECT_EQ(cuda_on_host::fj_gelu_none(INFINITY), INFINITY);
   EXPECT_TRUE(std::isnan(cuda_on_host::fj_gelu_none(-INFINITY)));  // the formula's -inf * 0
   EXPECT_TRUE(std::isnan(cuda_on_host::fj_gelu_none(std::nanf(""))));
+}
+
+// sigmoid and silu (one ex2 and one rcp in fj_math.cuh) against the exact
+// functions in long double: every 2053rd float of [-87, 30]. On the host
+// ex2.approx and rcp.approx are exact; on a GPU they add about 3 ulp.
+TEST(CudaHelpersOnHost, SigmoidAndSiluAreAccurate) {
+  double worst[3][2] = {};  // [x >= 0, x in [-10, 0), x in [-87, -10)] x [sigmoid, silu]
+  const auto sweep = [&](float from, float to, double* w) {
+    for_floats(from, to, 2053, [&](float x) {
+      const long double s = 1.0L / (1.0L + std::exp(-static_cast<long double>(x)));
+      w[0] = std::max(w[0], ulps(cuda_on_host::fj_sigmoid(x), s));
+      w[1] = std::max(w[1], ulps(cuda_on_host::fj_silu(x), x * s));
+    });
+  };
+  sweep(0.0f, 30.0f, worst[0]);
+  sweep(-0x1p-126f, -10.0f, worst[1]);
+  sweep(-10.0f, -87.0f, worst[2]);
+  for (int f = 0; f < 2; ++f) {
+    EXPECT_LE(worst[0][f], 2.5) << f;
+    EXPECT_LE(worst[1][f], 10.0) << f;
+    EXPECT_LE(worst[2][f], 65.0) << f;
+    EXPECT_GT(worst[2][f], 1.0) << f;  // the sweep ran, through the tail
+  }
+  EXPECT_EQ(cuda_on_host::fj_sigmoid(INFINITY), 1.0f);
+  EXPECT_EQ(cuda_on_host::fj_sigmoid(-INFINITY), 0.0f);
+  EXPECT_EQ(cuda_on_host::fj_sigmoid(-100.0f), 0.0f);  // below 1.2e-38: flushed
+  EXPECT_TRUE(std::isnan(cuda_on_host::fj_sigmoid(std::nanf(""))));
+  EXPECT_EQ(cuda_on_host::fj_silu(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(cuda_on_host::fj_silu(-INFINITY)));  // -inf / inf
+  EXPECT_TRUE(std::isnan(cuda_on_host::fj_silu(std::nanf(""))));
+  EXPECT_TRUE(std::signbit(cuda_on_host::fj_silu(-0.0f)));
+  EXPECT_TRUE(std::signbit(cuda_on_host::fj_silu(-100.0f)));
+  EXPECT_EQ(cuda_on_host::fj_silu(-100.0f), 0.0f);
+}
+
+// The tanh-form GeLU (x sigmoid(2z) in fj_math.cuh) against the exact
+// 0.5 x (1 + tanh z) in long double: every 4099th float of [-10, 20]. On
+// the host ex2.approx and rcp.approx are exact; on a GPU they add about 3
+// ulp. 0.5 x (1 + tanhf z), the old code, was off by up to 8,185 ulp in
+// [-4, -2) and had no correct bits below x = -4 (1 + tanh z cancels).
+TEST(CudaHelpersOnHost, TanhGeluIsAccurateForNegativeX) {
+  const auto exact = [](float x) {
+    const long double xl = x;
+    const long double z = std::sqrt(2.0L / 3.14159265358979323846264338327950288L) * (xl + 0.044715L * xl * xl * xl);
+    // 1 + tanh z = 2 / (1 + e^(-2z)), without cancelling for z < 0
+    return xl / (1.0L + std::exp(-2.0L * z));
+  };
+  double worst_near = 0, worst_far = 0, worst_positive = 0;
+  const auto sweep = [&](float from, float to, double& worst) {
+    for_floats(from, to, 4099, [&](float x) { worst = std::max(worst, ulps(cuda_on_host::fj_gelu_tanh(x), exact(x))); });
+  };
+  sweep(-0x1p-126f, -4.0f, worst_near);
+  sweep(-4.0f, -10.0f, worst_far);
+  sweep(0.0f, 20.0f, worst_positive);
+  EXPECT_LE(worst_positive, 2.5);
+  EXPECT_LE(worst_near, 14.0);
+  EXPECT_LE(worst_far, 150.0);  // the exponent's rounding: |2z| log2 e reaches 126 at x = -10
+  EXPECT_GT(worst_far, 1.0);    // the sweep ran, through the tail
+  EXPECT_EQ(cuda_on_host::fj_gelu_tanh(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(cuda_on_host::fj_gelu_tanh(-INFINITY)));  // the formula's -inf * 0
+  EXPECT_TRUE(std::isnan(cuda_on_host::fj_gelu_tanh(std::nanf(""))));
+  EXPECT_TRUE(std::signbit(cuda_on_host::fj_gelu_tanh(-0.0f)));
+  EXPECT_EQ(cuda_on_host::fj_gelu_tanh(-0.0f), 0.0f);
+  for (float x : {-12.0f, -100.0f, -1e30f}) {  // x e underflows: -0
+    EXPECT_EQ(cuda_on_host::fj_gelu_tanh(x), 0.0f) << x;
+    EXPECT_TRUE(std::signbit(cuda_on_host::fj_gelu_tanh(x))) << x;
+  }
 }
 
 }  // namespace

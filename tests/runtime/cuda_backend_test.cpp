@@ -232,6 +232,9 @@ TEST(CudaBackendDevice, DatasheetGpusTakeSmsL2AndPlausibleBandwidthFromTheDriver
   EXPECT_EQ(pcie.compute_units, 114);
   EXPECT_NEAR(pcie.peak_f32_tflops, 67.0 * 114 / 132, 1e-9);
   EXPECT_NEAR(pcie.class_tflops[static_cast<int>(CostClass::kMatmul)], 989.0 * 114 / 132, 1e-9);
+  // Instructions retire at its own SMs and clock: 114 x 128 x 1.755 GHz.
+  EXPECT_NEAR(pcie.issue_tops, 114 * 128 * 1.755e9 / 1e12, 1e-9);
+  EXPECT_NEAR(h200.issue_tops, gpu_device("h200").issue_tops, 1e-9);
 
   // A bandwidth far from the datasheet is taken as a misreported clock.
   const DeviceSpec odd = device_spec_for(fake_gpu("NVIDIA A100-SXM4-80GB", 8, 0, 108, 10, 40 << 20), 1410000);
@@ -244,6 +247,7 @@ TEST(CudaBackendDevice, OtherGpusAreBuiltFromTheDriver) {
   const DeviceSpec d = device_spec_for(fake_gpu("NVIDIA GeForce RTX 4090", 8, 9, 128, 1008, 72 << 20), 2520000);
   EXPECT_EQ(d.name, "cuda");
   EXPECT_NEAR(d.peak_f32_tflops, 82.58, 0.01);
+  EXPECT_NEAR(d.issue_tops, 41.29, 0.01);  // 128 SMs x 128 lanes x 2.52 GHz
   EXPECT_DOUBLE_EQ(d.bandwidth_gbps, 1008);
   EXPECT_GT(d.peak_tensor_tflops, d.peak_f32_tflops);
   EXPECT_EQ(d.persistent_row_limit, 16384);

@@ -11,9 +11,7 @@ __device__ __forceinline__ float fj_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ float fj_rsqrt(float x) { return rsqrtf(x); }
 __device__ __forceinline__ float fj_reciprocal(float x) { return 1.0f / x; }
 __device__ __forceinline__ float fj_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ float fj_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float fj_relu(float x) { return x != x ? x : fmaxf(x, 0.0f); }
-__device__ __forceinline__ float fj_silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float fj_erf(float x) { return erff(x); }
 // gelu, approximate = "none": 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x), as
 //   x < 0:  x * 0.5 e,   x >= 0:  x * (1 - 0.5 e),   e = erfc(|x| / sqrt 2),
@@ -30,13 +28,16 @@ __device__ __forceinline__ float fj_erf(float x) { return erff(x); }
 // for x >= 0 (44 and 2.3 with an exact exp2, as the host test checks).
 // NaN -> NaN, +inf -> +inf, -inf -> NaN (the formula's -inf * 0), -0 -> -0,
 // x < -4 sqrt 2 (about -5.657) -> -0.
-__device__ __forceinline__ float fj_exp2_unscaled(float q) {  // q in [-26, 0] or -200: no subnormal results
+// 2^q on the special-function unit (ex2.approx.ftz: 2 ulp, and results
+// below 2^-126 flush to +0, which the emulator's exp2f does as well).
+__device__ __forceinline__ float fj_exp2_ftz(float q) {
 #ifdef __CUDA_ARCH__
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(q));
   return r;
 #else  // the CUDA emulator (tests/cuda_emulator/)
-  return exp2f(q);
+  const float r = exp2f(q);
+  return r < 0x1p-126f ? 0.0f : r;
 #endif
 }
 __device__ __forceinline__ float fj_gelu_none(float x) {
@@ -54,26 +55,80 @@ __device__ __forceinline__ float fj_gelu_none(float x) {
   p = fmaf(p, a, -0x1.26aed4p+0f);
   // 2^-200 flushes to 0: selecting the exponent rather than the result
   // keeps NVVM from branching around the polynomial per element.
-  const float e = fj_exp2_unscaled(a > 0x1.6a09e6p+2f ? -200.0f : a * p);  // 4 sqrt 2
+  const float e = fj_exp2_ftz(a > 0x1.6a09e6p+2f ? -200.0f : a * p);  // 4 sqrt 2
   return x * (x < 0.0f ? 0.5f * e : fmaf(-0.5f, e, 1.0f));
 }
+// 1/x on the special-function unit (rcp.approx.ftz: 1 ulp) for x of
+// ordinary size; the emulator divides.
+__device__ __forceinline__ float fj_rcp_ftz(float x) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return 1.0f / x;
+#endif
+}
+// sigmoid and silu as x sigmoid(x), with e = 2^(-|x| log2 e) in (0, 1]:
+// sigmoid = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, so nothing
+// overflows; one ex2 and one rcp, about 8 instructions where expf and an
+// IEEE division took 18.5. The exponent's rounding grows with |x|: against
+// the exact functions, with exact exp2 and division, <= 2.5 ulp for x >= 0,
+// <= 10 for x in [-10, 0) and <= 65 by x = -87, where the results are below
+// 1e-36 (the host test checks these); ex2.approx and rcp.approx add about
+// 3 more on a GPU. Below x = -87.3, where e flushes to 0: sigmoid 0, silu
+// -0 (the exact silu is below 1e-36 there). sigmoid(NaN) = silu(NaN) =
+// NaN, silu(+inf) = +inf, silu(-inf) = NaN (the formula's -inf / inf).
+__device__ __forceinline__ float fj_sigmoid_parts(float x, float* r) {
+  const float e = fj_exp2_ftz(-1.44269504f * fabsf(x));
+  *r = fj_rcp_ftz(1.0f + e);  // 1 + e in [1, 2]
+  return x >= 0.0f ? 1.0f : e;
+}
+__device__ __forceinline__ float fj_sigmoid(float x) {
+  float r;
+  const float n = fj_sigmoid_parts(x, &r);
+  return x != x ? x : n * r;
+}
+__device__ __forceinline__ float fj_silu(float x) {
+  float r;
+  const float n = fj_sigmoid_parts(x, &r);
+  return (x * n) * r;
+}
+// GeLU, approximate = "tanh": 0.5 x (1 + tanh z), z = sqrt(2/pi) (x +
+// 0.044715 x^3), computed as the same function x sigmoid(2z), as the CPU
+// helper does: with e = 2^(-|2z| log2 e) in (0, 1], x / (1 + e) for z >= 0
+// and x e / (1 + e) for z < 0. That is one ex2 and one rcp, about 10
+// instructions where tanhf made it 23.5 (bench/results/2026-12-01-gpu-
+// instructions.md), and it does not cancel for x < 0 as 1 + tanh z does
+// (8,185 ulp in [-4, -2), no correct bits below x = -4). The exponent's
+// rounding grows with |z|: against the exact function, with exact exp2 and
+// division, <= 2.5 ulp for x >= 0, <= 14 for x in [-4, 0) and <= 150 by
+// x = -10, where the result is -1.6e-37 (the host test checks these);
+// ex2.approx and rcp.approx add about 3 more on a GPU.
+// gelu_tanh(+inf) = +inf, gelu_tanh(-inf) = NaN (the formula's -inf * 0),
+// -0 -> -0; below about x = -10, where e flushes to 0, -0.
 __device__ __forceinline__ float fj_gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  // -|2z| log2(e) = -|x (c1 + c3 x^2)|, c1 = sqrt(8/pi) log2(e), c3 = 0.044715 c1.
+  const float q = -fabsf(x * fmaf(0x1.a5a7d0p-4f, x * x, 0x1.26aec2p+1f));
+  const float e = fj_exp2_ftz(q);
+  const float r = fj_rcp_ftz(1.0f + e);  // 1 + e in [1, 2]
+  return (x * (x >= 0.0f ? 1.0f : e)) * r;
 }
 // NaN if either operand is NaN (PyTorch's rule), else fmaxf / fminf. sm_80's
 // max.NaN / min.NaN do exactly that in one instruction (the NaN is the
-// canonical 0x7fffffff, FJ_NAN); spelled out, the check costs four.
+// canonical 0x7fffffff, FJ_NAN); spelled out, as older GPUs (a T4, sm_75)
+// and the CUDA emulator (tests/cuda_emulator/) need it, the check costs four.
 __device__ __forceinline__ float fj_maximum(float a, float b) {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   float r;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
-#else  // the CUDA emulator (tests/cuda_emulator/)
+#else
   return (a != a || b != b) ? FJ_NAN : fmaxf(a, b);
 #endif
 }
 __device__ __forceinline__ float fj_minimum(float a, float b) {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   float r;
   asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
   return r;
