@@ -23,6 +23,7 @@ import argparse
 import glob
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -41,13 +42,6 @@ def run(command):
     return result.stdout
 
 
-def elements(iteration):
-    n = 1
-    for extent in iteration:
-        n *= extent
-    return n
-
-
 def check_graph(graph, args, workdir):
     plans = json.loads(run([args.fusejit, "plan", graph, "--device", "h200", "--json"]))
     rows = []
@@ -59,7 +53,7 @@ def check_graph(graph, args, workdir):
                 continue  # a matmul: a library kernel, not generated
             ptx = os.path.join(out, k["name"] + ".ptx")
             counted = sass_count.count_kernel(ptx, ptx[:-len(".ptx")] + ".cu", args, workdir)
-            model = k["instructions"] / elements(k["iteration"])
+            model = k["instructions"] / math.prod(k["iteration"])
             rows.append({"graph": os.path.basename(graph), "plan": label, "kernel": k["name"],
                          "model_per_element": round(model, 2),
                          "sass_per_element": counted.get("fast_path_per_element"),

@@ -55,14 +55,9 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   }
   for (int32_t id : kernel.writes) cost.bytes_written += tensor_bytes(graph.node(id));
 
-  // A re-reading kernel computes an elementwise node of level s in passes
-  // s+1 .. P, i.e. P - s times; it combines a reduction once, in its pass.
-  const std::vector<int> levels = reread ? reduction_levels(graph, kernel) : std::vector<int>(kernel.nodes.size(), 0);
+  const std::vector<int> counts = compute_counts(graph, kernel);  // a re-reading kernel recomputes
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
-    const Node& n = graph.node(kernel.nodes[i]);
-    const bool reduce = n.info().kind == OpKind::kReduce;
-    const double times = reread && !reduce ? static_cast<double>(passes - levels[i]) : 1.0;
-    add_node_flops(graph, n, times, cost.class_flops);
+    add_node_flops(graph, graph.node(kernel.nodes[i]), counts[i], cost.class_flops);
   }
   double compute_seconds = 0;
   for (int c = 0; c < kNumCostClasses; ++c) {

@@ -58,15 +58,11 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   }
   double total = per_element * elements;
 
-  // Elementwise work of level s is computed again in passes s+1 .. P; a
-  // reduction combines once, in its own pass.
-  const std::vector<int> levels = reread ? reduction_levels(graph, kernel) : std::vector<int>(kernel.nodes.size(), 0);
+  const std::vector<int> counts = compute_counts(graph, kernel);  // a re-reading kernel recomputes
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
     const Node& n = graph.node(kernel.nodes[i]);
-    const bool reduce = n.info().kind == OpKind::kReduce;
-    const double times = reread && !reduce ? static_cast<double>(passes - levels[i]) : 1.0;
     const double rounding = rounds_in_kernel(graph, kernel, kernel.nodes[i]) ? kRoundInKernel : 0;
-    total += times * op_elements(graph, n) * (op_instructions(n) + rounding);
+    total += counts[i] * op_elements(graph, n) * (op_instructions(n) + rounding);
   }
   if (row) {
     const GpuRowShape shape = gpu_row_shape(kernel.iteration.last(), kernel.row_strategy);

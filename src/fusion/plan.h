@@ -78,6 +78,13 @@ struct FusionOptions {
 // cost model and the code generators both follow it.
 std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel);
 
+// How many times `kernel` computes each of its nodes, in kernel.nodes
+// order: once, except in a re-reading row kernel, which computes
+// elementwise work of level s in each of its passes s+1 .. P (P - s times)
+// and combines a reduction once, in its own pass. The cost model counts
+// FLOPs and GPU instructions with it.
+std::vector<int> compute_counts(const Graph& graph, const Kernel& kernel);
+
 // Whether the kernel must round node `id` to its dtype right where it is
 // computed: the node is stored in a 16-bit dtype and also used by another
 // node of the kernel. Its users then see the value as stored, as they would

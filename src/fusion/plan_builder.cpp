@@ -70,6 +70,17 @@ std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel) {
   return levels;
 }
 
+std::vector<int> compute_counts(const Graph& graph, const Kernel& kernel) {
+  if (kernel.row_strategy != RowStrategy::kReread) return std::vector<int>(kernel.nodes.size(), 1);
+  const std::vector<int> levels = reduction_levels(graph, kernel);
+  std::vector<int> counts;
+  for (size_t i = 0; i < kernel.nodes.size(); ++i) {
+    const bool reduce = graph.node(kernel.nodes[i]).info().kind == OpKind::kReduce;
+    counts.push_back(reduce ? 1 : kernel.row_passes - levels[i]);
+  }
+  return counts;
+}
+
 FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, const Graph& user_graph,
                       const std::vector<int32_t>& origin, std::vector<KernelGroup> groups,
                       const FusionOptions& options) {

@@ -91,8 +91,8 @@ DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz) {
   }
   DeviceSpec d;
   d.name = "cuda";
-  const double f32 =
-      static_cast<double>(gpu.sm_count) * fp32_lanes_per_sm(gpu.cc_major, gpu.cc_minor) * 2 * clock_khz * 1e3 / 1e12;
+  const double issue = issue_tops_for(gpu, clock_khz);
+  const double f32 = 2 * issue;  // an FMA per FP32 lane per clock, counted as two FLOPs
   // Dense bf16 tensor-core throughput relative to FP32, from datasheets:
   // about 16x on data-centre parts (A100, H100, B200: cc X.0), 2-4x on
   // consumer and inference parts, 8x on Volta; no tensor cores before Volta.
@@ -102,7 +102,7 @@ DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz) {
   } else if (gpu.cc_major == 7) {
     tensor_ratio = 8;
   }
-  set_gpu_peaks(d, f32, f32 * tensor_ratio, issue_tops_for(gpu, clock_khz));
+  set_gpu_peaks(d, f32, f32 * tensor_ratio, issue);
   d.bandwidth_gbps = gpu.bandwidth_gbps;
   d.launch_overhead_us = 1.0;
   d.persistent_row_limit = 16384;

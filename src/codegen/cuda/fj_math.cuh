@@ -84,10 +84,10 @@ __device__ __forceinline__ float fj_sigmoid_parts(float x, float* r) {
   *r = fj_rcp_ftz(1.0f + e);  // 1 + e in [1, 2]
   return x >= 0.0f ? 1.0f : e;
 }
-__device__ __forceinline__ float fj_sigmoid(float x) {
+__device__ __forceinline__ float fj_sigmoid(float x) {  // NaN: ex2 and rcp of NaN are NaN
   float r;
   const float n = fj_sigmoid_parts(x, &r);
-  return x != x ? x : n * r;
+  return n * r;
 }
 __device__ __forceinline__ float fj_silu(float x) {
   float r;
