@@ -598,6 +598,7 @@ struct jit_max_combine {
 };
 float jit_reduce_max(const float* x, int64_t n) { return fj_reduce_span(x, n, -FJ_INFINITY, jit_max_combine()); }
 int jit_philox_avx2() { return FJ_PHILOX_AVX2; }
+int jit_philox_avx512() { return FJ_PHILOX_AVX512; }
 void jit_dropout_span(const float* x, float* y, int64_t n, unsigned long long first, uint32_t t, float s,
                       uint32_t k0, uint32_t k1) { fj_dropout_span(x, y, n, first, t, s, k0, k1); }
 void std_exp(const float* x, float* y, int64_t n) { for (int64_t c = 0; c < n; ++c) y[c] = std::exp(x[c]); }
@@ -696,7 +697,15 @@ void CpuHelpersJit::expect_every_loop_vectorised() const {
   // checked bit for bit by expect_dropout_matches_reference; without it,
   // through a loop the compiler must vectorise.
   const bool avx2_philox = sym<int (*)()>("jit_philox_avx2")() != 0;
-  if (std::string(GetParam()) == "-mno-avx2") EXPECT_FALSE(avx2_philox) << "-mno-avx2 must take the scalar loop";
+  const bool avx512_philox = sym<int (*)()>("jit_philox_avx512")() != 0;
+  const std::string flag = GetParam();
+  if (flag == "-mno-avx2") EXPECT_FALSE(avx2_philox) << "-mno-avx2 must take the scalar loop";
+  if (flag == "-mno-avx2" || flag == "-mno-avx512f") EXPECT_FALSE(avx512_philox) << flag << " must not take AVX-512";
+#if defined(__x86_64__) || defined(__i386__)
+  // -march=native on a CPU with AVX-512 must take fj_dropout_block32, or
+  // the test of its bits below would pass without running it.
+  if (flag.empty() && __builtin_cpu_supports("avx512f")) EXPECT_TRUE(avx512_philox) << "-march=native with AVX-512F";
+#endif
   if (!avx2_philox) {
     expect_header_loop_vectorised("fj_philox.h", "for (int64_t g = 0; g < run; ++g)", "fj_dropout_span's group loop");
   }
@@ -879,12 +888,17 @@ TEST_P(CpuHelpersJit, CompiledLikeKernelsVectorisedAndExact) {
 }
 
 // On x86 also without AVX2, as a CPU without it compiles the kernels: the
-// scalar Philox loop of fj_dropout_groups instead of fj_dropout_block16.
+// scalar Philox loop of fj_dropout_groups instead of fj_dropout_block16;
+// and without AVX-512, so that a machine with it still checks
+// fj_dropout_block16 (with -march=native it takes fj_dropout_block32).
 #if defined(__x86_64__) || defined(__i386__)
-INSTANTIATE_TEST_SUITE_P(Flags, CpuHelpersJit, ::testing::Values("", "-ffp-contract=off", "-mno-avx2"),
+INSTANTIATE_TEST_SUITE_P(Flags, CpuHelpersJit,
+                         ::testing::Values("", "-ffp-contract=off", "-mno-avx2", "-mno-avx512f"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            const std::string flag = info.param;
-                           return flag.empty() ? "AsDesigned" : flag == "-mno-avx2" ? "WithoutAvx2" : "NoFpContract";
+                           if (flag.empty()) return "AsDesigned";
+                           if (flag == "-mno-avx2") return "WithoutAvx2";
+                           return flag == "-mno-avx512f" ? "WithoutAvx512" : "NoFpContract";
                          });
 #else
 INSTANTIATE_TEST_SUITE_P(Flags, CpuHelpersJit, ::testing::Values("", "-ffp-contract=off"),
