@@ -24,6 +24,7 @@
 #include "runtime/host_compiler.h"
 #include "runtime/tensor_storage.h"
 #include "runtime/thread_pool.h"
+#include "runtime/worker_scratch.h"
 
 namespace fusejit {
 namespace {
@@ -38,6 +39,7 @@ struct CpuKernel {
   std::string name;        // the plan's kernel name
   int64_t count = 0;       // work items (CpuKernelSource::count)
   int64_t grain = 1;
+  int64_t scratch_floats = 0;  // working memory per call (CpuKernelSource::scratch_floats)
   std::shared_ptr<const HostModule> module;  // shared by the kernels compiled together
   HostModule::Entry entry = nullptr;
   double compile_ms = 0;  // its share of its module's compile; 0 when it runs another kernel's code
@@ -84,12 +86,19 @@ class CpuLoadedPlan final : public LoadedPlan {
     std::atomic<int> failed{0};
     const HostModule::Entry entry = kernel.entry;
     void* const* args = kernel.args.data();
+    const int64_t scratch_floats = kernel.scratch_floats;
     ThreadPool::global().parallel_for(kernel.count, kernel.grain, [&](int64_t begin, int64_t end) {
-      if (entry(args, begin, end) != 0) failed = 1;
+      float* scratch = scratch_floats > 0 ? worker_scratch(scratch_floats) : nullptr;
+      if (scratch_floats > 0 && scratch == nullptr) {
+        failed = 1;
+        return;
+      }
+      if (entry(args, begin, end, scratch) != 0) failed = 1;
     });
     if (failed) {
-      return absl::ResourceExhaustedError(
-          fmt::format("kernel {}: out of host memory for its working arrays", kernel.name));
+      return absl::ResourceExhaustedError(fmt::format("kernel {}: out of host memory for its working arrays ({} bytes "
+                                                      "per thread)",
+                                                      kernel.name, scratch_floats * 4));
     }
     return absl::OkStatus();
   }
@@ -159,6 +168,7 @@ class CpuLoadedPlan final : public LoadedPlan {
         k.name = kernel.name;
         k.count = code.count;
         k.grain = code.grain;
+        k.scratch_floats = code.scratch_floats;
         if (member != group.members.front()) k.shares_code_with = plan_.kernels[group.members.front()].name;
         k.seeds = emit::dropout_seeds(g, kernel);
         const std::vector<KernelParam> params = emit::kernel_params(plan_, kernel);

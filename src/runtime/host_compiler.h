@@ -49,7 +49,7 @@ std::vector<std::string> host_compile_flags();
 // process; unloaded on destruction (entry points die with it).
 class HostModule {
  public:
-  using Entry = int (*)(void* const* args, long long begin, long long end);
+  using Entry = int (*)(void* const* args, long long begin, long long end, float* scratch);
 
   ~HostModule();
   HostModule(const HostModule&) = delete;

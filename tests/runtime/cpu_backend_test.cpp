@@ -6,12 +6,15 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
+#include "codegen/cpu/cpu_emitter.h"
 #include "runtime/host_compiler.h"
+#include "runtime/worker_scratch.h"
 #include "support/graph_variants.h"
 #include "support/run_command.h"
 
@@ -66,6 +69,46 @@ Graph parse(const std::string& text) {
   absl::StatusOr<Graph> g = parse_graph(text);
   EXPECT_TRUE(g.ok()) << g.status() << "\n" << text;
   return g.ok() ? *std::move(g) : Graph();
+}
+
+// A row kernel's working arrays come from the running thread's scratch,
+// which the runtime keeps between calls: rows of 100,000 floats run twice
+// use the same memory, rather than allocating (and faulting in) 0.4 MB per
+// array on every call. One row is one work item, run on this thread.
+TEST(CpuBackend, RowKernelsReuseTheThreadsScratch) {
+  const Graph g = parse(
+      "input x: f32[1, 100000]\ninput b: f32[100000]\nh = add(x, b)\ng = gelu(h)\ny = layer_norm(g)\noutput y");
+  const FusionPlan plan = make_fused_plan(g);
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  const int64_t floats = emit_cpu_kernel(plan, 0).scratch_floats;
+  EXPECT_GE(floats, 2 * 100000) << "x and b at least are arrays of the row";
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan, {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE((*loaded)->set_inputs(random_inputs(g, 3)).ok());
+  ASSERT_TRUE((*loaded)->run().ok());
+  EXPECT_GE(worker_scratch_bytes(), floats * 4);
+  const float* first = worker_scratch(1);
+  ASSERT_TRUE((*loaded)->run().ok());
+  EXPECT_EQ(worker_scratch(1), first) << "the second run allocated new working memory";
+  // The kernel computed the right thing in it.
+  expect_matches_reference(plan, random_inputs(g, 4));
+}
+
+TEST(WorkerScratch, GrowsOnlyAlignedAndPerThread) {
+  float* a = worker_scratch(1000);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  EXPECT_EQ(worker_scratch(10), a) << "a smaller request reuses the buffer";
+  EXPECT_EQ(worker_scratch(1000), a);
+  float* b = worker_scratch(1 << 20);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 64, 0u);
+  EXPECT_GE(worker_scratch_bytes(), int64_t{4} << 20);
+  b[(1 << 20) - 1] = 1.0f;  // all of it is usable
+  float* other = nullptr;
+  std::thread([&] { other = worker_scratch(1000); }).join();
+  EXPECT_NE(other, b) << "another thread has its own buffer";
+  EXPECT_EQ(worker_scratch(std::numeric_limits<int64_t>::max()), nullptr) << "a size that overflows is refused";
 }
 
 TEST(CpuBackend, EveryExampleInEveryDtype) {
@@ -335,12 +378,12 @@ TEST(HostCompiler, ACompileErrorReportsTheLogAndNumberedSource) {
 // asking for an entry the source lacks is an error naming it.
 TEST(HostCompiler, OneModuleHoldsSeveralEntryPoints) {
   const std::string source =
-      "extern \"C\" int one(void* const*, long long, long long) { return 1; }\n"
-      "extern \"C\" int two(void* const*, long long, long long) { return 2; }\n";
+      "extern \"C\" int one(void* const*, long long, long long, float*) { return 1; }\n"
+      "extern \"C\" int two(void* const*, long long, long long, float*) { return 2; }\n";
   absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("pair", source, {"one", "two"}, nullptr);
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ((*m)->entry("one")(nullptr, 0, 0), 1);
-  EXPECT_EQ((*m)->entry("two")(nullptr, 0, 0), 2);
+  EXPECT_EQ((*m)->entry("one")(nullptr, 0, 0, nullptr), 1);
+  EXPECT_EQ((*m)->entry("two")(nullptr, 0, 0, nullptr), 2);
   EXPECT_EQ((*m)->entry("three"), nullptr);
   absl::StatusOr<std::unique_ptr<HostModule>> missing = compile_host_module("pair", source, {"one", "three"}, nullptr);
   ASSERT_FALSE(missing.ok());

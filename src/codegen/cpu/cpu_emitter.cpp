@@ -53,7 +53,8 @@ void write_helpers(SourceWriter& w) {
 }
 
 void open_entry(SourceWriter& w, const Graph& graph, const Kernel& kernel, const std::vector<KernelParam>& params) {
-  w.open("extern \"C\" int {}(void* const* args, long long begin, long long end)", kernel.name);
+  w.open("extern \"C\" int {}(void* const* args, long long begin, long long end, float* __restrict fj_scratch)",
+         kernel.name);
   for (size_t i = 0; i < params.size(); ++i) {
     const KernelParam& p = params[i];
     if (p.kind == ParamKind::kDropoutSeeds) {

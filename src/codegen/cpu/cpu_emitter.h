@@ -3,15 +3,17 @@
 //
 // Every kernel is one entry point with the same signature,
 //
-//   extern "C" int NAME(void* const* args, long long begin, long long end);
+//   extern "C" int NAME(void* const* args, long long begin, long long end, float* fj_scratch);
 //
 // args: one pointer per KernelParam (reads, then writes, then the dropout
 // seeds as an array of unsigned long long). The kernel does
 // the work items [begin, end) of `count`: elements for a pointwise kernel,
 // rows for a row kernel and for a matmul (rows of the result). The runtime
 // splits [0, count) across threads, so a kernel never starts threads itself.
-// It returns 0, or 1 when it could not allocate its working arrays (then it
-// has written nothing).
+// fj_scratch: `scratch_floats` floats, 64-byte aligned, for the calling
+// thread alone (row kernels' arrays, matmul's blocks; null when
+// scratch_floats is 0). The runtime keeps it from call to call
+// (runtime/worker_scratch.h), so a kernel allocates nothing. It returns 0.
 //
 // Generated loops are written for the compiler's auto-vectorizer: values
 // live in small f32 arrays (a tile of a row, or a whole row for a row
@@ -44,6 +46,7 @@ struct CpuKernelSource {
   std::vector<KernelParam> params;
   int64_t count = 0;  // work items: elements (pointwise) or rows (row, matmul)
   int64_t grain = 1;  // fewest items worth handing to one thread (about 64 KiB of traffic)
+  int64_t scratch_floats = 0;  // working memory of one call, passed as fj_scratch
 };
 
 // Outputs of at least this many bytes are written with streaming stores

@@ -3,8 +3,6 @@
 // Every loop here is a plain counted loop the compiler vectorizes.
 #pragma once
 
-#include <cstdlib>
-
 #if defined(__AVX__)
 // 32 bytes of anything, for the streaming stores below. Compiler builtins
 // rather than <immintrin.h>: with -march=native that header declares every
@@ -61,13 +59,6 @@ static inline float fj_reduce_span(const float* __restrict v, long long n, float
   for (int j = 1; j < kLanes; ++j) total = combine(total, acc[j]);
   return total;
 }
-
-// Working arrays of row kernels: 64-byte aligned, nullptr when memory is out.
-static inline float* fj_alloc_floats(long long count) {
-  const unsigned long long bytes = ((unsigned long long)count * sizeof(float) + 63) / 64 * 64;
-  return static_cast<float*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
-}
-static inline void fj_free_floats(float* p) { std::free(p); }
 
 // Stores a span with non-temporal (streaming) stores where the CPU has
 // AVX: they write whole cache lines to memory without first reading them

@@ -9,6 +9,12 @@
 #include "codegen/expr.h"
 
 namespace fusejit::cpu_emit {
+namespace {
+
+// The blocking: kMB rows of C by kNB columns, kKB deep.
+constexpr int64_t kMatmulRows = 32, kMatmulCols = 128, kMatmulDepth = 256;
+
+}  // namespace
 
 CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   const Graph& g = *plan.graph;
@@ -43,9 +49,9 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   w.blank();
   open_entry(w, *plan.graph, kernel, out.params);
   w.line("constexpr long long kK = {}, kN = {};", k, n);
-  w.line("constexpr long long kMB = 32, kNB = 128, kKB = 256;");
-  w.line("float* const fj_buffer = fj_alloc_floats(kKB * kNB + kMB * kNB + kMB * kKB);");
-  w.line("if (fj_buffer == nullptr) return 1;");
+  w.line("constexpr long long kMB = {}, kNB = {}, kKB = {};", kMatmulRows, kMatmulCols, kMatmulDepth);
+  out.scratch_floats = kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulCols + kMatmulRows * kMatmulDepth;
+  w.line("float* const fj_buffer = fj_scratch;  // kKB * kNB + kMB * kNB + kMB * kKB floats");
   w.line("float* __restrict bp = fj_buffer;");
   w.line("float* __restrict acc = bp + kKB * kNB;");
   w.line("float* __restrict ap = acc + kMB * kNB;");
@@ -74,7 +80,6 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   w.line("for (long long i = 0; i < mb; ++i) fj_store_span({} + (i0 + i) * kN + j0, acc + i * kNB, nb);", pc);
   w.close();
   w.close();
-  w.line("fj_free_floats(fj_buffer);");
   w.line("return 0;");
   w.close();
   out.source = w.text();

@@ -1,6 +1,7 @@
 // Row CPU kernels: the work items are rows. Each thread walks its rows one
 // at a time; row-shaped reads, and the values that reductions and dropout
-// need, are f32 arrays of the row's length (allocated once per call), so a
+// need, are f32 arrays of the row's length (in the thread's scratch, which
+// the runtime keeps between calls: runtime/worker_scratch.h), so a
 // row is read from memory once and its reductions and epilogue run on
 // cache-resident arrays (element_loops.h writes the nodes). On a CPU the
 // persistent and re-read strategies therefore generate the same loops: a row
@@ -53,8 +54,9 @@ class RowEmitter {
       if (read_is_array(id)) arrays.push_back(read_name(g_, id));
     }
     for (int32_t id : loops.arrays()) arrays.push_back(ElementLoops::array_name(g_, id));
-    w_.line("float* const fj_arrays = fj_alloc_floats({} * kStride);", arrays.size());
-    w_.line("if (fj_arrays == nullptr) return 1;");
+    // The arrays, each padded to 64 bytes, are the scratch the runtime passes.
+    out.scratch_floats = static_cast<int64_t>(arrays.size()) * ((n_ + 15) / 16 * 16);
+    w_.line("float* const fj_arrays = fj_scratch;  // {} arrays of kStride floats", arrays.size());
     for (size_t a = 0; a < arrays.size(); ++a) {
       w_.line("float* __restrict {} = fj_arrays + {} * kStride;", arrays[a], a);
     }
@@ -73,7 +75,6 @@ class RowEmitter {
               value_name(g_, id));
     }
     w_.close();
-    w_.line("fj_free_floats(fj_arrays);");
     w_.line("fj_stream_fence();");
     w_.line("return 0;");
     w_.close();
