@@ -65,7 +65,7 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
       }
     };
   }
-  if (!s.json) fmt::print("{}\n", title);
+  if (!s.json && !s.show_plans) fmt::print("{}\n", title);
   absl::StatusOr<BenchResult> result = run_benchmark(backend, graph, options);
   if (tty) fmt::print(stderr, "\r\033[K");
   if (!result.ok()) {
@@ -75,6 +75,15 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
   if (s.json) {
     fmt::print("{}\n", bench_json(*result).dump(2));
   } else {
+    if (s.show_plans) {
+      const FusionOptions fusion = fusion_options_for(result->device);
+      const FusionPlan unfused = make_unfused_plan(graph, fusion);
+      const FusionPlan fused = make_fused_plan(graph, fusion);
+      const PlanComparison predicted = compare_plans(unfused, fused, result->device);
+      fmt::print("cost model device: {}\n{}\n{}\n{}\n{}\n", format_device(result->device),
+                 format_plan_table(unfused, predicted.unfused), format_plan_table(fused, predicted.fused),
+                 format_saving(predicted), title);
+    }
     fmt::print("{}\n{}", format_bench(*result), format_roofline(*result));
   }
   if (!s.plot.empty()) {

@@ -35,6 +35,9 @@ struct BenchSettings {
   bool overwrite = false;
   bool no_counters = false;
   bool tamper = false;
+  // Print the cost model's device and both plans' predictions before the
+  // measured figures (the demo), with the device the run predicted with.
+  bool show_plans = false;
 };
 void add_bench_options(CLI::App* cmd, BenchSettings& settings);
 // Whether --plot (if given) can be written: checked before anything runs;

@@ -3,6 +3,7 @@
 // unfused and fused, on the GPU when there is one and on the CPU otherwise,
 // and prints the plan, the predicted and measured saving, and where the
 // kernels sit on the roofline.
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,16 +60,11 @@ int demo(const DemoOptions& opt) {
   if (!settings.json) {
     fmt::print("fusejit demo: bias -> GeLU -> dropout(p=0.1) -> LayerNorm on [{}, {}] {}\n\n{}\n", rows, cols,
                *dtype, print_graph(graph));
-    const DeviceSpec device = backend->device();
-    const FusionOptions fusion = fusion_options_for(device);
-    const FusionPlan unfused = make_unfused_plan(graph, fusion);
-    const FusionPlan fused = make_fused_plan(graph, fusion);
-    const PlanComparison predicted = compare_plans(unfused, fused, device);
-    fmt::print("cost model device: {}\n{}\n{}\n{}\n", format_device(device),
-               format_plan_table(unfused, predicted.unfused), format_plan_table(fused, predicted.fused),
-               format_saving(predicted));
+    std::fflush(stdout);  // the graph shows while the run takes its seconds
   }
-  return run_bench(*backend, graph, settings, "measured:");
+  BenchSettings with_plans = settings;
+  with_plans.show_plans = true;
+  return run_bench(*backend, graph, with_plans, "measured:");
 }
 
 }  // namespace

@@ -88,10 +88,10 @@ std::string format_bench(const BenchResult& r) {
                         binary_size(r.device.cache_bytes))
           : std::string("the last-level cache's size is unknown: the system does not report it");
   t += fmt::format(
-      "memory ceiling: {:.1f} GB/s, a {} copy of {} measured in this run; the unfused plan moves {} per run "
+      "memory ceiling: {:.1f} GB/s, a {} copy of {} measured in this run{}; the unfused plan moves {} per run "
       "({})\n",
       r.ceiling_gbps, r.backend == "cpu" ? "multi-threaded" : "device-to-device", binary_size(r.copy_bytes),
-      binary_size(r.working_set_bytes), against_cache);
+      r.device.measured ? " (the predictions' bandwidth)" : "", binary_size(r.working_set_bytes), against_cache);
   t += fmt::format("timing: {} repetitions after a warm-up, cache flushed before every kernel; median (and min) of each\n",
                    r.reps);
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
@@ -151,6 +151,7 @@ nlohmann::json bench_json(const BenchResult& r) {
   return {{"backend", r.backend},
           {"device", r.description},
           {"cost_model_device", r.device.name},
+          {"cost_model_bandwidth_gbps", r.device.bandwidth_gbps},  // = ceiling_gbps for a measured device (a CPU)
           {"ceiling_gbps", r.ceiling_gbps},
           {"copy_bytes", r.copy_bytes},
           {"working_set_bytes", r.working_set_bytes},

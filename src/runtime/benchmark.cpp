@@ -149,19 +149,20 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   const FusionOptions fusion = fusion_options_for(r.device);
   const FusionPlan unfused = make_unfused_plan(graph, fusion);
   const FusionPlan fused = make_fused_plan(graph, fusion);
-  const PlanComparison predicted = compare_plans(unfused, fused, r.device);
-  r.speedup_predicted = predicted.predicted_speedup;
-  r.bytes_saved = predicted.bytes_saved;
-  r.working_set_bytes = predicted.unfused.bytes;
+  r.working_set_bytes = estimate_plan(unfused, r.device).bytes;
 
   // The copy moves as many bytes as the larger of the unfused plan's
   // traffic and four times the last-level cache, so that it measures memory.
-  r.copy_bytes = std::max<int64_t>({predicted.unfused.bytes / 2, 4 * r.device.cache_bytes, int64_t{64} << 20});
+  r.copy_bytes = std::max<int64_t>({r.working_set_bytes / 2, 4 * r.device.cache_bytes, int64_t{64} << 20});
   r.copy_bytes = std::min<int64_t>(r.copy_bytes, int64_t{1} << 30);
   say(options, fmt::format("measuring the copy bandwidth ({} MiB)", r.copy_bytes >> 20));
   absl::StatusOr<double> ceiling = backend.measure_copy_gbps(r.copy_bytes);
   if (!ceiling.ok()) return ceiling.status();
   r.ceiling_gbps = *ceiling;
+  if (r.device.measured && r.ceiling_gbps > 0) r.device.bandwidth_gbps = r.ceiling_gbps;
+  const PlanComparison predicted = compare_plans(unfused, fused, r.device);
+  r.speedup_predicted = predicted.predicted_speedup;
+  r.bytes_saved = predicted.bytes_saved;
 
   const TensorMap inputs = random_inputs(graph, options.seed);
   absl::StatusOr<PlanBench> u = bench_plan(backend, unfused, predicted.unfused, inputs, options);

@@ -80,7 +80,12 @@ struct PlanBench {
 struct BenchResult {
   std::string backend;        // "cpu", "cuda"
   std::string description;    // the device, in words
-  DeviceSpec device;          // the cost model's device
+  // The cost model's device. A measured device (the CPU) gets this run's
+  // copy ceiling as its bandwidth: this machine's bandwidth drifts (up to 2x
+  // from minute to minute on the development VM), so a figure cached from
+  // an earlier moment would call the same kernel memory-bound in the
+  // predictions and compute-bound against the ceiling.
+  DeviceSpec device;
   double ceiling_gbps = 0;    // copy bandwidth measured in this run
   int64_t copy_bytes = 0;     // size of that copy
   int64_t working_set_bytes = 0;  // the unfused plan's traffic per run

@@ -40,6 +40,8 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
   }
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_GT(j["ceiling_gbps"].get<double>(), 0);
+  // The CPU's predictions use the bandwidth measured in the same run.
+  EXPECT_EQ(j["cost_model_bandwidth_gbps"].get<double>(), j["ceiling_gbps"].get<double>());
   EXPECT_GT(j["bytes_saved"].get<int64_t>(), 0);
   EXPECT_LT(j["max_rel_error"].get<double>(), 3e-2);
   for (const char* plan : {"unfused", "fused"}) {
@@ -225,6 +227,9 @@ TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
                            "speedup of fused over unfused: measured", "roofline"}) {
     EXPECT_TRUE(has(r.out, text)) << text << "\n" << r.out;
   }
+  // The plans first, predicted with the device the measured run used.
+  EXPECT_LT(r.out.find("cost model device: cpu"), r.out.find("\nmeasured:\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "measured in this run (the predictions' bandwidth)")) << r.out;
   auto bad = run_fusejit("demo --backend cpu --rows 0");
   EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
 }
