@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -239,10 +240,13 @@ DeviceSpec cpu_device() {
   const std::string model = host_cpu_model();
   const std::filesystem::path path = cpu_device_cache_path();
   std::error_code ec;
+  std::string why = "once per CPU model";
   if (std::filesystem::exists(path, ec)) {
     std::ifstream in(path);
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    why = "its cache file is not JSON";
     if (!j.is_discarded()) {
+      why = "its cache file describes another CPU or is of another shape";
       try {
         if (auto d = from_json(j, model)) return *d;
       } catch (const nlohmann::json::exception&) {
@@ -250,6 +254,12 @@ DeviceSpec cpu_device() {
       }
     }
   }
+  // A second of silence would look like a hang, and a replaced file should
+  // not go unmentioned.
+  std::fprintf(stderr,
+               "fusejit: measuring this CPU's memory bandwidth and FP32 peak for the cost model (%s; the figures "
+               "go to %s)\n",
+               why.c_str(), path.string().c_str());
   DeviceSpec d = measure_cpu_device();
   // Temp file then rename, so a concurrent reader never sees half a file.
   std::filesystem::create_directories(path.parent_path(), ec);

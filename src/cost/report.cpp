@@ -26,10 +26,13 @@ std::string_view bound_name(const KernelCost& c) {
 
 std::string format_device(const DeviceSpec& d) {
   std::string text = fmt::format("{}: {}\n", d.name, d.description);
-  text += fmt::format("  bandwidth {:.0f} GB/s; fp32 {:.3g} TFLOP/s (ridge {:.1f} FLOP/B); tensor {:.4g} TFLOP/s "
-                      "(ridge {:.1f} FLOP/B); launch {:.1f} us; {}\n",
-                      d.bandwidth_gbps, d.peak_f32_tflops, d.ridge_f32(), d.peak_tensor_tflops, d.ridge_tensor(),
-                      d.launch_overhead_us,
+  // A CPU has no tensor cores: its matmul runs at the FP32 peak, shown once.
+  const std::string tensor =
+      d.peak_tensor_tflops > 0 && d.peak_tensor_tflops != d.peak_f32_tflops
+          ? fmt::format("; tensor {:.4g} TFLOP/s (ridge {:.1f} FLOP/B)", d.peak_tensor_tflops, d.ridge_tensor())
+          : std::string();
+  text += fmt::format("  bandwidth {:.0f} GB/s; fp32 {:.3g} TFLOP/s (ridge {:.1f} FLOP/B){}; launch {:.1f} us; {}\n",
+                      d.bandwidth_gbps, d.peak_f32_tflops, d.ridge_f32(), tensor, d.launch_overhead_us,
                       d.persistent_row_limit == kAnyRowLength
                           ? std::string("rows of any length read once")
                           : fmt::format("persistent rows up to {} elements", d.persistent_row_limit));

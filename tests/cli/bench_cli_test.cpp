@@ -218,6 +218,14 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   EXPECT_EQ(j["cpu_cache"], (nlohmann::json{path, dir + "/cpu-device-jit.json"}));
   EXPECT_TRUE(j["gpu"]["usable"].is_boolean());
   EXPECT_TRUE(j["gpu"].contains(j["gpu"]["usable"].get<bool>() ? "description" : "reason")) << j["gpu"];
+  // Measuring is announced, and a damaged cache file is named, measured
+  // again and replaced.
+  EXPECT_TRUE(has(first.err, "measuring this CPU's memory bandwidth and FP32 peak")) << first.err;
+  write_file(path, "{garbage");
+  auto repaired = run_command(env + FUSEJIT_CLI_PATH + " devices");
+  ASSERT_EQ(repaired.exit_code, 0) << repaired.err;
+  EXPECT_TRUE(has(repaired.err, "its cache file is not JSON; the figures go to " + path)) << repaired.err;
+  EXPECT_GT(nlohmann::json::parse(testing::read_file(path))["bandwidth_gbps"].get<double>(), 0);
 }
 
 TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
