@@ -32,7 +32,15 @@ fusejit::Graph build(int64_t rows, int64_t cols) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t rows = argc > 1 ? std::atoll(argv[1]) : 64;
+  int64_t rows = 64;
+  if (argc > 1) {
+    char* end = nullptr;
+    rows = std::strtoll(argv[1], &end, 10);
+    if (end == argv[1] || *end != '\0' || rows < 1) {
+      fmt::print(stderr, "usage: {} [ROWS]: ROWS must be a positive whole number, got '{}'\n", argv[0], argv[1]);
+      return 2;
+    }
+  }
   try {
     fusejit::Graph g = build(rows, 4096);
     if (absl::Status s = fusejit::verify(g); !s.ok()) {

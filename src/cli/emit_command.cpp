@@ -118,11 +118,11 @@ absl::StatusOr<OutDir> prepare_out_dir(const std::filesystem::path& dir, const s
     for (const auto& [name, hash] : out.stale) all.push_back(name);
     const size_t shown = std::min<size_t>(all.size(), 4);
     return absl::AlreadyExistsError(fmt::format(
-        "--out {}: holds {}{}{}; pass --overwrite to replace them (an earlier emit's other kernels are then "
+        "--out {}: holds {}{}{}; pass --overwrite to replace {} (an earlier emit's other kernels are then "
         "removed) or choose another --out",
         dir.string(), absl::StrJoin(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
         all.size() > shown ? fmt::format(" and {} more", all.size() - shown) : "",
-        all_emitted ? " from an earlier emit" : ""));
+        all_emitted ? " from an earlier emit" : "", all.size() == 1 ? "it" : "them"));
   }
   return out;
 }

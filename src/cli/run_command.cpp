@@ -100,6 +100,10 @@ absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
     return absl::FailedPreconditionError(fmt::format("--save {}: exists and is not a directory", dir));
   }
+  // The folder is made now, so that one that cannot be (under /proc, in a
+  // read-only place) fails before the run rather than after it.
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InvalidArgumentError(fmt::format("--save {}: cannot create directory: {}", dir, ec.message()));
   std::vector<int32_t> ids = graph.inputs();
   for (int32_t id : graph.outputs()) ids.push_back(id);
   for (int32_t id : ids) {
@@ -211,9 +215,10 @@ void register_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--inputs", opt->inputs_dir, "read each input NAME from DIR/NAME.npy instead")
       ->check(CLI::ExistingDirectory)
       ->excludes(seed);
-  cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy")
-      ->check(CLI::Validator([](std::string& dir) { return dir.empty() ? std::string("needs a folder") : ""; }, "DIR"));
-  cmd->add_flag("--overwrite", opt->overwrite, "let --save replace existing files");
+  CLI::Option* save =
+      cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy")
+          ->check(CLI::Validator([](std::string& dir) { return dir.empty() ? std::string("needs a folder") : ""; }, "DIR"));
+  cmd->add_flag("--overwrite", opt->overwrite, "let --save replace existing files")->needs(save);
   CLI::Option* rounding =
       cmd->add_option("--rounding", opt->rounding,
                       "where results are rounded to their dtype: every-op (as unfused kernels store them) or "

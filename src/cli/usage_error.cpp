@@ -1,5 +1,6 @@
 // The message for a command line CLI11 rejected (declared in commands.h),
 // with the command or option the user most likely meant.
+#include <cctype>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,17 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string>& 
   return best ? fmt::format(" (did you mean '{}'?)", *best) : "";
 }
 
+// CLI11's messages start as sentences ("A subcommand is required"); after
+// "fusejit: error: " they read as the rest of ours do. A leading name in
+// capitals ("FILE is required") stays as it is.
+std::string lowercase_start(std::string text) {
+  if (text.size() > 1 && std::isupper(static_cast<unsigned char>(text[0])) &&
+      !std::isupper(static_cast<unsigned char>(text[1]))) {
+    text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
@@ -34,7 +46,8 @@ std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, 
       for (const std::string& name : option->get_lnames()) options.push_back("--" + name);
     }
     const std::string hint = argc > 1 ? did_you_mean(argv[1], options) : "";
-    return fmt::format("{}{}; the commands are {} (fusejit --help)", error.what(), hint, absl::StrJoin(commands, ", "));
+    return fmt::format("{}{}; the commands are {} (fusejit --help)", lowercase_start(error.what()), hint,
+                       absl::StrJoin(commands, ", "));
   }
   const std::string command = argv[at];
   const CLI::App* sub = nullptr;
@@ -57,7 +70,7 @@ std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, 
     const std::string name(arg.substr(0, arg.find('=')));
     if (sub->get_option_no_throw(name) == nullptr) hint = did_you_mean(name, options);
   }
-  return fmt::format("{}{}; see fusejit {} --help", error.what(), hint, command);
+  return fmt::format("{}{}; see fusejit {} --help", lowercase_start(error.what()), hint, command);
 }
 
 }  // namespace fusejit::cli

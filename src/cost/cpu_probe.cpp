@@ -22,6 +22,7 @@
 #include "cost/device.h"
 #include "cost/host_cpu.h"
 #include "fusejit_version.h"
+#include "ir/counted.h"
 #include "ir/philox.h"
 
 namespace fusejit {
@@ -160,7 +161,7 @@ DeviceSpec cpu_identity() {
   d.name = "cpu";
   d.measured = true;
   d.compute_units = thread_count();
-  d.description = fmt::format("{}, {} threads (measured on this machine)", host_cpu_model(), thread_count());
+  d.description = fmt::format("{}, {} (measured on this machine)", host_cpu_model(), counted(thread_count(), "thread"));
   d.cache_bytes = std::max(cache_size(3), cache_size(2));
   // CPU row kernels read a row once however long it is (codegen/cpu/row.cpp);
   // a model that re-read long rows predicted a 40,000-column chain 0.40x

@@ -1,8 +1,17 @@
 #include "ir/closest_name.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace fusejit {
+namespace {
+
+// Case does not count: "EXP" is a misspelled "exp", not three edits away.
+bool same_letter(char a, char b) {
+  return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+}
+
+}  // namespace
 
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
@@ -12,7 +21,7 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
       const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same_letter(a[i - 1], b[j - 1]) ? 0 : 1)});
       diagonal = up;
     }
   }

@@ -9,7 +9,8 @@
 
 namespace fusejit {
 
-// Levenshtein distance: insertions, deletions and substitutions.
+// Levenshtein distance: insertions, deletions and substitutions of letters
+// other than in case ("EXP" and "exp" are 0 apart).
 size_t edit_distance(std::string_view a, std::string_view b);
 
 // The candidate nearest to `name`, if it is within `max_distance` edits

@@ -1,6 +1,7 @@
 #include "ir/infer.h"
 
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,9 +30,14 @@ bool reject_unknown_attrs(const OpInfo& info, const Attrs& given, NodeCheck& che
   for (const auto& [name, value] : given.entries()) {
     if (info.find_attr(name) == nullptr) {
       check.attr = name;
+      // Operands have no names: layer_norm(x, beta=b) must say that beta
+      // goes by position, not only that no attribute has its name.
+      std::vector<std::string_view> names;
+      for (const AttrSpec& a : info.attrs) names.push_back(a.name);
       check.error = info.attrs.empty()
                         ? fmt::format("{} takes no attributes, got '{}'", info.name, name)
-                        : fmt::format("{} has no attribute '{}'", info.name, name);
+                        : fmt::format("{} has no attribute '{}' (its attributes: {}; operands go by position)",
+                                      info.name, name, fmt::join(names, ", "));
       return true;
     }
   }

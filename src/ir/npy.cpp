@@ -217,6 +217,19 @@ std::string coordinates(const Shape& shape, int64_t flat) {
   return "[" + out + "]";
 }
 
+// How to save an array that loads as `dtype`: inputs are taken exactly, so
+// the values must already be rounded to it.
+std::string rounding_hint(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "save the array as float32 (NumPy: a.astype(np.float32))";
+    case DType::kF16: return "save the array as float16 (NumPy: a.astype(np.float16))";
+    case DType::kBF16:
+      return "NumPy has no bfloat16: save float32 values that are bf16 values (PyTorch: "
+             "t.to(torch.bfloat16).float().numpy())";
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype) {
@@ -321,8 +334,9 @@ absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype) {
       if (!std::isnan(v) && round_to_dtype(v, dtype) != v) {
         return npy_error(
             path, fmt::format("element {} (at {}) is {:.17g}, which is not exactly representable in {} "
-                              "(the nearest {} value is {:.9g})",
-                              begin + i, coordinates(shape, begin + i), v, dtype, dtype, round_to_dtype(v, dtype)));
+                              "(the nearest {} value is {:.9g}); {}",
+                              begin + i, coordinates(shape, begin + i), v, dtype, dtype, round_to_dtype(v, dtype),
+                              rounding_hint(dtype)));
       }
       tensor.values[begin + i] = v;
     }

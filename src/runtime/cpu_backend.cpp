@@ -16,14 +16,15 @@
 #include "codegen/kernel_names.h"
 #include "codegen/shared_code.h"
 #include "cost/host_cpu.h"
+#include "ir/counted.h"
 #include "ir/error.h"
 #include "runtime/backend.h"
 #include "runtime/cpu_calibration.h"
-#include "runtime/warnings.h"
 #include "runtime/host_buffer.h"
 #include "runtime/host_compiler.h"
 #include "runtime/tensor_storage.h"
 #include "runtime/thread_pool.h"
+#include "runtime/warnings.h"
 #include "runtime/worker_scratch.h"
 
 namespace fusejit {
@@ -245,7 +246,8 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   std::string description() const override {
-    return fmt::format("{}, {} threads, {}", host_cpu_model(), ThreadPool::global().size(), compiler_.identity);
+    return fmt::format("{}, {}, {}", host_cpu_model(), counted(ThreadPool::global().size(), "thread"),
+                       compiler_.identity);
   }
   // Calibrated with JIT kernels on first use (cached on disk after that).
   DeviceSpec device() const override {

@@ -45,7 +45,10 @@ TEST(Cli, UnknownFlagIsAUsageError) {
   auto r = run_fusejit("check --no-such-flag " + kExamples + "/softmax.fj");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--no-such-flag"), std::string::npos) << r.err;
-  EXPECT_EQ(run_fusejit("").exit_code, 2);  // a subcommand is required
+  auto none = run_fusejit("");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("fusejit: error: a subcommand is required; the commands are check, run"), std::string::npos)
+      << none.err;
 }
 
 // A misspelled command or option is named with what was most likely meant.
@@ -99,6 +102,13 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   EXPECT_EQ(save_to_file.exit_code, 1);
   EXPECT_NE(save_to_file.err.find("afile: exists and is not a directory"), std::string::npos) << save_to_file.err;
   EXPECT_EQ(save_to_file.out, "") << "refused before running";
+  auto save_nowhere = run_fusejit("run " + graph + " --save /proc/fusejit-cannot-be-here");
+  EXPECT_EQ(save_nowhere.exit_code, 1);
+  EXPECT_NE(save_nowhere.err.find("cannot create directory"), std::string::npos) << save_nowhere.err;
+  EXPECT_EQ(save_nowhere.out, "") << "refused before running";
+  auto overwrite_alone = run_fusejit("run " + graph + " --overwrite");
+  EXPECT_EQ(overwrite_alone.exit_code, 2);
+  EXPECT_NE(overwrite_alone.err.find("--overwrite requires --save"), std::string::npos) << overwrite_alone.err;
   auto both = run_fusejit("run " + graph + " --inputs " + dir + " --seed 5");
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;

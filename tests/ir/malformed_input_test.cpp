@@ -31,6 +31,7 @@ std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name;
 const Case kCases[] = {
     // Ops, operands and names.
     {"UnknownOp", PRELUDE "y = gelo(x)\noutput y\n", "3:5", "unknown op 'gelo' (did you mean 'gelu'?)"},
+    {"OpInCapitals", PRELUDE "y = EXP(x)\noutput y\n", "3:5", "unknown op 'EXP' (did you mean 'exp'?)"},
     {"InputIsNotCallable", PRELUDE "y = input(x)\noutput y\n", "3:5", "unknown op 'input'"},
     {"OpNameMissing", PRELUDE "y = 3(x)\noutput y\n", "3:5", "expected an op name after '=', found '3'"},
     {"TooFewOperands", PRELUDE "y = add(x)\noutput y\n", "3:5", "add takes 2 operands, got 1"},
@@ -85,7 +86,10 @@ const Case kCases[] = {
      "y: add gives f32[16777216, 16777216], more than the 256 TiB (2^48 bytes) a value may take"},
 
     // Attributes.
-    {"UnknownAttribute", PRELUDE "y = gelu(x, approx=tanh)\noutput y\n", "3:13", "gelu has no attribute 'approx'"},
+    {"UnknownAttribute", PRELUDE "y = gelu(x, approx=tanh)\noutput y\n", "3:13",
+     "gelu has no attribute 'approx' (its attributes: approximate; operands go by position)"},
+    {"OperandGivenAsAttribute", PRELUDE "y = layer_norm(x, beta=x)\noutput y\n", "3:19",
+     "layer_norm has no attribute 'beta' (its attributes: eps; operands go by position)"},
     {"AttributeOnOpWithoutAttributes", PRELUDE "y = exp(x, p=1)\noutput y\n", "3:12",
      "exp takes no attributes, got 'p'"},
     {"ApproximateFast", PRELUDE "y = gelu(x, approximate=fast)\noutput y\n", "3:25",

@@ -218,7 +218,8 @@ TEST_F(NpyTest, ReadingF4AsSixteenBitRequiresExactValues) {
   expect_error(npy_file(kF32Header, f32_data({1, 70000, 3, 4, 5, 6})), "element 1 (at [0, 1]) is 70000", DType::kF16);
   expect_error(npy_file(kF32Header, f32_data({1, 2, 1e-8f, 4, 5, 6})), "not exactly representable in f16", DType::kF16);
   expect_error(npy_file("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }\n", f64_data({1.0, 0.1})),
-               "element 1 (at [1]) is 0.10000000000000001, which is not exactly representable in f32");
+               "element 1 (at [1]) is 0.10000000000000001, which is not exactly representable in f32 (the nearest f32 "
+               "value is 0.100000001); save the array as float32 (NumPy: a.astype(np.float32))");
   // NaN and infinities are representable everywhere.
   const float inf = std::numeric_limits<float>::infinity();
   const std::string special = write_bytes("s.npy", npy_file(kF32Header, f32_data({inf, -inf, std::nanf(""), 0, 0, 0})));
