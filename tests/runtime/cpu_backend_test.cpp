@@ -94,6 +94,29 @@ TEST(CpuBackend, RowKernelsReuseTheThreadsScratch) {
   expect_matches_reference(plan, random_inputs(g, 4));
 }
 
+// A reduction of a value a loop computes accumulates inside that loop: no
+// array of squares and no separate pass over it in LayerNorm; a read is
+// still reduced over its array. Rows whose length is not a multiple of the
+// 16 lanes get a tail loop; others do not. The results match the reference
+// either way.
+TEST(CpuBackend, RowReductionsRunInTheLoopThatComputesTheirOperand) {
+  for (int64_t n : {int64_t{4096}, int64_t{333}}) {
+    SCOPED_TRACE(n);
+    const Graph g = parse(fmt::format("input x: f32[8, {0}]\ninput b: f32[{0}]\nh = add(x, b)\ny = layer_norm(h)\n"
+                                      "m = max(x)\noutput y, m",
+                                      n));
+    const FusionPlan plan = make_fused_plan(g);
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const std::string source = emit_cpu_kernel(plan, 0).source;
+    const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
+    EXPECT_EQ(std::count(body.begin(), body.end(), '#'), 2) << "two reducing loops (#pragma omp simd)\n" << body;
+    EXPECT_NE(body.find("fj_reduce_span(r_x,"), std::string::npos) << "max(x) reduces the read's array\n" << body;
+    EXPECT_EQ(body.find("a_square"), std::string::npos) << "the squares need no array\n" << body;
+    EXPECT_EQ(body.find("c0 + j < kN") != std::string::npos, n % 16 != 0) << body;
+    expect_matches_reference(plan, random_inputs(g, 6));
+  }
+}
+
 TEST(WorkerScratch, GrowsOnlyAlignedAndPerThread) {
   float* a = worker_scratch(1000);
   ASSERT_NE(a, nullptr);

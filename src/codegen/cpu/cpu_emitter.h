@@ -15,10 +15,11 @@
 // scratch_floats is 0). The runtime keeps it from call to call
 // (runtime/worker_scratch.h), so a kernel allocates nothing. It returns 0.
 //
-// Generated loops are written for the compiler's auto-vectorizer: values
-// live in small f32 arrays (a tile of a row, or a whole row for a row
-// kernel) that every op reads and writes in one simple loop each, with the
-// math of src/codegen/cpu/fj_*.h, which is branch-free so that it vectorizes.
+// Generated loops are written for the compiler's auto-vectorizer: a chain
+// of elementwise ops is one simple loop over a tile (or a row), its values
+// in registers and only those needed elsewhere in small f32 arrays
+// (codegen/cpu/element_loops.h), with the math of src/codegen/cpu/fj_*.h,
+// which is branch-free so that it vectorizes.
 // Memory is touched once per tensor per tile, as in the CUDA kernels; the
 // arrays stay in the L1/L2 cache.
 #pragma once

@@ -27,9 +27,22 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
     if (step == Step::kLoop && !groups_.empty() && groups_.back().step == Step::kLoop) {
       groups_.back().nodes.push_back(id);
     } else {
-      groups_.push_back({step, {id}});
+      groups_.push_back({step, {id}, {}});
     }
     group_of_[static_cast<size_t>(id)] = static_cast<int>(groups_.size()) - 1;
+  }
+  // Reductions of a value a loop computes join that loop (the value is then
+  // at hand in a register). The result is ready after the loop, earlier
+  // than the reduction's own place, and nothing in the loop can use it.
+  for (Group& group : groups_) {
+    if (group.step != Step::kReduce) continue;
+    const Operand& o = g_.node(group.nodes.front()).operands.at(0);
+    if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
+    const int loop = group_of_[static_cast<size_t>(o.node)];
+    if (groups_[static_cast<size_t>(loop)].step != Step::kLoop) continue;
+    groups_[static_cast<size_t>(loop)].reductions.push_back(group.nodes.front());
+    group_of_[static_cast<size_t>(group.nodes.front())] = loop;
+    group.step = Step::kAttached;
   }
   // Arrays: dropout results, per-element values used outside their loop,
   // and streamed outputs.
@@ -40,6 +53,7 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
     if (space_.per_element(id) && space_.streams && space_.streams(id)) need_array(id);
   }
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (groups_[gi].step == Step::kAttached) continue;  // its operand is in its loop
     for (int32_t id : groups_[gi].nodes) {
       if (groups_[gi].step == Step::kDropout) need_array(id);
       for (const Operand& o : g_.node(id).operands) {
@@ -76,7 +90,59 @@ std::string ElementLoops::operand(const Operand& o, const Group& group) const {
 }
 
 void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
+  if (!group.reductions.empty()) {
+    write_reducing_loop(w, group);
+    return;
+  }
   w.open("for (long long c = 0; c < {}; ++c)", space_.count);
+  write_loop_body(w, group);
+  w.close();
+}
+
+// The loop in blocks of 16 elements, element c + j feeding lane j of each
+// reduction's accumulator, then the tail, then the lanes combined in order:
+// fj_reduce_span's order exactly. `omp simd` (kernels compile with
+// -fopenmp-simd) vectorizes the lanes: without it the compiler may not
+// reorder a float sum.
+void ElementLoops::write_reducing_loop(SourceWriter& w, const Group& group) const {
+  constexpr int kLanes = 16;
+  for (int32_t id : group.reductions) {
+    const Node& n = g_.node(id);
+    w.line("float acc_{}[{}];", n.name, kLanes);
+    w.line("for (int j = 0; j < {}; ++j) acc_{}[j] = {};", kLanes, n.name, reduce_identity(n));
+  }
+  w.open("");
+  w.line("long long c0 = 0;");
+  w.open("for (; c0 + {0} <= {1}; c0 += {0})", kLanes, space_.count);
+  w.line("#pragma omp simd");
+  w.open("for (int j = 0; j < {}; ++j)", kLanes);
+  w.line("const long long c = c0 + j;");
+  write_loop_body(w, group);
+  w.close();
+  w.close();
+  if (space_.constant_count < 0 || space_.constant_count % kLanes != 0) {
+    w.open("for (int j = 0; c0 + j < {}; ++j)", space_.count);
+    w.line("const long long c = c0 + j;");
+    write_loop_body(w, group);
+    w.close();
+  }
+  w.close();
+  for (int32_t id : group.reductions) {
+    const Node& n = g_.node(id);
+    w.line("float total_{0} = acc_{0}[0];", n.name);
+    w.line("for (int j = 1; j < {}; ++j) total_{} = fj_combine_{}()(total_{}, acc_{}[j]);", kLanes, n.name, n.name,
+           n.name, n.name);
+    write_reduce_result(w, id, "total_" + n.name);
+  }
+}
+
+void ElementLoops::write_reduce_result(SourceWriter& w, int32_t id, const std::string& total) const {
+  const Node& n = g_.node(id);
+  const std::string divide = n.info().reduce_divides_by_count ? fmt::format(" / (float){}", space_.count) : "";
+  w.line("const float {} = {};", value_name(g_, id), emit::as_computed(g_, kernel_, id, total + divide));
+}
+
+void ElementLoops::write_loop_body(SourceWriter& w, const Group& group) const {
   for (int32_t id : group.nodes) {
     const Node& n = g_.node(id);
     std::vector<std::string> operands;
@@ -90,13 +156,17 @@ void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
              storage_type(n.dtype), value_name(g_, id));
     }
   }
-  w.close();
+  for (int32_t id : group.reductions) {
+    const Node& n = g_.node(id);
+    w.line("acc_{0}[j] = fj_combine_{0}()(acc_{0}[j], {1});", n.name, operand(n.operands.at(0), group));
+  }
 }
 
 bool ElementLoops::streamed(int32_t id) const { return space_.streams && space_.streams(id); }
 
 void ElementLoops::write(SourceWriter& w) const {
   for (const Group& group : groups_) {
+    if (group.step == Step::kAttached) continue;  // written with its loop
     const int32_t id = group.nodes.front();
     const Node& n = g_.node(id);
     std::vector<std::string> operands;
@@ -105,6 +175,8 @@ void ElementLoops::write(SourceWriter& w) const {
     switch (group.step) {
       case Step::kLoop:
         write_loop(w, group);
+        break;
+      case Step::kAttached:  // skipped above
         break;
       case Step::kScalar:
         w.line("const float {} = {};", value_name(g_, id),
@@ -125,12 +197,9 @@ void ElementLoops::write(SourceWriter& w) const {
                  emit::as_computed(g_, kernel_, id, reduce_combine(n, reduce_identity(n), operands[0])));
           break;
         }
-        const std::string divide =
-            n.info().reduce_divides_by_count ? fmt::format(" / (float){}", space_.count) : "";
-        w.line("const float {} = {};", value_name(g_, id),
-               emit::as_computed(g_, kernel_, id,
-                                 fmt::format("fj_reduce_span({}, {}, {}, fj_combine_{}()){}", array_of(operands[0]),
-                                             space_.count, reduce_identity(n), n.name, divide)));
+        write_reduce_result(w, id,
+                            fmt::format("fj_reduce_span({}, {}, {}, fj_combine_{}())", array_of(operands[0]),
+                                        space_.count, reduce_identity(n), n.name));
         break;
       }
     }

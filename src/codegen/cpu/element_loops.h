@@ -4,10 +4,14 @@
 // Consecutive elementwise nodes share one loop, in which each value is a
 // local float: the compiler vectorizes the whole chain and keeps it in
 // registers. A value goes to an f32 array only when something outside its
-// loop needs it element by element (a reduction, dropout, a later loop), and
-// a written value is stored to its tensor from inside its loop. Dropout runs
-// as one fj_dropout_span call over the array of its operand (Philox draws 4
-// elements per call), and reductions run over arrays with fj_reduce_span.
+// loop needs it element by element (dropout, a later loop), and a written
+// value is stored to its tensor from inside its loop. Dropout runs as one
+// fj_dropout_span call over the array of its operand (Philox draws 4
+// elements per call). A reduction of a value computed in a loop is
+// accumulated inside that loop, in 16 lanes, in fj_reduce_span's order (so
+// the same bits), rather than in a pass of its own over an array: LayerNorm
+// saves two passes over the row and the array of its squares. Reductions
+// of a read or of a dropout result run over its array with fj_reduce_span.
 #pragma once
 
 #include <functional>
@@ -33,6 +37,9 @@ struct ElementSpace {
   // Whether a written per-element value goes out with streaming stores
   // (fj_stream_span from its array) rather than stores inside its loop.
   std::function<bool(int32_t)> streams;
+  // The count when it is a constant (a row kernel's kN), else -1: a loop
+  // whose count is a multiple of the reductions' 16 lanes has no tail.
+  int64_t constant_count = -1;
 };
 
 class ElementLoops {
@@ -46,16 +53,22 @@ class ElementLoops {
   void write(SourceWriter& w) const;
 
  private:
-  enum class Step { kLoop, kReduce, kDropout, kScalar };
+  // kAttached: a reduction accumulated in the loop that computes its
+  // operand (that loop's `reductions`); nothing is written in its place.
+  enum class Step { kLoop, kReduce, kDropout, kScalar, kAttached };
   struct Group {
     Step step;
-    std::vector<int32_t> nodes;  // several for a loop, else one
+    std::vector<int32_t> nodes;       // several for a loop, else one
+    std::vector<int32_t> reductions;  // a loop's attached reductions
   };
 
   std::string operand(const Operand& o, const Group& group) const;
   bool per_element_operand(const Node& n) const;
   bool streamed(int32_t id) const;
   void write_loop(SourceWriter& w, const Group& group) const;
+  void write_loop_body(SourceWriter& w, const Group& group) const;
+  void write_reducing_loop(SourceWriter& w, const Group& group) const;
+  void write_reduce_result(SourceWriter& w, int32_t id, const std::string& total) const;
   void write_stores_of_arrays(SourceWriter& w) const;
 
   const Graph& g_;

@@ -48,7 +48,7 @@ class RowEmitter {
     const ElementLoops loops(g_, kernel_,
                              {"kN", "row * kN", "row",
                               [this](int32_t id) { return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id); },
-                              [this](int32_t id) { return streams(g_, id); }});
+                              [this](int32_t id) { return streams(g_, id); }, n_});
     std::vector<std::string> arrays;
     for (int32_t id : kernel_.reads) {
       if (read_is_array(id)) arrays.push_back(read_name(g_, id));
