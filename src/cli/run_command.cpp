@@ -170,7 +170,7 @@ int run(const RunOptions& opt) {
   } else {
     const std::unique_ptr<Backend> backend = open_backend(opt.backend);
     if (!backend) return 1;
-    const FusionPlan plan = make_fused_plan(*graph, fusion_options_for(backend->device()));
+    const FusionPlan plan = make_fused_plan(*graph, backend->fusion_options());
     outputs = run_plan(*backend, plan, *inputs);
     backend_text = fmt::format("{} ({}), fused plan of {}", backend->name(), backend->description(),
                                counted(std::ssize(plan.kernels), "kernel"));

@@ -155,20 +155,6 @@ double measure_launch_us() {
 
 double weight(Op op) { return op_info(op).flops; }
 
-// What is known about this CPU without measuring: name, threads, caches.
-DeviceSpec cpu_identity() {
-  DeviceSpec d;
-  d.name = "cpu";
-  d.measured = true;
-  d.compute_units = thread_count();
-  d.description = fmt::format("{}, {} (measured on this machine)", host_cpu_model(), counted(thread_count(), "thread"));
-  d.cache_bytes = std::max(cache_size(3), cache_size(2));
-  // CPU row kernels read a row once however long it is (codegen/cpu/row.cpp);
-  // a model that re-read long rows predicted a 40,000-column chain 0.40x
-  // fused where it measured 1.48x.
-  d.persistent_row_limit = kAnyRowLength;
-  return d;
-}
 
 nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
   nlohmann::json classes;
@@ -201,6 +187,21 @@ std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& 
 }
 
 }  // namespace
+
+// What is known about this CPU without measuring: name, threads, caches.
+DeviceSpec cpu_identity() {
+  DeviceSpec d;
+  d.name = "cpu";
+  d.measured = true;
+  d.compute_units = thread_count();
+  d.description = fmt::format("{}, {} (measured on this machine)", host_cpu_model(), counted(thread_count(), "thread"));
+  d.cache_bytes = std::max(cache_size(3), cache_size(2));
+  // CPU row kernels read a row once however long it is (codegen/cpu/row.cpp);
+  // a model that re-read long rows predicted a 40,000-column chain 0.40x
+  // fused where it measured 1.48x.
+  d.persistent_row_limit = kAnyRowLength;
+  return d;
+}
 
 std::string cache_directory() {
   if (const char* dir = std::getenv("FUSEJIT_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;

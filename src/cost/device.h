@@ -83,6 +83,9 @@ DeviceSpec gpu_device(std::string_view name);  // h100, h200 or a100; the name m
 DeviceSpec cpu_device();
 // Measures without the cache (a few seconds).
 DeviceSpec measure_cpu_device();
+// What is known about this CPU without measuring (name, threads, caches,
+// row limit): enough to plan, not to predict times.
+DeviceSpec cpu_identity();
 // Where cpu_device() caches its figures: cache_directory()/cpu-device.json.
 std::string cpu_device_cache_path();
 

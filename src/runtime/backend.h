@@ -21,6 +21,7 @@
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
 
+#include "cost/cost_model.h"
 #include "cost/device.h"
 #include "fusion/plan.h"
 #include "ir/interpreter.h"
@@ -108,6 +109,9 @@ class Backend {
   // The device for the cost model: a datasheet GPU matched by name, else
   // one built from what the driver reports; the measured CPU.
   virtual DeviceSpec device() const = 0;
+  // How to fuse for this backend. The CPU's needs no measured figures, so
+  // running a plan does not wait for the cost model's calibration.
+  virtual FusionOptions fusion_options() const { return fusion_options_for(device()); }
 
   virtual absl::StatusOr<std::unique_ptr<LoadedPlan>> load(const FusionPlan& plan,
                                                            const LoadOptions& options = {}) = 0;

@@ -250,6 +250,8 @@ class CpuBackend final : public Backend {
                        compiler_.identity);
   }
   // Calibrated with JIT kernels on first use (cached on disk after that).
+  FusionOptions fusion_options() const override { return fusion_options_for(cpu_identity()); }
+
   DeviceSpec device() const override {
     std::lock_guard<std::mutex> lock(device_mutex_);
     if (!device_) {

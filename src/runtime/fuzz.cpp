@@ -337,7 +337,7 @@ std::string check_graph_text(const std::string& text, const FuzzOptions& options
   if (!graph.ok()) return fmt::format("the generated graph does not verify: {}", status_text(graph.status()));
   try {
     FusionOptions fusion;
-    if (options.backend != nullptr) fusion = fusion_options_for(options.backend->device());
+    if (options.backend != nullptr) fusion = options.backend->fusion_options();
     // Every fourth graph also takes the re-reading row variant.
     if (std::hash<std::string>()(text) % 4 == 0) fusion.persistent_row_limit = 1024;
     const TensorMap inputs = random_inputs(*graph, 7);

@@ -13,7 +13,17 @@ ThreadPool& ThreadPool::global() {
     if (const char* env = std::getenv("FUSEJIT_THREADS"); env != nullptr && *env != '\0') {
       char* end = nullptr;
       const long n = std::strtol(env, &end, 10);
-      if (*end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
+      if (*end == '\0' && n >= 1 && n <= 1024) {
+        // More threads than the hardware has time-share its cores: every
+        // kernel (and the cost model's calibration) runs slower, not faster.
+        if (n > hardware) {
+          std::fprintf(stderr,
+                       "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d hardware threads; kernels will "
+                       "share cores and run slower\n",
+                       n, hardware);
+        }
+        return static_cast<int>(n);
+      }
       std::fprintf(stderr, "fusejit: warning: FUSEJIT_THREADS=%s is not a thread count from 1 to 1024; using %d\n",
                    env, hardware);
     }

@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -117,6 +119,15 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   EXPECT_EQ(threads.exit_code, 0) << threads.err;
   EXPECT_NE(threads.err.find("FUSEJIT_THREADS=abc is not a thread count from 1 to 1024"), std::string::npos)
       << threads.err;
+  // More threads than the hardware's run (they share cores), with a warning.
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  auto many = testing::run_command(fmt::format("FUSEJIT_CACHE_DIR={}/fresh-cache FUSEJIT_THREADS={} {} run {} --backend cpu",
+                                               dir, hardware + 1, FUSEJIT_CLI_PATH, graph));
+  EXPECT_EQ(many.exit_code, 0) << many.err;
+  EXPECT_NE(many.err.find(fmt::format("is more than the {} hardware threads", hardware)), std::string::npos)
+      << many.err;
+  EXPECT_EQ(many.err.find("measuring this CPU"), std::string::npos)
+      << "running a plan needs no cost-model calibration:\n" << many.err;
   write_file(dir + "/huge.fj", "input x: f32[1000000, 1000000]\ny = exp(x)\noutput y\n");
   auto huge = run_fusejit("run " + dir + "/huge.fj");
   EXPECT_EQ(huge.exit_code, 1);
