@@ -95,14 +95,14 @@ std::string npy_path(const std::string& dir, const std::string& name) {
 // Before anything runs: none of the files --save would write may exist
 // unless the user asked to overwrite them, so that a long run never ends in
 // "already exists" and nothing the user has is replaced unasked.
-absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool overwrite) {
+absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool overwrite, bool& created) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
     return absl::FailedPreconditionError(fmt::format("--save {}: exists and is not a directory", dir));
   }
   // The folder is made now, so that one that cannot be (under /proc, in a
   // read-only place) fails before the run rather than after it.
-  std::filesystem::create_directories(dir, ec);
+  created = std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InvalidArgumentError(fmt::format("--save {}: cannot create directory: {}", dir, ec.message()));
   std::vector<int32_t> ids = graph.inputs();
   for (int32_t id : graph.outputs()) ids.push_back(id);
@@ -123,6 +123,17 @@ absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool
   }
   return absl::OkStatus();
 }
+
+// Removes the --save folder this run created if the run fails before
+// saving into it (only while it is empty: nothing in it is ever deleted).
+struct CreatedFolder {
+  std::string dir;
+  bool remove = false;
+  ~CreatedFolder() {
+    std::error_code ec;
+    if (remove) std::filesystem::remove(dir, ec);
+  }
+};
 
 // Writes every tensor as DIR/NAME.npy (check_save_targets() has run).
 absl::Status save_all(const std::string& dir, const TensorMap& inputs, const TensorMap& outputs) {
@@ -147,8 +158,9 @@ int run(const RunOptions& opt) {
   }
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;
+  CreatedFolder save_folder{opt.save_dir};
   if (!opt.save_dir.empty()) {
-    if (absl::Status s = check_save_targets(opt.save_dir, *graph, opt.overwrite); !s.ok()) {
+    if (absl::Status s = check_save_targets(opt.save_dir, *graph, opt.overwrite, save_folder.remove); !s.ok()) {
       fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
       return 1;
     }
@@ -193,6 +205,7 @@ int run(const RunOptions& opt) {
       fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
       return 1;
     }
+    save_folder.remove = false;
     fmt::print("saved inputs and outputs as .npy files in {}\n", opt.save_dir);
   }
   return 0;

@@ -248,7 +248,7 @@ DeviceSpec cpu_device() {
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     why = "its cache file is not JSON";
     if (!j.is_discarded()) {
-      why = "its cache file describes another CPU or is of another shape";
+      why = "its cache file was measured for another CPU, thread count or fusejit version, or is damaged";
       try {
         if (auto d = from_json(j, model)) return *d;
       } catch (const nlohmann::json::exception&) {
@@ -271,7 +271,10 @@ DeviceSpec cpu_device() {
     out << to_json(d, model).dump(2) << "\n";
     if (!out) {
       std::filesystem::remove(tmp, ec);
-      return d;  // caching is an optimisation; an unwritable directory only costs time
+      // Caching is an optimisation; an unwritable directory only costs time.
+      std::fprintf(stderr, "fusejit: warning: cannot write %s; the next process measures this CPU again\n",
+                   path.string().c_str());
+      return d;
     }
   }
   std::filesystem::rename(tmp, path, ec);

@@ -5,8 +5,10 @@
 // A backend load()s a plan once: it emits and compiles every kernel (through
 // the kernel cache) and allocates a buffer in device memory for every tensor
 // a kernel reads or writes. The LoadedPlan then runs as often as asked on the
-// inputs last given to it; nothing is compiled or allocated while it runs, so
-// the benchmark harness times kernels and nothing else.
+// inputs last given to it; nothing is compiled while it runs, and nothing is
+// allocated after the first run (the CPU's working arrays are taken then,
+// per thread, and kept), so the benchmark harness, which warms up first,
+// times kernels and nothing else.
 //
 // Buffers hold each tensor in its storage dtype (f32, or the 16-bit patterns
 // of f16/bf16), row-major, 64-byte aligned unless a test asks otherwise.
@@ -84,6 +86,10 @@ class LoadedPlan {
   // (naming the kernel) unless every kernel ran since the last set_inputs():
   // its outputs would belong to other inputs, or to none.
   absl::StatusOr<TensorMap> outputs();
+  // Working memory the kernels hold beyond the tensors' buffers (the CPU's
+  // per-thread arrays, runtime/worker_scratch.h): taken at the first run
+  // that needs it, kept for the next runs, freed with the plan.
+  virtual int64_t working_memory_bytes() const { return 0; }
 
  private:
   virtual absl::Status do_set_inputs(const TensorMap& inputs) = 0;

@@ -60,6 +60,11 @@ class CpuLoadedPlan final : public LoadedPlan {
 
   const FusionPlan& plan() const override { return plan_; }
   const std::vector<LoadedKernelInfo>& kernels() const override { return infos_; }
+  int64_t working_memory_bytes() const override {
+    int64_t total = 0;
+    for (int t = 0; t < ThreadPool::global().size(); ++t) total += scratch_.bytes(t);
+    return total;
+  }
 
  private:
   absl::Status do_set_inputs(const TensorMap& inputs) override {
@@ -89,7 +94,7 @@ class CpuLoadedPlan final : public LoadedPlan {
     void* const* args = kernel.args.data();
     const int64_t scratch_floats = kernel.scratch_floats;
     ThreadPool::global().parallel_for(kernel.count, kernel.grain, [&](int64_t begin, int64_t end) {
-      float* scratch = scratch_floats > 0 ? worker_scratch(scratch_floats) : nullptr;
+      float* scratch = scratch_floats > 0 ? scratch_.get(scratch_floats) : nullptr;
       if (scratch_floats > 0 && scratch == nullptr) {
         failed = 1;
         return;
@@ -238,6 +243,7 @@ class CpuLoadedPlan final : public LoadedPlan {
   std::map<int32_t, HostBuffer> buffers_;
   std::vector<CpuKernel> kernels_;
   std::vector<LoadedKernelInfo> infos_;
+  WorkerScratch scratch_{ThreadPool::global().size()};  // the kernels' working memory, per pool thread
 };
 
 class CpuBackend final : public Backend {
@@ -249,9 +255,10 @@ class CpuBackend final : public Backend {
     return fmt::format("{}, {}, {}", host_cpu_model(), counted(ThreadPool::global().size(), "thread"),
                        compiler_.identity);
   }
-  // Calibrated with JIT kernels on first use (cached on disk after that).
+  // Planning needs no measured figure (a CPU reads any row once).
   FusionOptions fusion_options() const override { return fusion_options_for(cpu_identity()); }
 
+  // Calibrated with JIT kernels on first use (cached on disk after that).
   DeviceSpec device() const override {
     std::lock_guard<std::mutex> lock(device_mutex_);
     if (!device_) {

@@ -32,8 +32,19 @@ ThreadPool& ThreadPool::global() {
   return pool;
 }
 
+namespace {
+thread_local int this_thread_index = 0;
+}  // namespace
+
+int ThreadPool::thread_index() { return this_thread_index; }
+
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < threads; ++i) {
+    workers_.emplace_back([this, i] {
+      this_thread_index = i;
+      worker_loop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

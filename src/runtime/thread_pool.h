@@ -21,6 +21,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
+  // The calling thread's index in the pool: 1 to size() - 1 for its workers,
+  // 0 for any other thread (the one that calls parallel_for runs chunks
+  // too). Lets per-thread state live in a vector of size() slots.
+  static int thread_index();
 
   // Calls fn(begin, end) on consecutive ranges covering [0, count), each of
   // at least `grain` items (but the last), spread over the pool, and waits

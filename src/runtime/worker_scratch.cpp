@@ -1,44 +1,37 @@
 #include "runtime/worker_scratch.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
-#include <memory>
+
+#include "runtime/thread_pool.h"
 
 namespace fusejit {
-namespace {
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
+WorkerScratch::WorkerScratch(int threads) : slots_(static_cast<size_t>(std::max(threads, 1))) {}
 
-struct Scratch {
-  std::unique_ptr<float, FreeDeleter> data;
-  int64_t bytes = 0;
-};
-
-thread_local Scratch scratch;
-
-}  // namespace
-
-float* worker_scratch(int64_t floats) {
+float* WorkerScratch::get(int64_t floats) {
+  const size_t index = static_cast<size_t>(ThreadPool::thread_index());
+  if (index >= slots_.size()) return nullptr;  // a pool larger than the plan was loaded for: cannot happen
   if (floats < 0 || floats > (std::numeric_limits<int64_t>::max() - 63) / static_cast<int64_t>(sizeof(float))) {
     return nullptr;
   }
+  Slot& slot = slots_[index];
   const int64_t bytes = std::max<int64_t>(64, (floats * static_cast<int64_t>(sizeof(float)) + 63) / 64 * 64);
-  if (bytes > scratch.bytes) {
+  if (bytes > slot.bytes) {
     // The old buffer goes first: its contents are not kept, and the two
     // together would raise the peak.
-    scratch.data.reset();
-    scratch.bytes = 0;
+    slot.data.reset();
+    slot.bytes = 0;
     float* p = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(bytes)));
     if (p == nullptr) return nullptr;
-    scratch.data.reset(p);
-    scratch.bytes = bytes;
+    slot.data.reset(p);
+    slot.bytes = bytes;
   }
-  return scratch.data.get();
+  return slot.data.get();
 }
 
-int64_t worker_scratch_bytes() { return scratch.bytes; }
+int64_t WorkerScratch::bytes(int index) const {
+  return index >= 0 && static_cast<size_t>(index) < slots_.size() ? slots_[static_cast<size_t>(index)].bytes : 0;
+}
 
 }  // namespace fusejit

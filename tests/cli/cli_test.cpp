@@ -108,6 +108,11 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   EXPECT_EQ(save_nowhere.exit_code, 1);
   EXPECT_NE(save_nowhere.err.find("cannot create directory"), std::string::npos) << save_nowhere.err;
   EXPECT_EQ(save_nowhere.out, "") << "refused before running";
+  // A run that fails after making its --save folder leaves no empty folder behind.
+  std::filesystem::create_directories(dir + "/no-inputs-here");
+  auto failed = run_fusejit("run " + graph + " --inputs " + dir + "/no-inputs-here --save " + dir + "/new-folder");
+  EXPECT_EQ(failed.exit_code, 1) << failed.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/new-folder")) << failed.err;
   auto overwrite_alone = run_fusejit("run " + graph + " --overwrite");
   EXPECT_EQ(overwrite_alone.exit_code, 2);
   EXPECT_NE(overwrite_alone.err.find("--overwrite requires --save"), std::string::npos) << overwrite_alone.err;

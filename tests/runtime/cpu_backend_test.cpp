@@ -14,6 +14,7 @@
 #include "fusejit.h"
 #include "codegen/cpu/cpu_emitter.h"
 #include "runtime/host_compiler.h"
+#include "runtime/thread_pool.h"
 #include "runtime/worker_scratch.h"
 #include "support/graph_variants.h"
 #include "support/run_command.h"
@@ -71,25 +72,27 @@ Graph parse(const std::string& text) {
   return g.ok() ? *std::move(g) : Graph();
 }
 
-// A row kernel's working arrays come from the running thread's scratch,
-// which the runtime keeps between calls: rows of 100,000 floats run twice
-// use the same memory, rather than allocating (and faulting in) 0.4 MB per
-// array on every call. One row is one work item, run on this thread.
-TEST(CpuBackend, RowKernelsReuseTheThreadsScratch) {
+// A row kernel's working arrays come from the plan's per-thread scratch,
+// taken at the first run and kept: rows of 100,000 floats run again use
+// the same memory rather than allocating (and faulting in) 0.4 MB per array
+// on every call. The generated code allocates nothing itself.
+TEST(CpuBackend, RowKernelsKeepTheirWorkingMemoryBetweenRuns) {
   const Graph g = parse(
       "input x: f32[1, 100000]\ninput b: f32[100000]\nh = add(x, b)\ng = gelu(h)\ny = layer_norm(g)\noutput y");
   const FusionPlan plan = make_fused_plan(g);
   ASSERT_EQ(plan.kernels.size(), 1u);
-  const int64_t floats = emit_cpu_kernel(plan, 0).scratch_floats;
-  EXPECT_GE(floats, 2 * 100000) << "x and b at least are arrays of the row";
+  const CpuKernelSource code = emit_cpu_kernel(plan, 0);
+  EXPECT_GE(code.scratch_floats, 2 * 100000) << "x and b at least are arrays of the row";
+  EXPECT_EQ(code.source.find("alloc("), std::string::npos) << code.source;
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan, {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->working_memory_bytes(), 0) << "nothing is taken before a run";
   ASSERT_TRUE((*loaded)->set_inputs(random_inputs(g, 3)).ok());
   ASSERT_TRUE((*loaded)->run().ok());
-  EXPECT_GE(worker_scratch_bytes(), floats * 4);
-  const float* first = worker_scratch(1);
+  const int64_t held = (*loaded)->working_memory_bytes();
+  EXPECT_GE(held, code.scratch_floats * 4);
   ASSERT_TRUE((*loaded)->run().ok());
-  EXPECT_EQ(worker_scratch(1), first) << "the second run allocated new working memory";
+  EXPECT_EQ((*loaded)->working_memory_bytes(), held) << "the second run took new working memory";
   // The kernel computed the right thing in it.
   expect_matches_reference(plan, random_inputs(g, 4));
 }
@@ -117,21 +120,44 @@ TEST(CpuBackend, RowReductionsRunInTheLoopThatComputesTheirOperand) {
   }
 }
 
-TEST(WorkerScratch, GrowsOnlyAlignedAndPerThread) {
-  float* a = worker_scratch(1000);
+// The same bits as a reduction over an array (fj_reduce_span): graph A
+// reduces a value its loop computes (the reduction joins the loop), graph B
+// reduces the same values given as an input (fj_reduce_span over the read's
+// array). Row lengths with and without a tail of the 16 lanes.
+TEST(CpuBackend, ReductionsInTheirLoopGiveTheBitsOfASeparatePass) {
+  for (int64_t n : {int64_t{15}, int64_t{16}, int64_t{17}, int64_t{333}, int64_t{4096}}) {
+    SCOPED_TRACE(n);
+    const Graph a = parse(fmt::format("input x: f32[3, {0}]\ninput b: f32[{0}]\nh = add(x, b)\ne = exp(h)\n"
+                                      "s = sum(e)\nm = mean(e)\nmx = max(e)\noutput e, s, m, mx",
+                                      n));
+    const FusionPlan fused = make_fused_plan(a);
+    ASSERT_EQ(fused.kernels.size(), 1u);
+    absl::StatusOr<TensorMap> out_a = run_on_cpu(fused, random_inputs(a, 8));
+    ASSERT_TRUE(out_a.ok()) << out_a.status();
+    const Graph b = parse(fmt::format("input e: f32[3, {0}]\ns = sum(e)\nm = mean(e)\nmx = max(e)\noutput s, m, mx", n));
+    absl::StatusOr<TensorMap> out_b = run_on_cpu(make_fused_plan(b), {{"e", out_a->at("e")}});
+    ASSERT_TRUE(out_b.ok()) << out_b.status();
+    for (const char* name : {"s", "m", "mx"}) {
+      EXPECT_EQ(out_a->at(name).values, out_b->at(name).values) << name;
+    }
+  }
+}
+
+TEST(WorkerScratch, GrowsOnlyAndIsAligned) {
+  WorkerScratch scratch(ThreadPool::global().size());
+  const int self = ThreadPool::thread_index();  // 0: not a pool worker
+  EXPECT_EQ(scratch.bytes(self), 0);
+  float* a = scratch.get(1000);
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
-  EXPECT_EQ(worker_scratch(10), a) << "a smaller request reuses the buffer";
-  EXPECT_EQ(worker_scratch(1000), a);
-  float* b = worker_scratch(1 << 20);
+  EXPECT_EQ(scratch.get(10), a) << "a smaller request reuses the buffer";
+  EXPECT_EQ(scratch.get(1000), a);
+  float* b = scratch.get(1 << 20);
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 64, 0u);
-  EXPECT_GE(worker_scratch_bytes(), int64_t{4} << 20);
+  EXPECT_GE(scratch.bytes(self), int64_t{4} << 20);
   b[(1 << 20) - 1] = 1.0f;  // all of it is usable
-  float* other = nullptr;
-  std::thread([&] { other = worker_scratch(1000); }).join();
-  EXPECT_NE(other, b) << "another thread has its own buffer";
-  EXPECT_EQ(worker_scratch(std::numeric_limits<int64_t>::max()), nullptr) << "a size that overflows is refused";
+  EXPECT_EQ(scratch.get(std::numeric_limits<int64_t>::max()), nullptr) << "a size that overflows is refused";
 }
 
 TEST(CpuBackend, EveryExampleInEveryDtype) {
