@@ -60,11 +60,7 @@ class CpuLoadedPlan final : public LoadedPlan {
 
   const FusionPlan& plan() const override { return plan_; }
   const std::vector<LoadedKernelInfo>& kernels() const override { return infos_; }
-  int64_t working_memory_bytes() const override {
-    int64_t total = 0;
-    for (int t = 0; t < ThreadPool::global().size(); ++t) total += scratch_.bytes(t);
-    return total;
-  }
+  int64_t working_memory_bytes() const override { return scratch_.total_bytes(); }
 
  private:
   absl::Status do_set_inputs(const TensorMap& inputs) override {

@@ -30,8 +30,10 @@ float* WorkerScratch::get(int64_t floats) {
   return slot.data.get();
 }
 
-int64_t WorkerScratch::bytes(int index) const {
-  return index >= 0 && static_cast<size_t>(index) < slots_.size() ? slots_[static_cast<size_t>(index)].bytes : 0;
+int64_t WorkerScratch::total_bytes() const {
+  int64_t total = 0;
+  for (const Slot& slot : slots_) total += slot.bytes;
+  return total;
 }
 
 }  // namespace fusejit

@@ -28,8 +28,8 @@ class WorkerScratch {
   // nullptr when the memory cannot be had. Threads only touch their own
   // slot, so calls from the pool's threads at once are safe.
   float* get(int64_t floats);
-  // Bytes held by thread `index`'s slot.
-  int64_t bytes(int index) const;
+  // Bytes held by all the slots.
+  int64_t total_bytes() const;
 
  private:
   struct FreeDeleter {

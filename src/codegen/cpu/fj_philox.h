@@ -121,6 +121,39 @@ static inline void fj_dropout4(const float* x, float* y, unsigned long long inde
 // kernel's compile. The results are the scalar code's, bit for bit.
 #if defined(__AVX2__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))
 #define FJ_PHILOX_AVX2 1
+
+// One round on vectors of groups (the 256- and 512-bit blocks below): Mul
+// gives each lane's low half times m as a full 64-bit product.
+template <typename U64V, U64V (*Mul)(U64V, uint32_t)>
+static inline void fj_philox_round_vec(U64V& c0, U64V& c1, U64V& c2, U64V& c3, uint32_t k0, uint32_t k1) {
+  const U64V p0 = Mul(c0, 0xD2511F53u);
+  const U64V p1 = Mul(c2, 0xCD9E8D57u);
+  const U64V n0 = (p1 >> 32) ^ c1 ^ static_cast<unsigned long long>(k0);
+  const U64V n2 = (p0 >> 32) ^ c3 ^ static_cast<unsigned long long>(k1);
+  c1 = p1;
+  c3 = p0;
+  c0 = n0;
+  c2 = n2;
+}
+
+// y = x * (keep ? scale : 0) for two vectors of words (as 64-bit pairs, in
+// the elements' order), F32V floats each: elements y[0, 2 * lanes).
+template <typename U32V, typename F32V, typename U64V>
+static inline void fj_dropout_apply_vec(const U64V (&words)[2], const float* x, float* y, uint32_t threshold,
+                                        float scale) {
+  constexpr int kLanes = static_cast<int>(sizeof(F32V) / sizeof(float));
+  const F32V scale_v = F32V{} + scale;
+  const U32V scale_bits = reinterpret_cast<U32V>(scale_v);
+  for (int half = 0; half < 2; ++half) {
+    const U32V w = reinterpret_cast<U32V>(words[half]);
+    const U32V keep = reinterpret_cast<U32V>((w >> 8) >= threshold);  // all ones where kept
+    const U32V m_bits = scale_bits & keep;                             // scale or +0.0f
+    F32V xv;
+    std::memcpy(&xv, x + kLanes * half, sizeof xv);
+    const F32V out = xv * reinterpret_cast<F32V>(m_bits);
+    std::memcpy(y + kLanes * half, &out, sizeof out);
+  }
+}
 typedef unsigned long long fj_u64x4 __attribute__((vector_size(32)));
 typedef unsigned int fj_u32x8 __attribute__((vector_size(32)));
 typedef int fj_i32x8 __attribute__((vector_size(32)));
@@ -133,41 +166,19 @@ static inline fj_u64x4 fj_detail_mul32x4(fj_u64x4 a, uint32_t m) {
   return reinterpret_cast<fj_u64x4>(__builtin_ia32_pmuludq256(reinterpret_cast<fj_i32x8>(a), mv));
 }
 
-static inline void fj_philox_round_x4(fj_u64x4& c0, fj_u64x4& c1, fj_u64x4& c2, fj_u64x4& c3, uint32_t k0,
-                                      uint32_t k1) {
-  const fj_u64x4 p0 = fj_detail_mul32x4(c0, 0xD2511F53u);
-  const fj_u64x4 p1 = fj_detail_mul32x4(c2, 0xCD9E8D57u);
-  const fj_u64x4 n0 = (p1 >> 32) ^ c1 ^ static_cast<unsigned long long>(k0);
-  const fj_u64x4 n2 = (p0 >> 32) ^ c3 ^ static_cast<unsigned long long>(k1);
-  c1 = p1;
-  c3 = p0;
-  c0 = n0;
-  c2 = n2;
-}
-
 // Elements y[0, 16) of the groups with counters (lo + j, hi), j < 4; lo + 3
 // may wrap (the caller discards those groups). y may equal x.
 static inline void fj_dropout_block16(const float* x, float* y, uint32_t lo, uint32_t hi, uint32_t threshold,
                                       float scale, uint32_t k0, uint32_t k1) {
   const unsigned long long l = lo, h = hi;
   fj_u64x4 c0 = {l, l + 1, l + 2, l + 3}, c1 = {h, h, h, h}, c2 = {0, 0, 0, 0}, c3 = {0, 0, 0, 0};
-  fj_philox_rounds<fj_u64x4, fj_philox_round_x4>(c0, c1, c2, c3, k0, k1);
+  fj_philox_rounds<fj_u64x4, fj_philox_round_vec<fj_u64x4, fj_detail_mul32x4>>(c0, c1, c2, c3, k0, k1);
   // Words (w0 w1) and (w2 w3) of each group as 32-bit pairs, then in the
   // elements' order: groups 0 and 1, groups 2 and 3.
   const fj_u64x4 w01 = (c0 & 0xffffffffull) | (c1 << 32);
   const fj_u64x4 w23 = (c2 & 0xffffffffull) | (c3 << 32);
   const fj_u64x4 words[2] = {__builtin_shufflevector(w01, w23, 0, 4, 1, 5), __builtin_shufflevector(w01, w23, 2, 6, 3, 7)};
-  fj_f32x8 scale8 = {scale, scale, scale, scale, scale, scale, scale, scale};
-  const fj_u32x8 scale_bits = reinterpret_cast<fj_u32x8>(scale8);
-  for (int half = 0; half < 2; ++half) {
-    const fj_u32x8 w = reinterpret_cast<fj_u32x8>(words[half]);
-    const fj_u32x8 keep = reinterpret_cast<fj_u32x8>((w >> 8) >= threshold);  // all ones where kept
-    const fj_u32x8 m_bits = scale_bits & keep;                                 // scale or +0.0f
-    fj_f32x8 xv;
-    std::memcpy(&xv, x + 8 * half, sizeof xv);
-    const fj_f32x8 out = xv * reinterpret_cast<fj_f32x8>(m_bits);
-    std::memcpy(y + 8 * half, &out, sizeof out);
-  }
+  fj_dropout_apply_vec<fj_u32x8, fj_f32x8>(words, x, y, threshold, scale);
 }
 #else
 #define FJ_PHILOX_AVX2 0
@@ -198,43 +209,20 @@ static inline fj_u64x8 fj_detail_mul32x8(fj_u64x8 a, uint32_t m) {
 #endif
 }
 
-static inline void fj_philox_round_x8(fj_u64x8& c0, fj_u64x8& c1, fj_u64x8& c2, fj_u64x8& c3, uint32_t k0,
-                                      uint32_t k1) {
-  const fj_u64x8 p0 = fj_detail_mul32x8(c0, 0xD2511F53u);
-  const fj_u64x8 p1 = fj_detail_mul32x8(c2, 0xCD9E8D57u);
-  const fj_u64x8 n0 = (p1 >> 32) ^ c1 ^ static_cast<unsigned long long>(k0);
-  const fj_u64x8 n2 = (p0 >> 32) ^ c3 ^ static_cast<unsigned long long>(k1);
-  c1 = p1;
-  c3 = p0;
-  c0 = n0;
-  c2 = n2;
-}
-
 // Elements y[0, 32) of the groups with counters (lo + j, hi), j < 8, which
 // must not wrap (the caller stays inside one run). y may equal x.
 static inline void fj_dropout_block32(const float* x, float* y, uint32_t lo, uint32_t hi, uint32_t threshold,
                                       float scale, uint32_t k0, uint32_t k1) {
   const unsigned long long l = lo, h = hi;
   fj_u64x8 c0 = {l, l + 1, l + 2, l + 3, l + 4, l + 5, l + 6, l + 7}, c1 = {h, h, h, h, h, h, h, h}, c2 = {}, c3 = {};
-  fj_philox_rounds<fj_u64x8, fj_philox_round_x8>(c0, c1, c2, c3, k0, k1);
+  fj_philox_rounds<fj_u64x8, fj_philox_round_vec<fj_u64x8, fj_detail_mul32x8>>(c0, c1, c2, c3, k0, k1);
   // As in fj_dropout_block16: (w0 w1) and (w2 w3) pairs, then groups 0-3
   // and groups 4-7 in the elements' order.
   const fj_u64x8 w01 = (c0 & 0xffffffffull) | (c1 << 32);
   const fj_u64x8 w23 = (c2 & 0xffffffffull) | (c3 << 32);
   const fj_u64x8 words[2] = {__builtin_shufflevector(w01, w23, 0, 8, 1, 9, 2, 10, 3, 11),
                              __builtin_shufflevector(w01, w23, 4, 12, 5, 13, 6, 14, 7, 15)};
-  const fj_f32x16 scale16 = {scale, scale, scale, scale, scale, scale, scale, scale,
-                             scale, scale, scale, scale, scale, scale, scale, scale};
-  const fj_u32x16 scale_bits = reinterpret_cast<fj_u32x16>(scale16);
-  for (int half = 0; half < 2; ++half) {
-    const fj_u32x16 w = reinterpret_cast<fj_u32x16>(words[half]);
-    const fj_u32x16 keep = reinterpret_cast<fj_u32x16>((w >> 8) >= threshold);  // all ones where kept
-    const fj_u32x16 m_bits = scale_bits & keep;                                  // scale or +0.0f
-    fj_f32x16 xv;
-    std::memcpy(&xv, x + 16 * half, sizeof xv);
-    const fj_f32x16 out = xv * reinterpret_cast<fj_f32x16>(m_bits);
-    std::memcpy(y + 16 * half, &out, sizeof out);
-  }
+  fj_dropout_apply_vec<fj_u32x16, fj_f32x16>(words, x, y, threshold, scale);
 }
 #else
 #define FJ_PHILOX_AVX512 0
