@@ -120,6 +120,29 @@ TEST(CpuBackend, RowReductionsRunInTheLoopThatComputesTheirOperand) {
   }
 }
 
+// A row kernel requests the next row of each read that changes from row to
+// row while it works on the current one, when that row is short enough to
+// wait in the cache (kCpuPrefetchRowBytes); [N] reads are loaded once per
+// call and need none; rows of 100,000 floats stream by themselves.
+TEST(CpuBackend, RowKernelsRequestTheNextRowWhenItIsShort) {
+  for (int64_t n : {int64_t{1024}, int64_t{100000}}) {
+    SCOPED_TRACE(n);
+    const Graph g = parse(fmt::format("input x: f32[8, {0}]\ninput b: f32[{0}]\nh = add(x, b)\ny = layer_norm(h)\n"
+                                      "output y",
+                                      n));
+    const FusionPlan plan = make_fused_plan(g);
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const std::string source = emit_cpu_kernel(plan, 0).source;
+    const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
+    const bool short_row = n * 4 <= kCpuPrefetchRowBytes;
+    EXPECT_EQ(body.find(fmt::format("fj_prefetch_span(p_x + ((row + 1) * {}), kN);", n)) != std::string::npos,
+              short_row)
+        << body;
+    EXPECT_EQ(body.find("fj_prefetch_span(p_b"), std::string::npos) << body;
+    expect_matches_reference(plan, random_inputs(g, 12));
+  }
+}
+
 // The same bits as a reduction over an array (fj_reduce_span): graph A
 // reduces a value its loop computes (the reduction joins the loop), graph B
 // reduces the same values given as an input (fj_reduce_span over the read's
@@ -139,6 +162,47 @@ TEST(CpuBackend, ReductionsInTheirLoopGiveTheBitsOfASeparatePass) {
     ASSERT_TRUE(out_b.ok()) << out_b.status();
     for (const char* name : {"s", "m", "mx"}) {
       EXPECT_EQ(out_a->at(name).values, out_b->at(name).values) << name;
+    }
+  }
+}
+
+// A 16-bit value that is stored and also used in its loop is rounded once,
+// to the bits it is stored as (not rounded, then converted again for the
+// store). The stored tensor is the reference's exactly, overflow to
+// infinity and NaN included, in a pointwise and in a row kernel.
+TEST(CpuBackend, StoredSixteenBitValuesAreRoundedOnceToTheirBits) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    const std::string t(dtype_name(dtype));
+    for (const char* use : {"g = gelu(h)", "g = layer_norm(h)"}) {
+      SCOPED_TRACE(t + ": " + use);
+      const Graph g =
+          parse(fmt::format("input x: {0}[4, 1000]\ninput b: {0}[4, 1000]\nh = add(x, b)\n{1}\noutput h, g", t, use));
+      const FusionPlan plan = make_fused_plan(g);
+      ASSERT_EQ(plan.kernels.size(), 1u);
+      const std::string source = emit_cpu_kernel(plan, 0).source;
+      const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
+      const std::string to_bits = dtype == DType::kF16 ? "fj_float_to_half_bits" : "fj_float_to_bf16_bits";
+      EXPECT_NE(body.find("const uint16_t v_h_bits = " + to_bits + "("), std::string::npos) << body;
+      EXPECT_EQ(body.find("fj_round_"), std::string::npos) << "h is rounded twice\n" << body;
+      TensorMap inputs = random_inputs(g, 9);
+      std::vector<double>& x = inputs.at("x").values;
+      const double largest = dtype == DType::kF16 ? 65504.0 : 3.3895313892515355e38;
+      x[3] = largest;  // + b[3] overflows to infinity (a row of LayerNorm's NaN)
+      inputs.at("b").values[3] = largest / 2;
+      x[1000 + 7] = std::numeric_limits<double>::quiet_NaN();
+      x[2000 + 9] = -std::numeric_limits<double>::infinity();
+      expect_matches_reference(plan, inputs);
+      absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      const std::vector<double>& got = out->at("h").values;
+      const std::vector<double>& want = ref->at("h").values;
+      EXPECT_TRUE(std::isinf(want[3]) && std::isnan(want[1007]));
+      for (size_t i = 0; i < want.size(); ++i) {
+        const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i];
+        ASSERT_TRUE(same) << "h[" << i << "] = " << got[i] << ", the reference has " << want[i];
+      }
     }
   }
 }

@@ -56,6 +56,12 @@ struct CpuKernelSource {
 // and a normal store would first read every line it writes.
 inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
 
+// A row kernel requests the next row of its reads while it computes the
+// current one when that row is at most this many bytes (all reads
+// together): it then arrives in the L1/L2 cache in time and does not push
+// out the row being worked on. Longer rows stream well by themselves.
+inline constexpr int64_t kCpuPrefetchRowBytes = int64_t{32} << 10;
+
 // Elements a pointwise kernel computes per tile.
 inline constexpr int64_t kCpuTile = 256;
 

@@ -80,7 +80,8 @@ static inline uint16_t fj_float_to_half_bits(float f) {
 
 static inline float fj_to_float(float x) { return x; }
 
-static inline float fj_to_float(fj_bf16 b) { return fj_bits_as_float(static_cast<uint32_t>(b.bits) << 16); }
+static inline float fj_bf16_bits_to_float(uint32_t b) { return fj_bits_as_float(b << 16); }
+static inline float fj_to_float(fj_bf16 b) { return fj_bf16_bits_to_float(b.bits); }
 
 static inline uint16_t fj_float_to_bf16_bits(float f) {
   const uint32_t x = fj_float_as_bits(f);

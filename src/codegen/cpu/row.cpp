@@ -67,6 +67,7 @@ class RowEmitter {
       }
     }
     w_.open("for (long long row = begin; row < end; ++row)");
+    write_next_row_prefetch();
     for (int32_t id : kernel_.reads) write_row_read(id);
     loops.write(w_);
     for (int32_t id : kernel_.writes) {
@@ -87,6 +88,24 @@ class RowEmitter {
   bool row_shaped(int32_t id) const { return n_ > 1 && g_.node(id).shape == kernel_.iteration; }
   bool read_is_array(int32_t id) const {
     return n_ > 1 && tensor_access(g_.node(id).shape, kernel_.iteration).varies_along_row();
+  }
+
+  // The next row of each read that changes from row to row, requested
+  // before this row's work (fj_prefetch_span).
+  void write_next_row_prefetch() {
+    std::vector<std::string> spans;
+    int64_t bytes = 0;
+    for (int32_t id : kernel_.reads) {
+      const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
+      if (!read_is_array(id) || access.same_for_every_row()) continue;
+      bytes += n_ * dtype_size(g_.node(id).dtype);
+      spans.push_back(fmt::format("fj_prefetch_span({} + {}, kN);", param_name(g_, id),
+                                  row_offset(access, kernel_.iteration, "(row + 1)")));
+    }
+    if (spans.empty() || bytes > kCpuPrefetchRowBytes) return;
+    w_.open("if (row + 1 < end)");
+    for (const std::string& s : spans) w_.line("{}", s);
+    w_.close();
   }
 
   void write_row_read(int32_t id) {
