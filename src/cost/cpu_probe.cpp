@@ -22,6 +22,7 @@
 #include "cost/device.h"
 #include "cost/host_cpu.h"
 #include "fusejit_version.h"
+#include "ir/cpu_count.h"
 #include "ir/counted.h"
 #include "ir/philox.h"
 
@@ -30,7 +31,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int thread_count() { return std::max(1u, std::thread::hardware_concurrency()); }
+int thread_count() { return usable_cpu_count(); }
 
 // Runs body(thread index) on every hardware thread and returns the seconds
 // the slowest one took.

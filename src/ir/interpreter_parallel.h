@@ -8,13 +8,12 @@
 #include <thread>
 #include <vector>
 
+#include "ir/cpu_count.h"
+
 namespace fusejit::detail {
 
-// Threads the reference may use: the hardware's, at most 16.
-inline int reference_threads() {
-  const unsigned hw = std::thread::hardware_concurrency();
-  return static_cast<int>(std::clamp(hw, 1u, 16u));
-}
+// Threads the reference may use: the CPUs the process may use, at most 16.
+inline int reference_threads() { return std::clamp(usable_cpu_count(), 1, 16); }
 
 // Calls body(begin, end) on disjoint ranges covering [0, n), on up to
 // `threads` threads, none with fewer than `min_chunk` items (so small work

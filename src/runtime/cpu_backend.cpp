@@ -15,6 +15,7 @@
 #include "codegen/cpu/cpu_emitter.h"
 #include "codegen/kernel_names.h"
 #include "codegen/shared_code.h"
+#include "ir/cpu_count.h"
 #include "cost/host_cpu.h"
 #include "ir/counted.h"
 #include "ir/error.h"
@@ -184,7 +185,7 @@ class CpuLoadedPlan final : public LoadedPlan {
         }
       }
     }
-    const size_t modules = std::min<size_t>(groups.size(), std::max(1u, std::thread::hardware_concurrency()));
+    const size_t modules = std::min<size_t>(groups.size(), static_cast<size_t>(usable_cpu_count()));
     // Module m holds groups [first(m), first(m + 1)): consecutive, as even as can be.
     auto first = [&](size_t m) { return m * groups.size() / std::max<size_t>(modules, 1); };
     std::vector<absl::Status> status(modules);

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "fusejit_version.h"
+#include "ir/cpu_count.h"
 #include "ir/error.h"
 #include "runtime/compile_report.h"
 #include "runtime/nvrtc_library.h"
@@ -166,7 +167,7 @@ absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<C
       results[i] = compile_cuda(kernels[i].name, kernels[i].source, options, cache);
     }
   };
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = usable_cpu_count();
   const size_t helpers = std::min(kernels.size(), static_cast<size_t>(threads)) - (kernels.empty() ? 0 : 1);
   std::vector<std::thread> pool;
   for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work);

@@ -5,11 +5,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "ir/cpu_count.h"
+
 namespace fusejit {
 
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool([] {
-    const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    const int hardware = usable_cpu_count();
     if (const char* env = std::getenv("FUSEJIT_THREADS"); env != nullptr && *env != '\0') {
       char* end = nullptr;
       const long n = std::strtol(env, &end, 10);
@@ -18,7 +20,7 @@ ThreadPool& ThreadPool::global() {
         // kernel (and the cost model's calibration) runs slower, not faster.
         if (n > hardware) {
           std::fprintf(stderr,
-                       "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d hardware threads; kernels will "
+                       "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d CPUs this process may use; kernels will "
                        "share cores and run slower\n",
                        n, hardware);
         }
