@@ -9,6 +9,7 @@ namespace fusejit::emit {
 std::string param_name(const Graph& graph, int32_t id) { return "p_" + graph.node(id).name; }
 std::string read_name(const Graph& graph, int32_t id) { return "r_" + graph.node(id).name; }
 std::string value_name(const Graph& graph, int32_t id) { return "v_" + graph.node(id).name; }
+std::string bits_name(const Graph& graph, int32_t id) { return "u_" + graph.node(id).name; }
 
 bool in_kernel(const Kernel& kernel, int32_t id) {
   return std::find(kernel.nodes.begin(), kernel.nodes.end(), id) != kernel.nodes.end();

@@ -14,12 +14,14 @@
 namespace fusejit::emit {
 
 // Names in generated code: p_NAME is a tensor parameter, r_NAME the values
-// a read is loaded into, v_NAME a value computed in the kernel. Graph names
-// are identifiers, and the prefixes keep them clear of C++ keywords and of
-// each other.
+// a read is loaded into, v_NAME a value computed in the kernel, u_NAME the
+// 16-bit storage bits of a value (CPU kernels). Graph names are
+// identifiers, and the prefixes keep them clear of C++ keywords and of each
+// other.
 std::string param_name(const Graph& graph, int32_t id);
 std::string read_name(const Graph& graph, int32_t id);
 std::string value_name(const Graph& graph, int32_t id);
+std::string bits_name(const Graph& graph, int32_t id);
 
 bool in_kernel(const Kernel& kernel, int32_t id);
 // The kernel's pointer parameters: its reads, then its writes, then (when

@@ -11,25 +11,25 @@ namespace fusejit {
 
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool([] {
-    const int hardware = usable_cpu_count();
+    const int usable = usable_cpu_count();
     if (const char* env = std::getenv("FUSEJIT_THREADS"); env != nullptr && *env != '\0') {
       char* end = nullptr;
       const long n = std::strtol(env, &end, 10);
       if (*end == '\0' && n >= 1 && n <= 1024) {
-        // More threads than the hardware has time-share its cores: every
+        // More threads than the process has CPUs time-share them: every
         // kernel (and the cost model's calibration) runs slower, not faster.
-        if (n > hardware) {
+        if (n > usable) {
           std::fprintf(stderr,
                        "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d CPUs this process may use; kernels will "
                        "share cores and run slower\n",
-                       n, hardware);
+                       n, usable);
         }
         return static_cast<int>(n);
       }
       std::fprintf(stderr, "fusejit: warning: FUSEJIT_THREADS=%s is not a thread count from 1 to 1024; using %d\n",
-                   env, hardware);
+                   env, usable);
     }
-    return hardware;
+    return usable;
   }());
   return pool;
 }

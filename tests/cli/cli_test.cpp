@@ -125,12 +125,12 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   EXPECT_EQ(threads.exit_code, 0) << threads.err;
   EXPECT_NE(threads.err.find("FUSEJIT_THREADS=abc is not a thread count from 1 to 1024"), std::string::npos)
       << threads.err;
-  // More threads than the hardware's run (they share cores), with a warning.
-  const int hardware = usable_cpu_count();
+  // More threads than the process has CPUs run (they share them), with a warning.
+  const int usable = usable_cpu_count();
   auto many = testing::run_command(fmt::format("FUSEJIT_CACHE_DIR={}/fresh-cache FUSEJIT_THREADS={} {} run {} --backend cpu",
-                                               dir, hardware + 1, FUSEJIT_CLI_PATH, graph));
+                                               dir, usable + 1, FUSEJIT_CLI_PATH, graph));
   EXPECT_EQ(many.exit_code, 0) << many.err;
-  EXPECT_NE(many.err.find(fmt::format("is more than the {} CPUs this process may use", hardware)), std::string::npos)
+  EXPECT_NE(many.err.find(fmt::format("is more than the {} CPUs this process may use", usable)), std::string::npos)
       << many.err;
   EXPECT_EQ(many.err.find("measuring this CPU"), std::string::npos)
       << "running a plan needs no cost-model calibration:\n" << many.err;

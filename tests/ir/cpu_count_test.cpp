@@ -1,7 +1,11 @@
 // The CPU count that sizes fusejit's thread pools follows the process's CPU
 // affinity and cgroup quota, not the machine's CPU count.
 #include <sched.h>
+#include <unistd.h>
 
+#include <climits>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -46,6 +50,52 @@ TEST(CpuCount, ReadsACgroupQuota) {
   EXPECT_EQ(cpus_of_cpu_max("max 100000"), std::nullopt) << "no limit";
   EXPECT_EQ(cpus_of_cpu_max("garbage"), std::nullopt);
   EXPECT_EQ(cpus_of_cpu_max("100000 0"), std::nullopt);
+  EXPECT_EQ(cpus_of_cpu_max("17592186044415 1000"), INT_MAX) << "a quota beyond int CPUs";
+}
+
+// A cgroup tree in a temporary directory, laid out as /sys/fs/cgroup.
+class CgroupTree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("fusejit-cgroup-test-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void write(const std::string& relative, const std::string& text) {
+    const std::filesystem::path file = root_ / relative;
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text << "\n";
+  }
+  std::string root() const { return root_.string(); }
+  std::filesystem::path root_;
+};
+
+// cgroup v2: the tightest quota of the process's cgroup and its parents;
+// a "max" below a limited parent does not lift the parent's limit.
+TEST_F(CgroupTree, Version2TakesTheTightestLevel) {
+  write("kubepods/pod1/cpu.max", "250000 100000");
+  write("kubepods/pod1/app/cpu.max", "max 100000");
+  EXPECT_EQ(cgroup_cpu_limit(root(), "0::/kubepods/pod1/app\n"), 3);
+  write("kubepods/cpu.max", "100000 100000");
+  EXPECT_EQ(cgroup_cpu_limit(root(), "0::/kubepods/pod1/app\n"), 1);
+  EXPECT_EQ(cgroup_cpu_limit(root(), "0::/elsewhere\n"), std::nullopt) << "no level sets a quota";
+}
+
+// cgroup v1: the cpu controller's mount, at the process's path and above;
+// a path the container cannot see falls back to the mount's own files.
+TEST_F(CgroupTree, Version1ReadsTheCpuControllersQuota) {
+  write("cpu,cpuacct/system.slice/job.service/cpu.cfs_quota_us", "150000");
+  write("cpu,cpuacct/system.slice/job.service/cpu.cfs_period_us", "100000");
+  write("cpu,cpuacct/cpu.cfs_quota_us", "-1");
+  write("cpu,cpuacct/cpu.cfs_period_us", "100000");
+  const std::string cgroup = "12:memory:/system.slice/job.service\n4:cpu,cpuacct:/system.slice/job.service\n";
+  EXPECT_EQ(cgroup_cpu_limit(root(), cgroup), 2);
+  EXPECT_EQ(cgroup_cpu_limit(root(), "4:cpu,cpuacct:/docker/0123abcd\n"), std::nullopt) << "the root: no quota";
+  write("cpu,cpuacct/cpu.cfs_quota_us", "400000");
+  EXPECT_EQ(cgroup_cpu_limit(root(), "4:cpu,cpuacct:/docker/0123abcd\n"), 4);
+  EXPECT_EQ(cgroup_cpu_limit(root(), "4:memory:/x\ngarbage\n"), std::nullopt) << "no cpu controller";
 }
 
 }  // namespace

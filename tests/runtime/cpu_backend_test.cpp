@@ -168,21 +168,25 @@ TEST(CpuBackend, ReductionsInTheirLoopGiveTheBitsOfASeparatePass) {
 
 // A 16-bit value that is stored and also used in its loop is rounded once,
 // to the bits it is stored as (not rounded, then converted again for the
-// store). The stored tensor is the reference's exactly, overflow to
-// infinity and NaN included, in a pointwise and in a row kernel.
+// store). The stored tensor has the reference's values exactly (infinity
+// where the sum overflows; NaN where the reference has NaN, payload not
+// compared), in a pointwise and in a row kernel. A node named like the
+// bits' local (h_bits) does not clash with it.
 TEST(CpuBackend, StoredSixteenBitValuesAreRoundedOnceToTheirBits) {
   for (DType dtype : {DType::kF16, DType::kBF16}) {
     const std::string t(dtype_name(dtype));
     for (const char* use : {"g = gelu(h)", "g = layer_norm(h)"}) {
       SCOPED_TRACE(t + ": " + use);
-      const Graph g =
-          parse(fmt::format("input x: {0}[4, 1000]\ninput b: {0}[4, 1000]\nh = add(x, b)\n{1}\noutput h, g", t, use));
+      const Graph g = parse(fmt::format(
+          "input x: {0}[4, 1000]\ninput b: {0}[4, 1000]\nh = add(x, b)\n{1}\nh_bits = mul(h, 0.5)\n"
+          "output h, g, h_bits",
+          t, use));
       const FusionPlan plan = make_fused_plan(g);
       ASSERT_EQ(plan.kernels.size(), 1u);
       const std::string source = emit_cpu_kernel(plan, 0).source;
       const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
       const std::string to_bits = dtype == DType::kF16 ? "fj_float_to_half_bits" : "fj_float_to_bf16_bits";
-      EXPECT_NE(body.find("const uint16_t v_h_bits = " + to_bits + "("), std::string::npos) << body;
+      EXPECT_NE(body.find("const uint16_t u_h = " + to_bits + "("), std::string::npos) << body;
       EXPECT_EQ(body.find("fj_round_"), std::string::npos) << "h is rounded twice\n" << body;
       TensorMap inputs = random_inputs(g, 9);
       std::vector<double>& x = inputs.at("x").values;

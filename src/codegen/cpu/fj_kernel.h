@@ -22,10 +22,12 @@ static inline void fj_stream32(void* p, fj_bytes32 v) {
 // the next row while it computes this one, so the row's loads overlap its
 // arithmetic instead of following it (the hardware prefetcher does not
 // cross from one row's short stream to the next soon enough).
+// Every 64-byte line the span touches, from the line its start lies in.
 template <typename T>
 static inline void fj_prefetch_span(const T* p, long long n) {
-  constexpr long long kPerLine = 64 / static_cast<long long>(sizeof(T));
-  for (long long c = 0; c < n; c += kPerLine) __builtin_prefetch(p + c, 0, 3);
+  const char* const end = reinterpret_cast<const char*>(p + n);
+  const char* line = reinterpret_cast<const char*>(reinterpret_cast<unsigned long long>(p) & ~63ull);
+  for (; line < end; line += 64) __builtin_prefetch(line, 0, 3);
 }
 
 template <typename T>
