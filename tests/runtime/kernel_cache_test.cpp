@@ -1,5 +1,6 @@
 #include "runtime/kernel_cache.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,8 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include "ir/error.h"
@@ -185,18 +189,27 @@ TEST(KernelCache, EntryOfAnotherKeyIsRemovedAndReplaced) {
 }
 
 // The cache falls back to memory, with one warning per cache instance.
-void expect_memory_fallback(KernelCache& cache, const std::string& expected_reason) {
+// What is wrong with how `cache` fell back to memory after its directory
+// refused a write for `expected_reason`; empty when nothing is.
+std::string memory_fallback_problem(KernelCache& cache, const std::string& expected_reason) {
   ScopedWarningSink warnings;
   cache.store(kKey, sample_entry());
   cache.store(kOtherKey, sample_entry(10));
-  ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
-  EXPECT_TRUE(testing::contains(warnings.messages()[0], cache.directory())) << warnings.text();
-  EXPECT_TRUE(testing::contains(warnings.messages()[0], expected_reason)) << warnings.text();
-  EXPECT_TRUE(testing::contains(warnings.messages()[0], "memory only")) << warnings.text();
-  EXPECT_FALSE(cache.disk_writable());
-  ASSERT_TRUE(cache.lookup(kKey).has_value());
-  EXPECT_EQ(*cache.lookup(kKey), sample_entry());
-  EXPECT_EQ(*cache.lookup(kOtherKey), sample_entry(10));
+  if (warnings.messages().size() != 1) return "expected one warning, got:\n" + warnings.text();
+  const std::string warning = warnings.messages()[0];  // messages() is a copy
+  for (const std::string& part : {cache.directory(), expected_reason, std::string("memory only")}) {
+    if (!testing::contains(warning, part)) return "the warning does not say \"" + part + "\": " + warning;
+  }
+  if (cache.disk_writable()) return "the cache still calls its directory writable";
+  if (cache.lookup(kKey) != std::optional<CacheEntry>(sample_entry()) ||
+      cache.lookup(kOtherKey) != std::optional<CacheEntry>(sample_entry(10))) {
+    return "the entries are not in memory";
+  }
+  return "";
+}
+
+void expect_memory_fallback(KernelCache& cache, const std::string& expected_reason) {
+  EXPECT_EQ(memory_fallback_problem(cache, expected_reason), "");
 }
 
 // A path below a regular file cannot be created, even by root.
@@ -212,11 +225,28 @@ TEST(KernelCache, ReadOnlyDirectoryFallsBackToMemory) {
   const TempDir tmp("fusejit-kc");
   const std::string& dir = tmp.path();
   ASSERT_EQ(chmod(dir.c_str(), 0555), 0);
-  if (std::ofstream(dir + "/probe")) {
-    GTEST_SKIP() << "running as root: chmod 0555 does not stop writes (UncreatableDirectory covers the fallback)";
+  if (!std::ofstream(dir + "/probe")) {
+    KernelCache cache(dir);
+    expect_memory_fallback(cache, "Permission denied");
+    return;
   }
-  KernelCache cache(dir);
-  expect_memory_fallback(cache, "Permission denied");
+  // Root writes into a 0555 directory anyway (CI runs as root): check in a
+  // child process that has given up root for the unprivileged `nobody`.
+  std::filesystem::remove(dir + "/probe");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(77);
+    KernelCache cache(dir);
+    const std::string problem = memory_fallback_problem(cache, "Permission denied");
+    if (!problem.empty()) std::fprintf(stderr, "%s\n", problem.c_str());
+    _exit(problem.empty() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "running as root and cannot switch to the user nobody";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the unprivileged child's cache did not fall back to memory (its stderr above)";
 }
 
 // A full disk: the write fails after writing part of the file.
@@ -229,6 +259,32 @@ TEST(KernelCache, FullDiskFallsBackToMemoryAndLeavesNoTemporaryFile) {
     return absl::ResourceExhaustedError("cannot write " + path + ": No space left on device");
   });
   expect_memory_fallback(cache, "No space left on device");
+  EXPECT_TRUE(list_dir(dir).empty());
+}
+
+// A real failed write rather than a simulated one: a child process whose
+// files may not grow past 100 bytes (RLIMIT_FSIZE: the write fails part
+// way with "File too large", as on a full disk) falls back to memory and
+// leaves no temporary file.
+TEST(KernelCache, AFailedWriteFallsBackToMemoryAndLeavesNoTemporaryFile) {
+  const TempDir tmp("fusejit-kc");
+  const std::string& dir = tmp.path();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // the write returns EFBIG instead of killing the process
+    const rlimit limit{100, 100};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(77);
+    KernelCache cache(dir);
+    const std::string problem = memory_fallback_problem(cache, "File too large");
+    if (!problem.empty()) std::fprintf(stderr, "%s\n", problem.c_str());
+    _exit(problem.empty() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot limit the file size (setrlimit)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's cache did not fall back to memory (its stderr above)";
   EXPECT_TRUE(list_dir(dir).empty());
 }
 
