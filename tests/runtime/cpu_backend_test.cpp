@@ -100,7 +100,7 @@ TEST(CpuBackend, RowKernelsKeepTheirWorkingMemoryBetweenRuns) {
 // A reduction of a value a loop computes accumulates inside that loop: no
 // array of squares and no separate pass over it in LayerNorm; a read is
 // still reduced over its array. Rows whose length is not a multiple of the
-// 16 lanes get a tail loop; others do not. The results match the reference
+// 32 lanes get a tail loop; others do not. The results match the reference
 // either way.
 TEST(CpuBackend, RowReductionsRunInTheLoopThatComputesTheirOperand) {
   for (int64_t n : {int64_t{4096}, int64_t{333}}) {
@@ -115,7 +115,7 @@ TEST(CpuBackend, RowReductionsRunInTheLoopThatComputesTheirOperand) {
     EXPECT_EQ(std::count(body.begin(), body.end(), '#'), 2) << "two reducing loops (#pragma omp simd)\n" << body;
     EXPECT_NE(body.find("fj_reduce_span(r_x,"), std::string::npos) << "max(x) reduces the read's array\n" << body;
     EXPECT_EQ(body.find("a_square"), std::string::npos) << "the squares need no array\n" << body;
-    EXPECT_EQ(body.find("c0 + j < kN") != std::string::npos, n % 16 != 0) << body;
+    EXPECT_EQ(body.find("c0 + j < kN") != std::string::npos, n % kCpuReduceLanes != 0) << body;
     expect_matches_reference(plan, random_inputs(g, 6));
   }
 }
@@ -146,9 +146,9 @@ TEST(CpuBackend, RowKernelsRequestTheNextRowWhenItIsShort) {
 // The same bits as a reduction over an array (fj_reduce_span): graph A
 // reduces a value its loop computes (the reduction joins the loop), graph B
 // reduces the same values given as an input (fj_reduce_span over the read's
-// array). Row lengths with and without a tail of the 16 lanes.
+// array). Row lengths with and without a tail of the 32 lanes.
 TEST(CpuBackend, ReductionsInTheirLoopGiveTheBitsOfASeparatePass) {
-  for (int64_t n : {int64_t{15}, int64_t{16}, int64_t{17}, int64_t{333}, int64_t{4096}}) {
+  for (int64_t n : {int64_t{15}, int64_t{31}, int64_t{32}, int64_t{33}, int64_t{333}, int64_t{4096}}) {
     SCOPED_TRACE(n);
     const Graph a = parse(fmt::format("input x: f32[3, {0}]\ninput b: f32[{0}]\nh = add(x, b)\ne = exp(h)\n"
                                       "s = sum(e)\nm = mean(e)\nmx = max(e)\noutput e, s, m, mx",

@@ -56,6 +56,10 @@ struct CpuKernelSource {
 // and a normal store would first read every line it writes.
 inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
 
+// Lanes of a reduction in generated loops: fj_reduce_span's kLanes
+// (fj_kernel.h), so that a reduction inside a loop gives its bits.
+inline constexpr int kCpuReduceLanes = 32;
+
 // A row kernel requests the next row of its reads while it computes the
 // current one when that row is at most this many bytes (all reads
 // together): it then arrives in the L1/L2 cache in time and does not push

@@ -1,5 +1,7 @@
 #include "codegen/cpu/element_loops.h"
 
+#include "codegen/cpu/cpu_emitter.h"
+
 #include <algorithm>
 #include <optional>
 
@@ -100,13 +102,13 @@ void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
   w.close();
 }
 
-// The loop in blocks of 16 elements, element c + j feeding lane j of each
-// reduction's accumulator, then the tail, then the lanes combined in order:
-// fj_reduce_span's order exactly. `omp simd` (kernels compile with
+// The loop in blocks of kCpuReduceLanes elements, element c + j feeding
+// lane j of each reduction's accumulator, then the tail, then the lanes
+// combined in order: fj_reduce_span's order exactly. `omp simd` (kernels compile with
 // -fopenmp-simd) vectorizes the lanes: without it the compiler may not
 // reorder a float sum.
 void ElementLoops::write_reducing_loop(SourceWriter& w, const Group& group) const {
-  constexpr int kLanes = 16;
+  constexpr int kLanes = kCpuReduceLanes;
   for (int32_t id : group.reductions) {
     const Node& n = g_.node(id);
     w.line("float acc_{}[{}];", n.name, kLanes);

@@ -8,7 +8,7 @@
 // value is stored to its tensor from inside its loop. Dropout runs as one
 // fj_dropout_span call over the array of its operand (Philox draws 4
 // elements per call). A reduction of a value computed in a loop is
-// accumulated inside that loop, in 16 lanes, in fj_reduce_span's order (so
+// accumulated inside that loop, in 32 lanes, in fj_reduce_span's order (so
 // the same bits), rather than in a pass of its own over an array: LayerNorm
 // saves two passes over the row and the array of its squares. Reductions
 // of a read or of a dropout result run over its array with fj_reduce_span.
@@ -38,7 +38,7 @@ struct ElementSpace {
   // (fj_stream_span from its array) rather than stores inside its loop.
   std::function<bool(int32_t)> streams;
   // The count when it is a constant (a row kernel's kN), else -1: a loop
-  // whose count is a multiple of the reductions' 16 lanes has no tail.
+  // whose count is a multiple of the reductions' 32 lanes has no tail.
   int64_t constant_count = -1;
 };
 
