@@ -1,10 +1,9 @@
 #include "codegen/cpu/element_loops.h"
 
-#include "codegen/cpu/cpu_emitter.h"
-
 #include <algorithm>
 #include <optional>
 
+#include "codegen/cpu/cpu_emitter.h"
 #include "codegen/expr.h"
 #include "codegen/kernel_names.h"
 
@@ -104,9 +103,9 @@ void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
 
 // The loop in blocks of kCpuReduceLanes elements, element c + j feeding
 // lane j of each reduction's accumulator, then the tail, then the lanes
-// combined in order: fj_reduce_span's order exactly. `omp simd` (kernels compile with
-// -fopenmp-simd) vectorizes the lanes: without it the compiler may not
-// reorder a float sum.
+// combined in order: fj_reduce_span's order exactly. `omp simd` (kernels
+// compile with -fopenmp-simd) vectorizes the lanes: without it the
+// compiler may not reorder a float sum.
 void ElementLoops::write_reducing_loop(SourceWriter& w, const Group& group) const {
   constexpr int kLanes = kCpuReduceLanes;
   for (int32_t id : group.reductions) {

@@ -21,8 +21,8 @@ static inline void fj_stream32(void* p, fj_bytes32 v) {
 // Asks for a span's cache lines ahead of its use: a row kernel requests
 // the next row while it computes this one, so the row's loads overlap its
 // arithmetic instead of following it (the hardware prefetcher does not
-// cross from one row's short stream to the next soon enough).
-// Every 64-byte line the span touches, from the line its start lies in.
+// cross from one row's short stream to the next soon enough). Every 64-byte
+// line the span touches, from the line its start lies in.
 template <typename T>
 static inline void fj_prefetch_span(const T* p, long long n) {
   const char* const end = reinterpret_cast<const char*>(p + n);
