@@ -143,6 +143,28 @@ TEST(CpuBackend, RowKernelsRequestTheNextRowWhenItIsShort) {
   }
 }
 
+// An f32 row kernel reads its rows where they lie; a 16-bit one converts
+// each row into an f32 array first. Both match the reference, on aligned
+// and on misaligned buffers.
+TEST(CpuBackend, Float32RowsAreReadInPlace) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Graph g = parse(fmt::format("input x: {0}[6, 333]\ninput g: {0}[333]\ny = layer_norm(x, g)\noutput y",
+                                      dtype_name(dtype)));
+    const FusionPlan plan = make_fused_plan(g);
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const std::string source = emit_cpu_kernel(plan, 0).source;
+    const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
+    const bool f32 = dtype == DType::kF32;
+    EXPECT_EQ(body.find("const float* __restrict r_x = p_x + (row * 333);") != std::string::npos, f32) << body;
+    EXPECT_EQ(body.find("const float* __restrict r_g = p_g;") != std::string::npos, f32) << body;
+    EXPECT_EQ(body.find("fj_load_span(p_x") == std::string::npos, f32) << body;
+    EXPECT_EQ(emit_cpu_kernel(plan, 0).scratch_floats, (f32 ? 1 : 3) * 336) << "sub, and for bf16 x and g too";
+    expect_matches_reference(plan, random_inputs(g, 14));
+    expect_matches_reference(plan, random_inputs(g, 15), LoadOptions{.misalign_bytes = 4});
+  }
+}
+
 // The same bits as a reduction over an array (fj_reduce_span): graph A
 // reduces a value its loop computes (the reduction joins the loop), graph B
 // reduces the same values given as an input (fj_reduce_span over the read's

@@ -51,7 +51,7 @@ class RowEmitter {
                               [this](int32_t id) { return streams(g_, id); }, n_});
     std::vector<std::string> arrays;
     for (int32_t id : kernel_.reads) {
-      if (read_is_array(id)) arrays.push_back(read_name(g_, id));
+      if (read_is_array(id) && !read_in_place(id)) arrays.push_back(read_name(g_, id));
     }
     for (int32_t id : loops.arrays()) arrays.push_back(ElementLoops::array_name(g_, id));
     // The arrays, each padded to 64 bytes, are the scratch the runtime passes.
@@ -63,7 +63,11 @@ class RowEmitter {
     for (int32_t id : kernel_.reads) {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
       if (read_is_array(id) && access.same_for_every_row()) {
-        w_.line("fj_load_span({}, {}, kN);", param_name(g_, id), read_name(g_, id));
+        if (read_in_place(id)) {
+          w_.line("const float* __restrict {} = {};", read_name(g_, id), param_name(g_, id));
+        } else {
+          w_.line("fj_load_span({}, {}, kN);", param_name(g_, id), read_name(g_, id));
+        }
       }
     }
     w_.open("for (long long row = begin; row < end; ++row)");
@@ -89,6 +93,10 @@ class RowEmitter {
   bool read_is_array(int32_t id) const {
     return n_ > 1 && tensor_access(g_.node(id).shape, kernel_.iteration).varies_along_row();
   }
+  // An f32 row is already the array its loops want: it is read where it
+  // lies rather than copied into the scratch first (a copy of every row of
+  // every f32 read, 4 KiB per read and row for LayerNorm over 1024).
+  bool read_in_place(int32_t id) const { return g_.node(id).dtype == DType::kF32; }
 
   // The next row of each read that changes from row to row, requested
   // before this row's work (fj_prefetch_span).
@@ -113,6 +121,8 @@ class RowEmitter {
     const std::string offset = row_offset(access, kernel_.iteration, "row");
     if (!read_is_array(id)) {
       w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id), offset);
+    } else if (!access.same_for_every_row() && read_in_place(id)) {
+      w_.line("const float* __restrict {} = {} + {};", read_name(g_, id), param_name(g_, id), offset);
     } else if (!access.same_for_every_row()) {
       w_.line("fj_load_span({} + {}, {}, kN);", param_name(g_, id), offset, read_name(g_, id));
     }
