@@ -33,8 +33,8 @@ using Clock = std::chrono::steady_clock;
 
 int thread_count() { return usable_cpu_count(); }
 
-// Runs body(thread index) on every CPU the process may use and returns the seconds
-// the slowest one took.
+// Runs body(thread index) on every CPU the process may use and returns the
+// seconds the slowest one took.
 double run_parallel(const std::function<void(int)>& body) {
   const int n = thread_count();
   std::vector<std::thread> threads;

@@ -78,8 +78,8 @@ std::optional<int> affinity_cpu_count() {
     const size_t size = CPU_ALLOC_SIZE(cpus);
     CPU_ZERO_S(size, set);
     const int rc = sched_getaffinity(0, size, set);
-    const int count = CPU_COUNT_S(size, set);
     const int error = errno;
+    const int count = CPU_COUNT_S(size, set);
     CPU_FREE(set);
     if (rc == 0) return std::max(1, count);
     if (error != EINVAL) return std::nullopt;
@@ -117,10 +117,10 @@ std::optional<int> cgroup_cpu_limit(const std::string& root, std::string_view pr
     std::istringstream list(controllers);
     for (std::string name; std::getline(list, name, ',');) names.push_back(name);
     if (std::find(names.begin(), names.end(), "cpu") == names.end()) continue;
-    // Mounted under its controllers' names, as systemd and Docker do.
-    for (const std::string& mount : {root + "/" + controllers, root + "/cpu", root + "/cpu,cpuacct"}) {
-      limit = tighter(limit, walk_up(mount, path, v1_limit));
-    }
+    // Mounted under its controllers' names ("cpu,cpuacct"), as systemd and
+    // Docker do, usually with a "cpu" link to it.
+    limit = tighter(limit, walk_up(root + "/" + controllers, path, v1_limit));
+    if (controllers != "cpu") limit = tighter(limit, walk_up(root + "/cpu", path, v1_limit));
   }
   return limit;
 }

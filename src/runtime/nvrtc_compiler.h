@@ -63,8 +63,8 @@ struct CudaSource {
 
 // compile_cuda() for each of `kernels`, several at a time (NVRTC compiles
 // independent programs concurrently; up to `threads`, 0 meaning one per
-// CPU the process may use), so that a plan of many kernels loads in about the time
-// of its slowest. The results are in `kernels` order; when any fails, the
+// CPU the process may use), so that a plan of many kernels loads in about
+// the time of its slowest. The results are in `kernels` order; when any fails, the
 // error of the first that failed (in that order).
 absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<CudaSource>& kernels,
                                                              const CudaCompileOptions& options, KernelCache* cache,

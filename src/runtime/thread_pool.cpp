@@ -20,8 +20,8 @@ ThreadPool& ThreadPool::global() {
         // kernel (and the cost model's calibration) runs slower, not faster.
         if (n > usable) {
           std::fprintf(stderr,
-                       "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d CPUs this process may use; kernels will "
-                       "share cores and run slower\n",
+                       "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d CPUs this process may use; "
+                       "kernels will share cores and run slower\n",
                        n, usable);
         }
         return static_cast<int>(n);

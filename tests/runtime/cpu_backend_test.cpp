@@ -72,6 +72,13 @@ Graph parse(const std::string& text) {
   return g.ok() ? *std::move(g) : Graph();
 }
 
+// The generated source of the plan's first kernel after the embedded
+// helpers: the kernel's own code.
+std::string kernel_body(const FusionPlan& plan) {
+  const std::string source = emit_cpu_kernel(plan, 0).source;
+  return source.substr(source.find("end of fusejit CPU helpers"));
+}
+
 // A row kernel's working arrays come from the plan's per-thread scratch,
 // taken at the first run and kept: rows of 100,000 floats run again use
 // the same memory rather than allocating (and faulting in) 0.4 MB per array
@@ -110,8 +117,7 @@ TEST(CpuBackend, RowReductionsRunInTheLoopThatComputesTheirOperand) {
                                       n));
     const FusionPlan plan = make_fused_plan(g);
     ASSERT_EQ(plan.kernels.size(), 1u);
-    const std::string source = emit_cpu_kernel(plan, 0).source;
-    const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
+    const std::string body = kernel_body(plan);
     EXPECT_EQ(std::count(body.begin(), body.end(), '#'), 2) << "two reducing loops (#pragma omp simd)\n" << body;
     EXPECT_NE(body.find("fj_reduce_span(r_x,"), std::string::npos) << "max(x) reduces the read's array\n" << body;
     EXPECT_EQ(body.find("a_square"), std::string::npos) << "the squares need no array\n" << body;
@@ -132,8 +138,7 @@ TEST(CpuBackend, RowKernelsRequestTheNextRowWhenItIsShort) {
                                       n));
     const FusionPlan plan = make_fused_plan(g);
     ASSERT_EQ(plan.kernels.size(), 1u);
-    const std::string source = emit_cpu_kernel(plan, 0).source;
-    const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
+    const std::string body = kernel_body(plan);
     const bool short_row = n * 4 <= kCpuPrefetchRowBytes;
     EXPECT_EQ(body.find(fmt::format("fj_prefetch_span(p_x + ((row + 1) * {}), kN);", n)) != std::string::npos,
               short_row)
@@ -153,8 +158,7 @@ TEST(CpuBackend, Float32RowsAreReadInPlace) {
                                       dtype_name(dtype)));
     const FusionPlan plan = make_fused_plan(g);
     ASSERT_EQ(plan.kernels.size(), 1u);
-    const std::string source = emit_cpu_kernel(plan, 0).source;
-    const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
+    const std::string body = kernel_body(plan);
     const bool f32 = dtype == DType::kF32;
     EXPECT_EQ(body.find("const float* __restrict r_x = p_x + (row * 333);") != std::string::npos, f32) << body;
     EXPECT_EQ(body.find("const float* __restrict r_g = p_g;") != std::string::npos, f32) << body;
@@ -205,8 +209,7 @@ TEST(CpuBackend, StoredSixteenBitValuesAreRoundedOnceToTheirBits) {
           t, use));
       const FusionPlan plan = make_fused_plan(g);
       ASSERT_EQ(plan.kernels.size(), 1u);
-      const std::string source = emit_cpu_kernel(plan, 0).source;
-      const std::string body = source.substr(source.find("end of fusejit CPU helpers"));
+      const std::string body = kernel_body(plan);
       const std::string to_bits = dtype == DType::kF16 ? "fj_float_to_half_bits" : "fj_float_to_bf16_bits";
       EXPECT_NE(body.find("const uint16_t u_h = " + to_bits + "("), std::string::npos) << body;
       EXPECT_EQ(body.find("fj_round_"), std::string::npos) << "h is rounded twice\n" << body;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 
@@ -212,6 +213,33 @@ void expect_memory_fallback(KernelCache& cache, const std::string& expected_reas
   EXPECT_EQ(memory_fallback_problem(cache, expected_reason), "");
 }
 
+enum class ChildOutcome { kFellBack, kDidNot, kNotPrepared, kCrashed };
+
+std::ostream& operator<<(std::ostream& out, ChildOutcome o) {
+  const char* names[] = {"fell back to memory", "did not fall back to memory", "could not be prepared", "crashed"};
+  return out << names[static_cast<int>(o)];
+}
+
+// memory_fallback_problem() for a cache of `dir` in a child process, after
+// `prepare` has changed what the child may do (false: it could not); the
+// child prints the problem, if any, on its stderr.
+ChildOutcome memory_fallback_in_child(const std::string& dir, const std::function<bool()>& prepare,
+                                      const std::string& expected_reason) {
+  const pid_t pid = fork();
+  if (pid < 0) return ChildOutcome::kCrashed;
+  if (pid == 0) {
+    if (!prepare()) _exit(77);
+    KernelCache cache(dir);
+    const std::string problem = memory_fallback_problem(cache, expected_reason);
+    if (!problem.empty()) std::fprintf(stderr, "%s\n", problem.c_str());
+    _exit(problem.empty() ? 0 : 1);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return ChildOutcome::kCrashed;
+  if (WEXITSTATUS(status) == 77) return ChildOutcome::kNotPrepared;
+  return WEXITSTATUS(status) == 0 ? ChildOutcome::kFellBack : ChildOutcome::kDidNot;
+}
+
 // A path below a regular file cannot be created, even by root.
 TEST(KernelCache, UncreatableDirectoryFallsBackToMemory) {
   const TempDir tmp("fusejit-kc");
@@ -233,20 +261,10 @@ TEST(KernelCache, ReadOnlyDirectoryFallsBackToMemory) {
   // Root writes into a 0555 directory anyway (CI runs as root): check in a
   // child process that has given up root for the unprivileged `nobody`.
   std::filesystem::remove(dir + "/probe");
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(77);
-    KernelCache cache(dir);
-    const std::string problem = memory_fallback_problem(cache, "Permission denied");
-    if (!problem.empty()) std::fprintf(stderr, "%s\n", problem.c_str());
-    _exit(problem.empty() ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "running as root and cannot switch to the user nobody";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the unprivileged child's cache did not fall back to memory (its stderr above)";
+  const ChildOutcome outcome = memory_fallback_in_child(
+      dir, [] { return setgid(65534) == 0 && setuid(65534) == 0; }, "Permission denied");
+  if (outcome == ChildOutcome::kNotPrepared) GTEST_SKIP() << "running as root and cannot switch to the user nobody";
+  EXPECT_EQ(outcome, ChildOutcome::kFellBack) << "the unprivileged child's cache did not (its stderr above)";
 }
 
 // A full disk: the write fails after writing part of the file.
@@ -269,22 +287,16 @@ TEST(KernelCache, FullDiskFallsBackToMemoryAndLeavesNoTemporaryFile) {
 TEST(KernelCache, AFailedWriteFallsBackToMemoryAndLeavesNoTemporaryFile) {
   const TempDir tmp("fusejit-kc");
   const std::string& dir = tmp.path();
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    signal(SIGXFSZ, SIG_IGN);  // the write returns EFBIG instead of killing the process
-    const rlimit limit{100, 100};
-    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(77);
-    KernelCache cache(dir);
-    const std::string problem = memory_fallback_problem(cache, "File too large");
-    if (!problem.empty()) std::fprintf(stderr, "%s\n", problem.c_str());
-    _exit(problem.empty() ? 0 : 1);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot limit the file size (setrlimit)";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's cache did not fall back to memory (its stderr above)";
+  const ChildOutcome outcome = memory_fallback_in_child(
+      dir,
+      [] {
+        signal(SIGXFSZ, SIG_IGN);  // the write returns EFBIG instead of killing the process
+        const rlimit limit{100, 100};
+        return setrlimit(RLIMIT_FSIZE, &limit) == 0;
+      },
+      "File too large");
+  if (outcome == ChildOutcome::kNotPrepared) GTEST_SKIP() << "cannot limit the file size (setrlimit)";
+  EXPECT_EQ(outcome, ChildOutcome::kFellBack) << "the child's cache did not (its stderr above)";
   EXPECT_TRUE(list_dir(dir).empty());
 }
 

@@ -62,13 +62,7 @@ class RowEmitter {
     }
     for (int32_t id : kernel_.reads) {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
-      if (read_is_array(id) && access.same_for_every_row()) {
-        if (read_in_place(id)) {
-          w_.line("const float* __restrict {} = {};", read_name(g_, id), param_name(g_, id));
-        } else {
-          w_.line("fj_load_span({}, {}, kN);", param_name(g_, id), read_name(g_, id));
-        }
-      }
+      if (read_is_array(id) && access.same_for_every_row()) write_array_read(id, param_name(g_, id));
     }
     w_.open("for (long long row = begin; row < end; ++row)");
     write_next_row_prefetch();
@@ -116,15 +110,23 @@ class RowEmitter {
     w_.close();
   }
 
+  // r_NAME, the row of read `id` that starts at `start`, as f32: the row
+  // itself for f32, else converted into its scratch array.
+  void write_array_read(int32_t id, const std::string& start) {
+    if (read_in_place(id)) {
+      w_.line("const float* __restrict {} = {};", read_name(g_, id), start);
+    } else {
+      w_.line("fj_load_span({}, {}, kN);", start, read_name(g_, id));
+    }
+  }
+
   void write_row_read(int32_t id) {
     const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
     const std::string offset = row_offset(access, kernel_.iteration, "row");
     if (!read_is_array(id)) {
       w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id), offset);
-    } else if (!access.same_for_every_row() && read_in_place(id)) {
-      w_.line("const float* __restrict {} = {} + {};", read_name(g_, id), param_name(g_, id), offset);
     } else if (!access.same_for_every_row()) {
-      w_.line("fj_load_span({} + {}, {}, kN);", param_name(g_, id), offset, read_name(g_, id));
+      write_array_read(id, fmt::format("{} + {}", param_name(g_, id), offset));
     }
   }
 
