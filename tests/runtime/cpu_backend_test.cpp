@@ -169,6 +169,57 @@ TEST(CpuBackend, Float32RowsAreReadInPlace) {
   }
 }
 
+// The same for pointwise tiles: f32 spans are read where they lie (dense,
+// broadcast along rows and as a per-row value), 16-bit ones are converted
+// into arrays; both checked against the reference with odd row lengths
+// and misaligned buffers.
+TEST(CpuBackend, Float32PointwiseTilesAreReadInPlace) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Graph g = parse(fmt::format("input x: {0}[5, 333]\ninput b: {0}[333]\ninput s: {0}[5, 1]\n"
+                                      "h = add(x, b)\ny = mul(h, s)\noutput y",
+                                      dtype_name(dtype)));
+    const FusionPlan plan = make_fused_plan(g);
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const std::string body = kernel_body(plan);
+    const bool f32 = dtype == DType::kF32;
+    EXPECT_EQ(body.find("const float* __restrict r_x = p_x + i;") != std::string::npos, f32) << body;
+    EXPECT_EQ(body.find("const float* __restrict r_b = p_b + col;") != std::string::npos, f32) << body;
+    EXPECT_EQ(body.find("fj_load_span(") == std::string::npos, f32) << body;
+    EXPECT_NE(body.find("const float r_s = fj_to_float(p_s[(row)]);"), std::string::npos) << body;
+    expect_matches_reference(plan, random_inputs(g, 16));
+    expect_matches_reference(plan, random_inputs(g, 17), LoadOptions{.misalign_bytes = 4});
+  }
+  // Every operand dense: the space is one long row of tiles.
+  const Graph dense = parse("input x: f32[7, 1001]\ninput r: f32[7, 1001]\ny = add(x, r)\noutput y");
+  const FusionPlan plan = make_fused_plan(dense);
+  EXPECT_NE(kernel_body(plan).find("const float* __restrict r_r = p_r + i;"), std::string::npos) << kernel_body(plan);
+  expect_matches_reference(plan, random_inputs(dense, 18), LoadOptions{.misalign_bytes = 4});
+}
+
+// Outputs of 16 MiB and more are written with streaming stores
+// (fj_stream_span, its f32 overload straight from the array): every
+// element lands, from row and pointwise kernels, for rows whose starts
+// fall at every 4-byte offset within the 32-byte stores, with the buffers
+// aligned and misaligned.
+TEST(CpuBackend, StreamedOutputsMatchTheReference) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const int64_t rows = dtype == DType::kF32 ? 1024 : 2048;
+    const Graph g = parse(fmt::format("input x: {0}[{1}, 4099]\ninput res: {0}[{1}, 4099]\nr = add(x, res)\n"
+                                      "y = layer_norm(r)\noutput r, y",
+                                      dtype_name(dtype), rows));
+    ASSERT_GE(g.node(g.outputs()[0]).shape.numel() * dtype_size(dtype), kCpuStreamingStoreBytes);
+    for (const FusionPlan& plan : {make_fused_plan(g), make_unfused_plan(g)}) {
+      for (size_t k = 0; k < plan.kernels.size(); ++k) {
+        EXPECT_NE(emit_cpu_kernel(plan, k).source.find("fj_stream_span(p_"), std::string::npos) << k;
+      }
+      expect_matches_reference(plan, random_inputs(g, 19));
+      expect_matches_reference(plan, random_inputs(g, 20), LoadOptions{.misalign_bytes = 4});
+    }
+  }
+}
+
 // The same bits as a reduction over an array (fj_reduce_span): graph A
 // reduces a value its loop computes (the reduction joins the loop), graph B
 // reduces the same values given as an input (fj_reduce_span over the read's

@@ -20,6 +20,13 @@ using emit::write_header;
 // Whether written tensor `id` is large enough for streaming stores.
 bool streams(const Graph& graph, int32_t id);
 
+// Whether a read that varies along the loop is used where it lies instead
+// of being converted into an f32 array first: an f32 span already is that
+// array, and copying it cost a pointwise f32 add half its bandwidth (the
+// copy into a stack array and the loads of the next span alias in the
+// store buffer).
+inline bool read_in_place(const Graph& graph, int32_t id) { return graph.node(id).dtype == DType::kF32; }
+
 // The helpers between their marker lines.
 void write_helpers(SourceWriter& w);
 // Opens the kernel's entry point, declares one typed pointer per parameter

@@ -2,9 +2,10 @@
 // space, walked in tiles of at most kCpuTile elements that never cross a row
 // (so a broadcast [N] operand is one contiguous span of the tile's columns,
 // and an [M, 1] operand one value). When every operand is dense, the space
-// is one long row and tiles are limited only by kCpuTile. Each tile: load
-// every read into an f32 array, then the nodes as element_loops.h writes
-// them (one loop for a chain of elementwise ops, stores inside it).
+// is one long row and tiles are limited only by kCpuTile. Each tile: point
+// at f32 reads where they lie and convert 16-bit ones into f32 arrays, then
+// the nodes as element_loops.h writes them (one loop for a chain of
+// elementwise ops, stores inside it).
 #include <algorithm>
 
 #include "codegen/cpu/cpu_emit_common.h"
@@ -45,7 +46,7 @@ class PointwiseEmitter {
     w_.line("constexpr long long kCols = {};", cols_);
     w_.line("constexpr long long kTile = {};", kCpuTile);
     for (int32_t id : kernel_.reads) {
-      if (varies(id)) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));
+      if (varies(id) && !read_in_place(g_, id)) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));
     }
     const ElementLoops loops(g_, kernel_,
                              {"n", "i", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); },
@@ -69,7 +70,7 @@ class PointwiseEmitter {
   }
 
  private:
-  // Whether read `id` changes along a tile (then it is loaded as an array);
+  // Whether read `id` changes along a tile (then it is an array);
   // otherwise it is one value per row (or per kernel).
   bool varies(int32_t id) const {
     if (collapsed_) return g_.node(id).shape.numel() != 1;
@@ -88,7 +89,9 @@ class PointwiseEmitter {
 
   void write_reads() {
     for (int32_t id : kernel_.reads) {
-      if (varies(id)) {
+      if (varies(id) && read_in_place(g_, id)) {
+        w_.line("const float* __restrict {} = {} + {};", read_name(g_, id), param_name(g_, id), offset(id));
+      } else if (varies(id)) {
         w_.line("fj_load_span({} + {}, {}, n);", param_name(g_, id), offset(id), read_name(g_, id));
       } else {
         w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id), offset(id));

@@ -87,10 +87,9 @@ class RowEmitter {
   bool read_is_array(int32_t id) const {
     return n_ > 1 && tensor_access(g_.node(id).shape, kernel_.iteration).varies_along_row();
   }
-  // An f32 row is already the array its loops want: it is read where it
-  // lies rather than copied into the scratch first (a copy of every row of
-  // every f32 read, 4 KiB per read and row for LayerNorm over 1024).
-  bool read_in_place(int32_t id) const { return g_.node(id).dtype == DType::kF32; }
+  // An f32 row is already the array its loops want (a copy would be 4 KiB
+  // per read and row for LayerNorm over 1024).
+  bool read_in_place(int32_t id) const { return cpu_emit::read_in_place(g_, id); }
 
   // The next row of each read that changes from row to row, requested
   // before this row's work (fj_prefetch_span).
