@@ -21,6 +21,7 @@
 
 #include "cost/device.h"
 #include "cost/host_cpu.h"
+#include "cost/streaming_copy.h"
 #include "fusejit_version.h"
 #include "ir/cpu_count.h"
 #include "ir/counted.h"
@@ -67,7 +68,8 @@ int64_t cache_size(int level) {
   return 0;
 }
 
-// Copy bandwidth counted as STREAM does: bytes read + bytes written.
+// Copy bandwidth counted as STREAM does: bytes read + bytes written, with
+// streaming stores (streaming_copy.h says why).
 double measure_copy_gbps(int64_t bytes) {
   const int n = thread_count();
   const int64_t per_thread = bytes / n;
@@ -78,7 +80,7 @@ double measure_copy_gbps(int64_t bytes) {
   });
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
-    best = std::min(best, run_parallel([&](int t) { std::memcpy(dst[t].data(), src[t].data(), per_thread); }));
+    best = std::min(best, run_parallel([&](int t) { streaming_copy(dst[t].data(), src[t].data(), per_thread); }));
   }
   return 2.0 * static_cast<double>(per_thread * n) / best / 1e9;
 }
@@ -157,12 +159,16 @@ double measure_launch_us() {
 double weight(Op op) { return op_info(op).flops; }
 
 
+// How the bandwidth was measured; a file measured another way (a memcpy
+// before 2026-12-01, a quarter low) is measured again.
+constexpr const char* kCopyMethod = "streaming stores";
+
 nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
   nlohmann::json classes;
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
   }
-  return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()},
+  return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()}, {"copy", kCopyMethod},
           {"bandwidth_gbps", d.bandwidth_gbps}, {"peak_f32_tflops", d.peak_f32_tflops},
           {"launch_overhead_us", d.launch_overhead_us}, {"class_tflops", classes}};
 }
@@ -170,7 +176,7 @@ nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
 // The cached spec, if the file exists, parses, and describes this machine.
 std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& model) {
   if (j.value("fusejit", "") != FUSEJIT_VERSION || j.value("cpu", "") != model ||
-      j.value("threads", 0) != thread_count()) {
+      j.value("threads", 0) != thread_count() || j.value("copy", "") != kCopyMethod) {
     return std::nullopt;
   }
   DeviceSpec d = cpu_identity();
@@ -249,7 +255,7 @@ DeviceSpec cpu_device() {
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     why = "its cache file is not JSON";
     if (!j.is_discarded()) {
-      why = "its cache file was measured for another CPU, thread count or fusejit version, or is damaged";
+      why = "its cache file was measured for another CPU, thread count, fusejit version or copy method, or is damaged";
       try {
         if (auto d = from_json(j, model)) return *d;
       } catch (const nlohmann::json::exception&) {

@@ -124,7 +124,8 @@ class Backend {
 
   // The memory ceiling, measured now: bandwidth in GB/s (1e9 bytes/s, read
   // plus write bytes) of a copy of `bytes` bytes (device to device on a GPU,
-  // a multi-threaded copy on the CPU), the best of a few repetitions.
+  // a multi-threaded copy with streaming stores on the CPU), the best of a few
+  // repetitions.
   virtual absl::StatusOr<double> measure_copy_gbps(int64_t bytes) = 0;
   // Evicts the last-level cache (streams a buffer larger than it through
   // it), so that the next kernel reads its inputs from memory. On a GPU the

@@ -90,7 +90,7 @@ std::string format_bench(const BenchResult& r) {
   t += fmt::format(
       "memory ceiling: {:.1f} GB/s, a {} copy of {} measured in this run{}; the unfused plan moves {} per run "
       "({})\n",
-      r.ceiling_gbps, r.backend == "cpu" ? "multi-threaded" : "device-to-device", binary_size(r.copy_bytes),
+      r.ceiling_gbps, r.backend == "cpu" ? "multi-threaded streaming" : "device-to-device", binary_size(r.copy_bytes),
       r.device.measured ? " (the predictions' bandwidth)" : "", binary_size(r.working_set_bytes), against_cache);
   t += fmt::format("timing: {} repetitions after a warm-up, cache flushed before every kernel; median (and min) of each\n",
                    r.reps);
