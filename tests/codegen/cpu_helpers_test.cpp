@@ -593,8 +593,9 @@ std::vector<JitLoop> jit_loops() {
 // Scalar std:: versions and the span helper, for the throughput report and
 // the dropout check (not themselves expected to vectorise).
 const char* const kJitExtras = R"(
-struct jit_max_combine {
+struct jit_max_combine {  // as row kernels emit their combiners: for a float and for lanes
   float operator()(float acc, float x) const { return fj_maximum(acc, x); }
+  fj_vec operator()(fj_vec acc, fj_vec x) const { return fj_maximum(acc, x); }
 };
 float jit_reduce_max(const float* x, int64_t n) { return fj_reduce_span(x, n, -FJ_INFINITY, jit_max_combine()); }
 int jit_philox_avx2() { return FJ_PHILOX_AVX2; }
@@ -709,10 +710,9 @@ void CpuHelpersJit::expect_every_loop_vectorised() const {
   if (!avx2_philox) {
     expect_header_loop_vectorised("fj_philox.h", "for (int64_t g = 0; g < run; ++g)", "fj_dropout_span's group loop");
   }
-  // Instantiated here for the NaN-propagating max only (the SLP vectoriser
-  // left that one scalar).
-  expect_header_loop_vectorised("fj_kernel.h", "for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], v[c + j]);",
-                                "fj_reduce_span's max");
+  // fj_reduce_span is not among the loops: its lanes are fj_vec values
+  // (vector types), vector code whatever the vectoriser decides, and its
+  // NaN-propagating max is checked bit for bit below.
 }
 
 void CpuHelpersJit::expect_accurate() const {
@@ -878,7 +878,9 @@ TEST_P(CpuHelpersJit, CompiledLikeKernelsVectorisedAndExact) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{1000}, static_cast<int64_t>(xs.size())}) {
       EXPECT_EQ(reduce_max(xs.data(), n), *std::max_element(xs.begin(), xs.begin() + n)) << "n " << n;
     }
-    for (int64_t at : {int64_t{0}, int64_t{7}, int64_t{16}, int64_t{999}}) {
+    // A NaN in the first and in a later vector of lanes, in the last lane,
+    // in a later step and in the tail.
+    for (int64_t at : {int64_t{0}, int64_t{7}, int64_t{16}, int64_t{24}, int64_t{31}, int64_t{63}, int64_t{999}}) {
       std::vector<float> with_nan(xs.begin(), xs.begin() + 1000);
       with_nan[at] = std::numeric_limits<float>::quiet_NaN();
       EXPECT_TRUE(std::isnan(reduce_max(with_nan.data(), 1000))) << "NaN at " << at;

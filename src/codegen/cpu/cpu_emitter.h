@@ -56,8 +56,9 @@ struct CpuKernelSource {
 // and a normal store would first read every line it writes.
 inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
 
-// Lanes of a reduction in generated loops: fj_reduce_span's kLanes
-// (fj_kernel.h), so that a reduction inside a loop gives its bits.
+// Lanes of a reduction in generated loops: kFjReduceLanes (fj_kernel.h),
+// the lanes of fj_reduce_span, so that a reduction inside a loop gives its
+// bits.
 inline constexpr int kCpuReduceLanes = 32;
 
 // A row kernel requests the next row of its reads while it computes the

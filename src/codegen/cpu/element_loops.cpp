@@ -97,35 +97,42 @@ void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
     return;
   }
   w.open("for (long long c = 0; c < {}; ++c)", space_.count);
-  write_loop_body(w, group);
+  write_loop_body(w, group, "");
   w.close();
 }
 
 // The loop in blocks of kCpuReduceLanes elements, element c + j feeding
 // lane j of each reduction's accumulator, then the tail, then the lanes
-// combined in order: fj_reduce_span's order exactly. `omp simd` (kernels
-// compile with -fopenmp-simd) vectorizes the lanes: without it the
-// compiler may not reorder a float sum.
+// combined in order: fj_reduce_span's order exactly. A block's values go to
+// a float[32] (`omp simd`, as kernels compile with -fopenmp-simd, vectorizes
+// the block: without it the compiler may not reorder a float sum), which
+// fj_lanes_combine adds to accumulators held in vector registers.
 void ElementLoops::write_reducing_loop(SourceWriter& w, const Group& group) const {
   constexpr int kLanes = kCpuReduceLanes;
   for (int32_t id : group.reductions) {
     const Node& n = g_.node(id);
+    w.line("fj_lanes lanes_{} = fj_lanes_fill({});", n.name, reduce_identity(n));
     w.line("float acc_{}[{}];", n.name, kLanes);
-    w.line("for (int j = 0; j < {}; ++j) acc_{}[j] = {};", kLanes, n.name, reduce_identity(n));
   }
   w.open("");
   w.line("long long c0 = 0;");
   w.open("for (; c0 + {0} <= {1}; c0 += {0})", kLanes, space_.count);
+  for (int32_t id : group.reductions) w.line("float step_{}[{}];", g_.node(id).name, kLanes);
   w.line("#pragma omp simd");
   w.open("for (int j = 0; j < {}; ++j)", kLanes);
   w.line("const long long c = c0 + j;");
-  write_loop_body(w, group);
+  write_loop_body(w, group, "step_{0}[j] = {1};");
   w.close();
+  for (int32_t id : group.reductions) {
+    const Node& n = g_.node(id);
+    w.line("fj_lanes_combine(lanes_{0}, step_{0}, fj_combine_{0}());", n.name);
+  }
   w.close();
+  for (int32_t id : group.reductions) w.line("fj_lanes_store(lanes_{0}, acc_{0});", g_.node(id).name);
   if (space_.constant_count < 0 || space_.constant_count % kLanes != 0) {
     w.open("for (int j = 0; c0 + j < {}; ++j)", space_.count);
     w.line("const long long c = c0 + j;");
-    write_loop_body(w, group);
+    write_loop_body(w, group, "acc_{0}[j] = fj_combine_{0}()(acc_{0}[j], {1});");
     w.close();
   }
   w.close();
@@ -161,7 +168,7 @@ static std::optional<BitsConversion> bits_conversion(DType dtype) {
   return std::nullopt;
 }
 
-void ElementLoops::write_loop_body(SourceWriter& w, const Group& group) const {
+void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::string_view reduction_step) const {
   for (int32_t id : group.nodes) {
     const Node& n = g_.node(id);
     std::vector<std::string> operands;
@@ -192,7 +199,7 @@ void ElementLoops::write_loop_body(SourceWriter& w, const Group& group) const {
   }
   for (int32_t id : group.reductions) {
     const Node& n = g_.node(id);
-    w.line("acc_{0}[j] = fj_combine_{0}()(acc_{0}[j], {1});", n.name, operand(n.operands.at(0), group));
+    w.line(fmt::runtime(reduction_step), n.name, operand(n.operands.at(0), group));
   }
 }
 

@@ -17,6 +17,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/source_writer.h"
@@ -66,7 +67,10 @@ class ElementLoops {
   bool per_element_operand(const Node& n) const;
   bool streamed(int32_t id) const;
   void write_loop(SourceWriter& w, const Group& group) const;
-  void write_loop_body(SourceWriter& w, const Group& group) const;
+  // `reduction_step` is the statement that feeds element c's operand of
+  // each attached reduction to lane j ({0}: the reduction's name, {1}: the
+  // operand).
+  void write_loop_body(SourceWriter& w, const Group& group, std::string_view reduction_step) const;
   void write_reducing_loop(SourceWriter& w, const Group& group) const;
   void write_reduce_result(SourceWriter& w, int32_t id, const std::string& total) const;
   void write_stores_of_arrays(SourceWriter& w) const;

@@ -44,35 +44,61 @@ static inline void fj_fill_span(float* __restrict v, float value, long long n) {
   for (long long c = 0; c < n; ++c) v[c] = value;
 }
 
-// Reduces v[0, n) with Combine, in kLanes interleaved partial results (so
-// that the loop vectorizes whatever Combine is: the compiler may not
-// reassociate float additions by itself), then combines the lanes in order.
-// 32 lanes are two AVX-512 vectors (four AVX2 ones): two independent chains
-// of additions hide an addition's latency, which one chain of 16 lanes
-// waited on (LayerNorm's row kernel ran 18% faster with 32, with AVX2 the
-// same; kCpuReduceLanes in cpu_emitter.h is the same number).
+// The 32 partial results of a reduction (kCpuReduceLanes in
+// cpu_emitter.h), lane j accumulating elements j, j + 32, j + 64, ... and
+// the lanes combined in order at the end: the order fixes the bits, the
+// same for any vector width. Held as fj_vec registers: a float[32]
+// accumulator indexed in the vectorized loop was kept on the stack, every
+// step a store and a reload on the chain of dependent additions (LayerNorm's
+// row kernel spent about a third of its time there). The combiners have an
+// overload for fj_vec that does lane by lane what the float one does.
+constexpr int kFjReduceLanes = 32;
+constexpr int kFjVecLanes = static_cast<int>(sizeof(fj_vec) / sizeof(float));
+struct fj_lanes {
+  fj_vec v[kFjReduceLanes / kFjVecLanes];
+};
+
+static inline fj_lanes fj_lanes_fill(float x) {
+  fj_lanes acc;
+  for (int k = 0; k < kFjReduceLanes / kFjVecLanes; ++k) {
+    for (int i = 0; i < kFjVecLanes; ++i) acc.v[k][i] = x;
+  }
+  return acc;
+}
+
+// Lane j of acc combined with values[j], for the 32 values of one step.
+template <typename Combine>
+static inline void fj_lanes_combine(fj_lanes& acc, const float* values, Combine combine) {
+#pragma GCC unroll 8
+  for (int k = 0; k < kFjReduceLanes / kFjVecLanes; ++k) {
+    fj_vec x;
+    __builtin_memcpy(&x, values + k * kFjVecLanes, sizeof x);
+    acc.v[k] = combine(acc.v[k], x);
+  }
+}
+
+// The lanes as 32 floats, for a tail of fewer than 32 elements and the
+// final combination.
+static inline void fj_lanes_store(const fj_lanes& acc, float* lanes) { __builtin_memcpy(lanes, acc.v, sizeof acc.v); }
+
+// Reduces v[0, n) with Combine in the 32 lanes (so that the loop
+// vectorizes whatever Combine is: the compiler may not reassociate float
+// additions by itself), then combines the lanes in order. 32 lanes are
+// two AVX-512 vectors (four AVX2 ones): independent chains of additions
+// hide an addition's latency, which one chain of 16 lanes waited on.
 // The order differs from a sequential sum, like any parallel reduction; the
 // partial sums also make the rounding error grow more slowly than one
 // running sum does.
 template <typename Combine>
 static inline float fj_reduce_span(const float* __restrict v, long long n, float identity, Combine combine) {
-  constexpr int kLanes = 32;
-  float acc[kLanes];
-  for (int j = 0; j < kLanes; ++j) acc[j] = identity;
+  fj_lanes lanes = fj_lanes_fill(identity);
   long long c = 0;
-  for (; c + kLanes <= n; c += kLanes) {
-    // Without the pragma GCC unrolls the lanes and leaves them to the SLP
-    // vectoriser, which gives up on a NaN-propagating max (compare, or,
-    // select on bits): the max of a softmax ran one element at a time, at
-    // a third of the kernel's time. omp simd (the kernels compile with
-    // -fopenmp-simd) has the lanes vectorised as a loop; they are
-    // independent, so the result is the same.
-#pragma omp simd
-    for (int j = 0; j < kLanes; ++j) acc[j] = combine(acc[j], v[c + j]);
-  }
+  for (; c + kFjReduceLanes <= n; c += kFjReduceLanes) fj_lanes_combine(lanes, v + c, combine);
+  float acc[kFjReduceLanes];
+  fj_lanes_store(lanes, acc);
   for (int j = 0; c < n; ++c, ++j) acc[j] = combine(acc[j], v[c]);
   float total = acc[0];
-  for (int j = 1; j < kLanes; ++j) total = combine(total, acc[j]);
+  for (int j = 1; j < kFjReduceLanes; ++j) total = combine(total, acc[j]);
   return total;
 }
 

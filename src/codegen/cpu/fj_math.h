@@ -118,6 +118,21 @@ static inline float fj_relu(float x) { return fj_detail_select(!(x <= 0.0f), x, 
 static inline float fj_maximum(float a, float b) { return fj_detail_select((a > b) | (a != a), a, b); }
 static inline float fj_minimum(float a, float b) { return fj_detail_select((a < b) | (a != a), a, b); }
 
+// A vector of floats as wide as the CPU's: the lanes of a reduction's
+// accumulator (fj_lanes in fj_kernel.h). GCC's vector extension: the
+// operators act lane by lane and the variable lives in a register, where a
+// float array indexed inside a vectorized loop lived on the stack.
+#if defined(__AVX512F__)
+typedef float fj_vec __attribute__((vector_size(64)));
+#elif defined(__AVX__)
+typedef float fj_vec __attribute__((vector_size(32)));
+#else
+typedef float fj_vec __attribute__((vector_size(16)));
+#endif
+// The float overloads above, lane by lane (a comparison gives a lane mask).
+static inline fj_vec fj_maximum(fj_vec a, fj_vec b) { return ((a > b) | (a != a)) ? a : b; }
+static inline fj_vec fj_minimum(fj_vec a, fj_vec b) { return ((a < b) | (a != a)) ? a : b; }
+
 // ---------------------------------------------------------------------------
 // Building blocks in float.
 

@@ -37,7 +37,9 @@ class RowEmitter {
       const Node& n = g_.node(id);
       if (n.info().kind != OpKind::kReduce) continue;
       w_.open("struct fj_combine_{}", n.name);
+      // The same expression for one float and for a vector of lanes (fj_lanes).
       w_.line("float operator()(float acc, float x) const {{ return {}; }}", reduce_combine(n, "acc", "x"));
+      w_.line("fj_vec operator()(fj_vec acc, fj_vec x) const {{ return {}; }}", reduce_combine(n, "acc", "x"));
       w_.close(";");
     }
     w_.blank();
