@@ -13,6 +13,7 @@
 
 #include "fusejit.h"
 #include "codegen/cpu/cpu_emitter.h"
+#include "codegen/expr.h"
 #include "runtime/host_compiler.h"
 #include "runtime/thread_pool.h"
 #include "runtime/worker_scratch.h"
@@ -75,6 +76,7 @@ Graph parse(const std::string& text) {
 // The generated source of the plan's first kernel after the embedded
 // helpers: the kernel's own code.
 std::string kernel_body(const FusionPlan& plan) {
+  EXPECT_EQ(plan.kernels.size(), 1u) << "the body of the first of several kernels";
   const std::string source = emit_cpu_kernel(plan, 0).source;
   return source.substr(source.find("end of fusejit CPU helpers"));
 }
@@ -169,26 +171,43 @@ TEST(CpuBackend, Float32RowsAreReadInPlace) {
   }
 }
 
-// The same for pointwise tiles: f32 spans are read where they lie (dense,
-// broadcast along rows and as a per-row value), 16-bit ones are converted
-// into arrays; both checked against the reference with odd row lengths
-// and misaligned buffers.
-TEST(CpuBackend, Float32PointwiseTilesAreReadInPlace) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+// Pointwise tiles read their spans where they lie (dense, broadcast along
+// rows; a per-row operand is one value): f32 as the floats they are, a
+// 16-bit span widened where the loop uses it. Only a 16-bit read that
+// dropout takes as a whole is converted into an f32 array. All checked
+// against the reference with odd row lengths and misaligned buffers.
+TEST(CpuBackend, PointwiseTilesAreReadWhereTheyLie) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(dtype_name(dtype));
+    const std::string type(storage_type(dtype));
     const Graph g = parse(fmt::format("input x: {0}[5, 333]\ninput b: {0}[333]\ninput s: {0}[5, 1]\n"
                                       "h = add(x, b)\ny = mul(h, s)\noutput y",
                                       dtype_name(dtype)));
     const FusionPlan plan = make_fused_plan(g);
-    ASSERT_EQ(plan.kernels.size(), 1u);
     const std::string body = kernel_body(plan);
+    EXPECT_NE(body.find("const " + type + "* __restrict r_x = p_x + i;"), std::string::npos) << body;
+    EXPECT_NE(body.find("const " + type + "* __restrict r_b = p_b + col;"), std::string::npos) << body;
     const bool f32 = dtype == DType::kF32;
-    EXPECT_EQ(body.find("const float* __restrict r_x = p_x + i;") != std::string::npos, f32) << body;
-    EXPECT_EQ(body.find("const float* __restrict r_b = p_b + col;") != std::string::npos, f32) << body;
-    EXPECT_EQ(body.find("fj_load_span(") == std::string::npos, f32) << body;
+    EXPECT_NE(body.find(f32 ? "((r_x[c]) + " : "((fj_to_float(r_x[c])) + "), std::string::npos) << body;
+    EXPECT_EQ(body.find("fj_load_span("), std::string::npos) << body;
     EXPECT_NE(body.find("const float r_s = fj_to_float(p_s[(row)]);"), std::string::npos) << body;
     expect_matches_reference(plan, random_inputs(g, 16));
     expect_matches_reference(plan, random_inputs(g, 17), LoadOptions{.misalign_bytes = 4});
+
+    // Dropout of a read takes its span whole (fj_dropout_span): an f32
+    // span where it lies, a 16-bit one converted first, and the loop's
+    // element-wise use of the same read (mul) takes the converted array;
+    // the other read (r) is widened in the loop.
+    const Graph d = parse(fmt::format("input x: {0}[3, 1001]\ninput r: {0}[3, 1001]\n"
+                                      "k = dropout(x, p=0.25, seed=5)\ny = add(k, r)\nz = mul(y, x)\noutput z",
+                                      dtype_name(dtype)));
+    const FusionPlan dropout_plan = make_fused_plan(d);
+    const std::string dropout_body = kernel_body(dropout_plan);
+    EXPECT_EQ(dropout_body.find("fj_load_span(p_x + i, r_x, n);") != std::string::npos, !f32) << dropout_body;
+    EXPECT_EQ(dropout_body.find("fj_load_span(p_r"), std::string::npos) << dropout_body;
+    EXPECT_NE(dropout_body.find(f32 ? " + (r_r[c]))" : " + (fj_to_float(r_r[c])))"), std::string::npos) << dropout_body;
+    EXPECT_NE(dropout_body.find(" * (r_x[c]))"), std::string::npos) << dropout_body;
+    expect_matches_reference(dropout_plan, random_inputs(d, 18), LoadOptions{.misalign_bytes = 2});
   }
   // Every operand dense: the space is one long row of tiles.
   const Graph dense = parse("input x: f32[7, 1001]\ninput r: f32[7, 1001]\ny = add(x, r)\noutput y");

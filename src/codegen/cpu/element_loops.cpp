@@ -58,6 +58,10 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
     if (groups_[gi].step == Step::kAttached) continue;  // its operand is in its loop
     for (int32_t id : groups_[gi].nodes) {
       if (groups_[gi].step == Step::kDropout) need_array(id);
+      if (groups_[gi].step == Step::kDropout || groups_[gi].step == Step::kReduce) {
+        const Operand& o = g_.node(id).operands.at(0);
+        if (!o.is_literal() && !in_kernel(kernel_, o.node)) whole_array_reads_.insert(o.node);
+      }
       for (const Operand& o : g_.node(id).operands) {
         if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
         if (group_of_[static_cast<size_t>(o.node)] != static_cast<int>(gi) || groups_[gi].step != Step::kLoop) {
@@ -78,12 +82,18 @@ bool ElementLoops::per_element_operand(const Node& n) const {
 
 std::string ElementLoops::array_name(const Graph& graph, int32_t id) { return "a_" + graph.node(id).name; }
 
+bool ElementLoops::widens_in_loop(int32_t read) const {
+  return space_.widen_reads_in_loop && g_.node(read).dtype != DType::kF32 && !whole_array_reads_.contains(read);
+}
+
 // The operand as seen from inside `group`: a local of the same loop, an
 // array element, or one value.
 std::string ElementLoops::operand(const Operand& o, const Group& group) const {
   if (o.is_literal()) return "";
   if (!in_kernel(kernel_, o.node)) {
-    return space_.per_element(o.node) ? read_name(g_, o.node) + "[c]" : read_name(g_, o.node);
+    if (!space_.per_element(o.node)) return read_name(g_, o.node);
+    const std::string element = read_name(g_, o.node) + "[c]";
+    return widens_in_loop(o.node) ? "fj_to_float(" + element + ")" : element;
   }
   if (!space_.per_element(o.node)) return value_name(g_, o.node);
   const bool same_loop = group.step == Step::kLoop &&

@@ -41,6 +41,13 @@ struct ElementSpace {
   // The count when it is a constant (a row kernel's kN), else -1: a loop
   // whose count is a multiple of the reductions' 32 lanes has no tail.
   int64_t constant_count = -1;
+  // Whether a 16-bit read is widened where a loop uses it
+  // (fj_to_float(r_NAME[c]), r_NAME pointing at its storage) instead of
+  // being converted into an f32 array first. Pointwise tiles: the array
+  // cost a bf16 add a quarter of its time. Row kernels keep the array, as a
+  // row is used by several passes. A read that dropout or a reduction
+  // takes as a whole array keeps it either way.
+  bool widen_reads_in_loop = false;
 };
 
 class ElementLoops {
@@ -50,6 +57,9 @@ class ElementLoops {
   // Kernel values that need an f32 array of `count` floats ("a_NAME").
   const std::vector<int32_t>& arrays() const { return arrays_; }
   static std::string array_name(const Graph& graph, int32_t id);
+  // Whether read `id` is widened inside the loops (ElementSpace::
+  // widen_reads_in_loop): then r_NAME is a pointer to its storage type.
+  bool widens_in_loop(int32_t read) const;
   // Writes every node of the kernel, in order, and stores its writes.
   void write(SourceWriter& w) const;
 
@@ -81,6 +91,7 @@ class ElementLoops {
   std::vector<Group> groups_;
   std::vector<int32_t> arrays_;
   std::set<int32_t> array_set_;
+  std::set<int32_t> whole_array_reads_;  // reads that dropout or a reduction takes as an array
   std::vector<int> group_of_;  // by node id, -1 outside the kernel
 };
 

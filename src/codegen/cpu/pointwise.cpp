@@ -3,8 +3,9 @@
 // (so a broadcast [N] operand is one contiguous span of the tile's columns,
 // and an [M, 1] operand one value). When every operand is dense, the space
 // is one long row and tiles are limited only by kCpuTile. Each tile: point
-// at f32 reads where they lie and convert 16-bit ones into f32 arrays, then
-// the nodes as element_loops.h writes them (one loop for a chain of
+// at its reads where they lie (a 16-bit one is widened where the loop uses
+// it; only one that dropout takes whole is converted into an f32 array),
+// then the nodes as element_loops.h writes them (one loop for a chain of
 // elementwise ops, stores inside it).
 #include <algorithm>
 
@@ -45,12 +46,13 @@ class PointwiseEmitter {
     open_entry(w_, g_, kernel_, out.params);
     w_.line("constexpr long long kCols = {};", cols_);
     w_.line("constexpr long long kTile = {};", kCpuTile);
+    ElementSpace space{"n", "i", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); },
+                       [this](int32_t id) { return streams(g_, id); }};
+    space.widen_reads_in_loop = true;
+    const ElementLoops loops(g_, kernel_, std::move(space));
     for (int32_t id : kernel_.reads) {
-      if (varies(id) && !read_in_place(g_, id)) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));
+      if (read_kind(id, loops) == ReadKind::kArray) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));
     }
-    const ElementLoops loops(g_, kernel_,
-                             {"n", "i", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); },
-                              [this](int32_t id) { return streams(g_, id); }});
     for (int32_t id : loops.arrays()) w_.line("alignas(64) float {}[kTile];", ElementLoops::array_name(g_, id));
     w_.open("for (long long i = begin; i < end;)");
     w_.line("const long long row = i / kCols;");
@@ -58,7 +60,7 @@ class PointwiseEmitter {
     w_.line("long long n = kCols - col;");
     w_.line("if (n > end - i) n = end - i;");
     w_.line("if (n > kTile) n = kTile;");
-    write_reads();
+    write_reads(loops);
     loops.write(w_);
     w_.line("i += n;");
     w_.close();
@@ -87,14 +89,28 @@ class PointwiseEmitter {
     return row == "0" ? "col" : row + " + col";
   }
 
-  void write_reads() {
+  // How a tile sees read `id`: one value; its span where it lies (f32, or
+  // a 16-bit span the loops widen element by element); or an f32 array it
+  // is converted into (a 16-bit read that dropout takes as a whole).
+  enum class ReadKind { kValue, kInPlace, kArray };
+  ReadKind read_kind(int32_t id, const ElementLoops& loops) const {
+    if (!varies(id)) return ReadKind::kValue;
+    return read_in_place(g_, id) || loops.widens_in_loop(id) ? ReadKind::kInPlace : ReadKind::kArray;
+  }
+
+  void write_reads(const ElementLoops& loops) {
     for (int32_t id : kernel_.reads) {
-      if (varies(id) && read_in_place(g_, id)) {
-        w_.line("const float* __restrict {} = {} + {};", read_name(g_, id), param_name(g_, id), offset(id));
-      } else if (varies(id)) {
-        w_.line("fj_load_span({} + {}, {}, n);", param_name(g_, id), offset(id), read_name(g_, id));
-      } else {
-        w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id), offset(id));
+      switch (read_kind(id, loops)) {
+        case ReadKind::kInPlace:
+          w_.line("const {}* __restrict {} = {} + {};", storage_type(g_.node(id).dtype), read_name(g_, id),
+                  param_name(g_, id), offset(id));
+          break;
+        case ReadKind::kArray:
+          w_.line("fj_load_span({} + {}, {}, n);", param_name(g_, id), offset(id), read_name(g_, id));
+          break;
+        case ReadKind::kValue:
+          w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id), offset(id));
+          break;
       }
     }
   }
