@@ -159,24 +159,22 @@ double measure_launch_us() {
 double weight(Op op) { return op_info(op).flops; }
 
 
-// How the bandwidth was measured; a file measured another way (a memcpy
-// before 2026-12-01, a quarter low) is measured again.
-constexpr const char* kCopyMethod = "streaming stores";
-
 nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
   nlohmann::json classes;
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
   }
-  return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()}, {"copy", kCopyMethod},
+  return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()}, {"copy", streaming_copy_method()},
           {"bandwidth_gbps", d.bandwidth_gbps}, {"peak_f32_tflops", d.peak_f32_tflops},
           {"launch_overhead_us", d.launch_overhead_us}, {"class_tflops", classes}};
 }
 
-// The cached spec, if the file exists, parses, and describes this machine.
+// The cached spec, if the file exists, parses, and describes this machine,
+// measured the way this version measures (a file from before 2026-12-01
+// holds a memcpy's bandwidth, a quarter low: measured again).
 std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& model) {
   if (j.value("fusejit", "") != FUSEJIT_VERSION || j.value("cpu", "") != model ||
-      j.value("threads", 0) != thread_count() || j.value("copy", "") != kCopyMethod) {
+      j.value("threads", 0) != thread_count() || j.value("copy", "") != streaming_copy_method()) {
     return std::nullopt;
   }
   DeviceSpec d = cpu_identity();

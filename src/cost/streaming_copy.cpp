@@ -33,6 +33,8 @@ __attribute__((target("avx"))) void streaming_copy_avx(char* dst, const char* sr
 
 }  // namespace
 
+const char* streaming_copy_method() { return __builtin_cpu_supports("avx") ? "streaming stores" : "memcpy"; }
+
 void streaming_copy(void* dst, const void* src, size_t bytes) {
   if (__builtin_cpu_supports("avx")) {
     streaming_copy_avx(static_cast<char*>(dst), static_cast<const char*>(src), bytes);

@@ -5,13 +5,18 @@
 
 namespace fusejit {
 
-// Copies `bytes` from src to dst the way CPU kernels write large outputs
-// (fj_stream_span): with non-temporal stores where the CPU has AVX, which
-// write whole lines without first reading them. A memcpy that stores
-// normally also reads every destination line (read-for-ownership), so a
-// ceiling it measured was a quarter low: on the development VM, memcpy
-// 70-79 GB/s, this copy 100-104 GB/s, and an f32 add kernel with
-// streaming stores 105% of the memcpy "ceiling".
+// Copies `bytes` from src to dst with non-temporal (streaming) stores where
+// the CPU has AVX, which write whole lines without first reading them, as
+// CPU kernels write their outputs of 16 MiB and more (fj_stream_span). A
+// copy that stores normally also reads every line it writes
+// (read-for-ownership): glibc's memcpy does so below its non-temporal
+// threshold (127 MiB per call on the development VM), and bench's ceiling,
+// copied in chunks below it, measured 70-79 GB/s there where this copy
+// reaches 100-104; an f32 add with streaming stores ran at 105% of that
+// "ceiling". Without AVX it is memcpy.
 void streaming_copy(void* dst, const void* src, size_t bytes);
+
+// How streaming_copy copies on this CPU: "streaming stores" or "memcpy".
+const char* streaming_copy_method();
 
 }  // namespace fusejit

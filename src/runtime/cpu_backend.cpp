@@ -141,6 +141,12 @@ class CpuLoadedPlan final : public LoadedPlan {
     for (int32_t id : tensors) {
       if (buffers_.contains(id)) continue;
       const Node& n = g.node(id);
+      // Kernels index typed pointers: an offset inside an element is
+      // undefined behaviour, refused as the CUDA backend refuses it.
+      if (options.misalign_bytes % dtype_size(n.dtype) != 0) {
+        return absl::InvalidArgumentError(fmt::format("misalign_bytes {} would misalign the {}-byte elements of {}",
+                                                      options.misalign_bytes, dtype_size(n.dtype), describe(n)));
+      }
       absl::StatusOr<HostBuffer> b =
           HostBuffer::allocate(storage_bytes(n.dtype, n.shape), options.misalign_bytes, describe(n));
       if (!b.ok()) return b.status();

@@ -1,5 +1,6 @@
 #include "cost/streaming_copy.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 

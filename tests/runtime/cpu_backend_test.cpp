@@ -207,7 +207,8 @@ TEST(CpuBackend, PointwiseTilesAreReadWhereTheyLie) {
     EXPECT_EQ(dropout_body.find("fj_load_span(p_r"), std::string::npos) << dropout_body;
     EXPECT_NE(dropout_body.find(f32 ? " + (r_r[c]))" : " + (fj_to_float(r_r[c])))"), std::string::npos) << dropout_body;
     EXPECT_NE(dropout_body.find(" * (r_x[c]))"), std::string::npos) << dropout_body;
-    expect_matches_reference(dropout_plan, random_inputs(d, 18), LoadOptions{.misalign_bytes = 2});
+    expect_matches_reference(dropout_plan, random_inputs(d, 18),
+                             LoadOptions{.misalign_bytes = static_cast<int>(dtype_size(dtype))});
   }
   // Every operand dense: the space is one long row of tiles.
   const Graph dense = parse("input x: f32[7, 1001]\ninput r: f32[7, 1001]\ny = add(x, r)\noutput y");

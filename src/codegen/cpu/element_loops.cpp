@@ -116,9 +116,11 @@ void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
 // combined in order: fj_reduce_span's order exactly. A block's values go to
 // a float[32] (`omp simd`, as kernels compile with -fopenmp-simd, vectorizes
 // the block: without it the compiler may not reorder a float sum), which
-// fj_lanes_combine adds to accumulators held in vector registers.
+// fj_lanes_combine combines into accumulators held in vector registers.
 void ElementLoops::write_reducing_loop(SourceWriter& w, const Group& group) const {
   constexpr int kLanes = kCpuReduceLanes;
+  // fj_lanes_combine and fj_lanes_store move kFjReduceLanes floats.
+  w.line("static_assert(kFjReduceLanes == {}, \"the emitter's lanes are the helpers'\");", kLanes);
   for (int32_t id : group.reductions) {
     const Node& n = g_.node(id);
     w.line("fj_lanes lanes_{} = fj_lanes_fill({});", n.name, reduce_identity(n));

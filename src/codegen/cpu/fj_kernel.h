@@ -50,10 +50,12 @@ static inline void fj_fill_span(float* __restrict v, float value, long long n) {
 // same for any vector width. Held as fj_vec registers: a float[32]
 // accumulator indexed in the vectorized loop was kept on the stack, every
 // step a store and a reload on the chain of dependent additions (LayerNorm's
-// row kernel spent about a third of its time there). The combiners have an
-// overload for fj_vec that does lane by lane what the float one does.
+// row kernel spent about a third of its time there). So every combiner
+// passed to fj_lanes_combine or fj_reduce_span needs an fj_vec overload
+// that does lane by lane what its float one does.
 constexpr int kFjReduceLanes = 32;
 constexpr int kFjVecLanes = static_cast<int>(sizeof(fj_vec) / sizeof(float));
+static_assert(kFjReduceLanes % kFjVecLanes == 0, "the lanes fill whole vectors");
 struct fj_lanes {
   fj_vec v[kFjReduceLanes / kFjVecLanes];
 };
