@@ -11,8 +11,9 @@
 // time = max(bytes / bandwidth, compute time) + launch overhead. On a GPU
 // the compute time of a generated kernel is its estimated instructions
 // (gpu_instructions.h) at the device's issue rate; on a CPU it is each cost
-// class's FLOPs at that class's measured rate; a matmul's is its FLOPs at
-// the FP32 or tensor peak.
+// class's FLOPs at that class's measured rate plus the kernel's 16-bit
+// storage conversions (cpu_conversions.h) at the simple class's rate; a
+// matmul's is its FLOPs at the FP32 or tensor peak.
 #pragma once
 
 #include <array>
@@ -32,6 +33,7 @@ struct KernelCost {
   double flops = 0;
   std::array<double, kNumCostClasses> class_flops{};  // flops split by cost class
   double instructions = 0;  // GPU thread-instructions (gpu_instructions.h); 0 where not modelled
+  double conversion_ops = 0;  // CPU: 16-bit widen/narrow operations (cpu_conversions.h); 0 on a GPU
   double intensity = 0;    // flops / bytes
   std::string unit;        // "fp32" (CUDA cores / SIMD) or "tensor" (bf16/f16 matmul)
   bool compute_bound = false;

@@ -217,6 +217,19 @@ TEST(CpuBackend, PointwiseTilesAreReadWhereTheyLie) {
   expect_matches_reference(plan, random_inputs(dense, 18), LoadOptions{.misalign_bytes = 4});
 }
 
+// Kernels index typed pointers, so an offset that splits an element is
+// refused when the plan is loaded (as the CUDA backend refuses it), naming
+// the tensor; one element's size is accepted.
+TEST(CpuBackend, AnOffsetThatSplitsAnElementIsRefused) {
+  const Graph g = parse("input x: f32[4, 8]\ny = neg(x)\noutput y");
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> bad = cpu().load(make_fused_plan(g), {.misalign_bytes = 2});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("misalign_bytes 2 would misalign the 4-byte elements of"), std::string::npos)
+      << bad.status();
+  EXPECT_TRUE(cpu().load(make_fused_plan(g), {.misalign_bytes = 4}).ok());
+}
+
 // Outputs of 16 MiB and more are written with streaming stores
 // (fj_stream_span, its f32 overload straight from the array): every
 // element lands, from row and pointwise kernels, for rows whose starts

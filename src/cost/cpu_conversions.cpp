@@ -1,0 +1,56 @@
+#include "cost/cpu_conversions.h"
+
+#include "cost/cost_model.h"
+
+namespace fusejit {
+namespace {
+
+double widen_ops(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return kCpuWidenBf16;
+    case DType::kF16: return kCpuWidenF16;
+    case DType::kF32: break;
+  }
+  return 0;
+}
+
+double narrow_ops(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16: return kCpuNarrowBf16;
+    case DType::kF16: return kCpuNarrowF16;
+    case DType::kF32: break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel) {
+  if (kernel.kind == KernelKind::kMatmul) return 0;
+  const Graph& graph = *plan.graph;
+  const double loop_elements = static_cast<double>(kernel.iteration.numel());
+  const bool row = kernel.kind == KernelKind::kRow;
+  double ops = 0;
+  for (int32_t id : kernel.reads) {
+    const Node& n = graph.node(id);
+    // A row kernel converts a row-shaped read row by row and an [N] vector
+    // once; a pointwise tile widens every element it uses, a broadcast
+    // operand's included.
+    const bool per_loop_element = row ? is_row_shaped(n, kernel) : n.shape.numel() > 1;
+    ops += widen_ops(n.dtype) * (per_loop_element ? loop_elements : static_cast<double>(n.shape.numel()));
+  }
+  for (int32_t id : kernel.writes) {
+    const Node& n = graph.node(id);
+    ops += narrow_ops(n.dtype) * static_cast<double>(n.shape.numel());
+  }
+  // A stored value the kernel also uses is used as stored: narrowed once
+  // (counted with the writes) and widened again.
+  for (int32_t id : kernel.nodes) {
+    if (rounds_in_kernel(graph, kernel, id)) {
+      ops += widen_ops(graph.node(id).dtype) * static_cast<double>(graph.node(id).shape.numel());
+    }
+  }
+  return ops;
+}
+
+}  // namespace fusejit
