@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cost/cpu_conversions.h"
 #include "ir/counted.h"
 
 namespace fusejit {
@@ -51,6 +52,9 @@ std::string format_device(const DeviceSpec& d) {
                                     d.class_tflops[c], ridge));
     }
     text += fmt::format("  measured op classes: {}\n", fmt::join(classes, "; "));
+    text += fmt::format("  16-bit conversions at the simple class's rate, per element: bf16 widen {:g}, round {:g}; "
+                        "f16 widen {:g}, round {:g} (vector operations, not FLOPs)\n",
+                        kCpuWidenBf16, kCpuNarrowBf16, kCpuWidenF16, kCpuNarrowF16);
   }
   return text;
 }
@@ -133,6 +137,8 @@ nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const Kernel
                       {"unit", c.unit},
                       {"bound", bound_name(c)},
                       {"instructions", c.instructions > 0 ? nlohmann::json(c.instructions) : nlohmann::json()},
+                      // CPU: 16-bit widen/narrow operations, charged beside the FLOPs.
+                      {"conversion_ops", c.conversion_ops > 0 ? nlohmann::json(c.conversion_ops) : nlohmann::json()},
                       {"memory_us", c.memory_us},
                       {"compute_us", c.compute_us},
                       {"predicted_us", c.predicted_us}};

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cost/cpu_conversions.h"
 #include "fusejit.h"
 #include "ir/cpu_count.h"
 #include "runtime/nvrtc_compiler.h"
@@ -390,6 +391,24 @@ TEST(CliPlan, JsonHasTheDocumentedSchema) {
   EXPECT_EQ(j["unfused"]["num_kernels"], 4);
   EXPECT_EQ(j["fused"]["kernels"][0]["reads"], nlohmann::json({"x", "b", "gamma", "beta"}));
   EXPECT_EQ(j["fused"]["kernels"][0]["writes"], nlohmann::json({"y"}));
+  // A GPU counts conversions in its instructions; the CPU lists them apart.
+  EXPECT_TRUE(j["fused"]["kernels"][0]["conversion_ops"].is_null());
+  EXPECT_TRUE(j["fused"]["kernels"][0]["instructions"].is_number());
+}
+
+TEST(CliPlan, CpuKernelsListTheirConversions) {
+  auto r = testing::run_fusejit("plan " + kExamples + "/bias_gelu_dropout_layernorm.fj --json --device cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& fused = j["fused"]["kernels"][0];
+  // [8192, 4096] bf16: x widened and y rounded per element, b, gamma and
+  // beta ([4096]) widened once.
+  EXPECT_EQ(fused["conversion_ops"].get<double>(),
+            8192.0 * 4096 * (kCpuWidenBf16 + kCpuNarrowBf16) + 3 * 4096 * kCpuWidenBf16);
+  EXPECT_TRUE(fused["instructions"].is_null());
+  auto text = testing::run_fusejit("plan " + kExamples + "/softmax.fj --device cpu");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("16-bit conversions at the simple class's rate"), std::string::npos) << text.out;
 }
 
 TEST(CliPlan, TablesAndErrors) {
