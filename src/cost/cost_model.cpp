@@ -70,16 +70,18 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   if (kernel.kind == KernelKind::kMatmul && !tensor_matmul) {
     compute_seconds = cost.flops / (device.peak_f32_tflops * 1e12);
   }
-  if (kernel.kind != KernelKind::kMatmul && device.models_instructions()) {
-    cost.instructions = gpu_instructions(plan, kernel);
-    compute_seconds = cost.instructions / (device.issue_tops * 1e12);
-  } else if (kernel.kind != KernelKind::kMatmul) {
-    // The CPU: storage conversions run on the vector units beside the
-    // arithmetic, at about the rate of simple arithmetic. Not FLOPs, so
-    // they lower the kernel's compute roof rather than raise its intensity.
-    cost.conversion_ops = cpu_conversion_ops(plan, kernel);
-    const double simple_tflops = device.class_tflops[static_cast<int>(CostClass::kSimple)];
-    if (cost.conversion_ops > 0 && simple_tflops > 0) compute_seconds += cost.conversion_ops / (simple_tflops * 1e12);
+  if (kernel.kind != KernelKind::kMatmul) {
+    if (device.models_instructions()) {
+      cost.instructions = gpu_instructions(plan, kernel);
+      compute_seconds = cost.instructions / (device.issue_tops * 1e12);
+    } else {
+      // The CPU: storage conversions run on the vector units beside the
+      // arithmetic, at about the rate of simple arithmetic. Not FLOPs, so
+      // they lower the kernel's compute roof rather than raise its intensity.
+      cost.conversion_ops = cpu_conversion_ops(plan, kernel);
+      const double simple_tflops = device.class_tflops[static_cast<int>(CostClass::kSimple)];
+      if (cost.conversion_ops > 0 && simple_tflops > 0) compute_seconds += cost.conversion_ops / (simple_tflops * 1e12);
+    }
   }
   cost.intensity = cost.bytes() > 0 ? cost.flops / static_cast<double>(cost.bytes()) : 0;
   cost.memory_us = static_cast<double>(cost.bytes()) / (device.bandwidth_gbps * 1e9) * 1e6;

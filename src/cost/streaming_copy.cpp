@@ -31,12 +31,14 @@ __attribute__((target("avx"))) void streaming_copy_avx(char* dst, const char* sr
   _mm_sfence();
 }
 
+bool has_avx() { return __builtin_cpu_supports("avx"); }
+
 }  // namespace
 
-const char* streaming_copy_method() { return __builtin_cpu_supports("avx") ? "streaming stores" : "memcpy"; }
+const char* streaming_copy_method() { return has_avx() ? "streaming stores" : "memcpy"; }
 
 void streaming_copy(void* dst, const void* src, size_t bytes) {
-  if (__builtin_cpu_supports("avx")) {
+  if (has_avx()) {
     streaming_copy_avx(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
   } else {
     std::memcpy(dst, src, bytes);

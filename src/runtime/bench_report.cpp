@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "cost/report.h"
+#include "cost/streaming_copy.h"
 #include "ir/counted.h"
 
 namespace fusejit {
@@ -72,6 +74,11 @@ nlohmann::json run_json(const PlanBench& p) {
 }
 
 // "512 MiB", or "384 KiB" for what a MiB count would show as 0.
+// What CpuBackend::measure_copy_gbps ran: streaming_copy, memcpy without AVX.
+const char* cpu_copy_kind() {
+  return std::string_view(streaming_copy_method()) == "memcpy" ? "multi-threaded memcpy" : "multi-threaded streaming";
+}
+
 std::string binary_size(int64_t bytes) {
   return bytes >= (int64_t{1} << 20) || bytes == 0 ? fmt::format("{} MiB", bytes >> 20)
                                                    : fmt::format("{} KiB", (bytes + 1023) >> 10);
@@ -90,7 +97,7 @@ std::string format_bench(const BenchResult& r) {
   t += fmt::format(
       "memory ceiling: {:.1f} GB/s, a {} copy of {} measured in this run{}; the unfused plan moves {} per run "
       "({})\n",
-      r.ceiling_gbps, r.backend == "cpu" ? "multi-threaded streaming" : "device-to-device", binary_size(r.copy_bytes),
+      r.ceiling_gbps, r.backend != "cpu" ? "device-to-device" : cpu_copy_kind(), binary_size(r.copy_bytes),
       r.device.measured ? " (the predictions' bandwidth)" : "", binary_size(r.working_set_bytes), against_cache);
   t += fmt::format("timing: {} repetitions after a warm-up, cache flushed before every kernel; median (and min) of each\n",
                    r.reps);
