@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -21,6 +22,7 @@
 
 #include "cost/device.h"
 #include "cost/host_cpu.h"
+#include "cost/host_memory.h"
 #include "cost/streaming_copy.h"
 #include "fusejit_version.h"
 #include "ir/cpu_count.h"
@@ -72,17 +74,40 @@ int64_t cache_size(int level) {
 // streaming stores (streaming_copy.h says why).
 double measure_copy_gbps(int64_t bytes) {
   const int n = thread_count();
-  const int64_t per_thread = bytes / n;
-  std::vector<std::vector<char>> src(n), dst(n);
+  const size_t per_thread = static_cast<size_t>(bytes / n);
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<char, Free>> src(n), dst(n);
   run_parallel([&](int t) {  // first touch by the thread that will use the pages
-    src[t].assign(per_thread, static_cast<char>(t + 1));
-    dst[t].assign(per_thread, 0);
+    src[t].reset(static_cast<char*>(allocate_host_memory(per_thread)));
+    dst[t].reset(static_cast<char*>(allocate_host_memory(per_thread)));
+    if (src[t] == nullptr || dst[t] == nullptr) return;
+    std::memset(src[t].get(), t + 1, per_thread);
+    std::memset(dst[t].get(), 0, per_thread);
   });
+  for (int t = 0; t < n; ++t) {
+    if (src[t] == nullptr || dst[t] == nullptr) return 0;  // out of memory: the caller's sanity check fails
+  }
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
-    best = std::min(best, run_parallel([&](int t) { streaming_copy(dst[t].data(), src[t].data(), per_thread); }));
+    best = std::min(best, run_parallel([&](int t) { streaming_copy(dst[t].get(), src[t].get(), per_thread); }));
   }
   return 2.0 * static_cast<double>(per_thread * n) / best / 1e9;
+}
+
+// Eight times the last-level cache, at least 256 MiB and at most 1 GiB per
+// array (a server's L3 of several hundred MiB is shared by many cores, and
+// 8 GiB of arrays would be a burden on the machine for no better figure).
+int64_t copy_bytes() {
+  return std::clamp<int64_t>(8 * cpu_identity().cache_bytes, int64_t{256} << 20, int64_t{1} << 30);
+}
+
+// How the probe copies: the stores, and the pages of the arrays (a cache
+// file measured another way is measured again).
+std::string copy_method(int64_t bytes) {
+  return fmt::format("{}{}", streaming_copy_method(),
+                     uses_huge_pages(static_cast<size_t>(bytes / thread_count())) ? " over huge pages" : "");
 }
 
 // FMA throughput: 12 independent 8-lane accumulators hide the FMA latency
@@ -102,6 +127,18 @@ __attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iterations) {
   return s;
 }
 
+__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iterations) {
+  __m512 acc[kAccumulators];
+  for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  float s = 0;
+  for (int i = 0; i < kAccumulators; ++i) s += _mm512_cvtss_f32(acc[i]);
+  return s;
+}
+
 float fma_loop_sse(int64_t iterations) {
   __m128 acc[kAccumulators];
   for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm_set1_ps(static_cast<float>(i));
@@ -114,14 +151,21 @@ float fma_loop_sse(int64_t iterations) {
   return s;
 }
 
+// The widest FMA the CPU backend's kernels use: AVX-512 where the CPU has
+// it (they are compiled with -mprefer-vector-width=512 there), else AVX2.
+int fma_lanes() {
+  if (__builtin_cpu_supports("avx512f")) return 16;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 8;
+  return 4;
+}
+
 double measure_fma_tflops() {
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   constexpr int64_t kIterations = 10'000'000;
+  const int lanes = fma_lanes();
   std::vector<float> sink(thread_count());
   const double seconds = run_parallel([&](int t) {
-    sink[t] = avx2 ? fma_loop_avx2(kIterations) : fma_loop_sse(kIterations);
+    sink[t] = lanes == 16 ? fma_loop_avx512(kIterations) : lanes == 8 ? fma_loop_avx2(kIterations) : fma_loop_sse(kIterations);
   });
-  const double lanes = avx2 ? 8 : 4;
   // Two FLOPs (multiply + add) per lane per accumulator per iteration.
   return static_cast<double>(thread_count()) * kIterations * kAccumulators * lanes * 2 / seconds / 1e12;
 }
@@ -164,17 +208,20 @@ nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
   }
-  return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()}, {"copy", streaming_copy_method()},
+  return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()}, {"copy", copy_method(copy_bytes())},
+          {"fma_lanes", fma_lanes()},
           {"bandwidth_gbps", d.bandwidth_gbps}, {"peak_f32_tflops", d.peak_f32_tflops},
           {"launch_overhead_us", d.launch_overhead_us}, {"class_tflops", classes}};
 }
 
 // The cached spec, if the file exists, parses, and describes this machine,
-// measured the way this version measures (a file from before 2026-12-01
-// holds a memcpy's bandwidth, a quarter low: measured again).
+// measured the way this version measures: the same copy over the same
+// pages, FMAs as wide (an older file holds a memcpy's bandwidth, a quarter
+// low, or 4 KiB pages, or an AVX2 peak on an AVX-512 CPU: measured again).
 std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& model) {
   if (j.value("fusejit", "") != FUSEJIT_VERSION || j.value("cpu", "") != model ||
-      j.value("threads", 0) != thread_count() || j.value("copy", "") != streaming_copy_method()) {
+      j.value("threads", 0) != thread_count() || j.value("copy", "") != copy_method(copy_bytes()) ||
+      j.value("fma_lanes", 0) != fma_lanes()) {
     return std::nullopt;
   }
   DeviceSpec d = cpu_identity();
@@ -219,7 +266,7 @@ std::string cache_directory() {
 
 DeviceSpec measure_cpu_device() {
   DeviceSpec d = cpu_identity();
-  d.bandwidth_gbps = measure_copy_gbps(std::max<int64_t>(256ll << 20, 8 * d.cache_bytes));
+  d.bandwidth_gbps = measure_copy_gbps(copy_bytes());
   d.peak_f32_tflops = measure_fma_tflops();
   d.peak_tensor_tflops = d.peak_f32_tflops;  // no tensor cores: matmul runs on the FMA units
   d.launch_overhead_us = measure_launch_us();
@@ -253,7 +300,7 @@ DeviceSpec cpu_device() {
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     why = "its cache file is not JSON";
     if (!j.is_discarded()) {
-      why = "its cache file was measured for another CPU, thread count, fusejit version or copy method, or is damaged";
+      why = "its cache file was measured for another CPU, thread count, fusejit version, copy method or FMA width, or is damaged";
       try {
         if (auto d = from_json(j, model)) return *d;
       } catch (const nlohmann::json::exception&) {

@@ -6,7 +6,7 @@
 namespace fusejit {
 
 // Copies `bytes` from src to dst with non-temporal (streaming) stores where
-// the CPU has AVX, which write whole lines without first reading them, as
+// the CPU has AVX, in order, line after line, which write whole lines without first reading them, as
 // CPU kernels write their outputs of 16 MiB and more (fj_stream_span). A
 // copy that stores normally also reads every line it writes
 // (read-for-ownership): glibc's memcpy does so below its non-temporal
@@ -16,7 +16,8 @@ namespace fusejit {
 // "ceiling". Without AVX it is memcpy.
 void streaming_copy(void* dst, const void* src, size_t bytes);
 
-// How streaming_copy copies on this CPU: "streaming stores" or "memcpy".
+// How streaming_copy copies on this CPU: "64-byte streaming stores" (a whole
+// line per store, with AVX-512), "32-byte streaming stores" or "memcpy".
 const char* streaming_copy_method();
 
 }  // namespace fusejit

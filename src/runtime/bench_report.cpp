@@ -73,12 +73,12 @@ nlohmann::json run_json(const PlanBench& p) {
           {"kernels", kernels}};
 }
 
-// "512 MiB", or "384 KiB" for what a MiB count would show as 0.
 // What CpuBackend::measure_copy_gbps ran: streaming_copy, memcpy without AVX.
 const char* cpu_copy_kind() {
   return std::string_view(streaming_copy_method()) == "memcpy" ? "multi-threaded memcpy" : "multi-threaded streaming";
 }
 
+// "512 MiB", or "384 KiB" for what a MiB count would show as 0.
 std::string binary_size(int64_t bytes) {
   return bytes >= (int64_t{1} << 20) || bytes == 0 ? fmt::format("{} MiB", bytes >> 20)
                                                    : fmt::format("{} KiB", (bytes + 1023) >> 10);

@@ -1,5 +1,6 @@
-// A 64-byte aligned block of host memory, optionally shifted by a few bytes
-// so that tests can hand kernels pointers that are not 16-byte aligned.
+// A 64-byte aligned block of host memory (in huge pages from 2 MiB up:
+// cost/host_memory.h), optionally shifted by a few bytes so that tests can
+// hand kernels pointers that are not 16-byte aligned.
 #pragma once
 
 #include <cstdint>

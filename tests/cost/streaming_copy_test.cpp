@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -9,7 +10,7 @@
 namespace fusejit {
 namespace {
 
-// Every length around the 32-byte stores and the 128-byte loop, from and to
+// Every length around the 32- and 64-byte stores and the loop over lines, from and to
 // every offset within a line: the copied bytes equal the source's and the
 // bytes around the destination are untouched.
 TEST(StreamingCopy, CopiesEveryByteAtAnyAlignmentAndNothingElse) {
@@ -28,6 +29,19 @@ TEST(StreamingCopy, CopiesEveryByteAtAnyAlignmentAndNothingElse) {
         }
       }
     }
+  }
+}
+
+// The copy takes the widest stores the CPU has: a whole line per store with
+// AVX-512.
+TEST(StreamingCopy, MethodFollowsTheCpu) {
+  const std::string method = streaming_copy_method();
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_EQ(method, "64-byte streaming stores");
+  } else if (__builtin_cpu_supports("avx")) {
+    EXPECT_EQ(method, "32-byte streaming stores");
+  } else {
+    EXPECT_EQ(method, "memcpy");
   }
 }
 
