@@ -67,7 +67,10 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   }
   const bool tensor_matmul = kernel.kind == KernelKind::kMatmul && graph.node(kernel.nodes[0]).dtype != DType::kF32;
   cost.unit = tensor_matmul ? "tensor" : "fp32";
-  if (kernel.kind == KernelKind::kMatmul && !tensor_matmul) {
+  // A GPU runs an f32 matmul on its FP32 units (SGEMM), a bf16/f16 one on
+  // tensor cores (the matmul class). The CPU runs both through the same
+  // generated GEMM, whose measured rate is its matmul class.
+  if (kernel.kind == KernelKind::kMatmul && !tensor_matmul && device.models_instructions()) {
     compute_seconds = cost.flops / (device.peak_f32_tflops * 1e12);
   }
   if (kernel.kind != KernelKind::kMatmul) {

@@ -39,7 +39,8 @@ struct DeviceSpec {
   double peak_f32_tflops = 0;      // FP32 (CUDA cores / SIMD FMA)
   double peak_tensor_tflops = 0;   // dense bf16/f16 matmul
   // Throughput of each cost class in TFLOP/s of the op table's FLOP weights
-  // (a GPU: the FP32 peak, but the tensor peak for matmul).
+  // (a GPU: the FP32 peak, but the tensor peak for matmul; the CPU: each
+  // class measured with JIT kernels, matmul's with the generated GEMM).
   std::array<double, kNumCostClasses> class_tflops{};
   // GPUs: thread-instructions retired per second, 1e12: SMs x FP32 lanes
   // per SM x clock. On an H100/H200 that is the issue rate (4 schedulers x

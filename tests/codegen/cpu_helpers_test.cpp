@@ -534,7 +534,15 @@ TEST(CpuPhilox, DropoutSpanAnyStartAndLength) {
 // ---------------------------------------------------------------------------
 // The headers compiled as the CPU backend compiles generated kernels.
 
-const char* const kJitFlags = "-std=c++17 -O3 -march=native -fno-math-errno -fopenmp-simd -fPIC -shared";
+// As host_compile_flags() (runtime/host_compiler.cpp), -ffp-contract=off
+// and -w aside (the instances below add the former).
+std::string jit_flags() {
+  std::string flags = "-std=c++17 -O3 -march=native -fno-math-errno -fopenmp-simd -fPIC -shared";
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx512f")) flags += " -mprefer-vector-width=512";
+#endif
+  return flags;
+}
 
 struct HostCompiler {
   std::string command;  // empty: none found
@@ -635,7 +643,7 @@ class CpuHelpersJit : public ::testing::TestWithParam<const char*> {
     // GCC: "kernels.cpp:12:36: optimized: loop vectorized using 32 byte vectors";
     // Clang: "kernels.cpp:12:36: remark: vectorized loop (vectorization width: 8, ...)".
     const char* report_flag = compiler_.clang ? "-Rpass=loop-vectorize" : "-fopt-info-vec-optimized";
-    command_ = compiler_.command + " " + kJitFlags + " " + GetParam() + " " + report_flag + " -I" +
+    command_ = compiler_.command + " " + jit_flags() + " " + GetParam() + " " + report_flag + " -I" +
                FUSEJIT_SOURCE_DIR + "/src -o " + dir_ + "/kernels.so " + cpp;
     compile_ = testing::run_command(command_);
     ASSERT_EQ(compile_.exit_code, 0) << command_ << "\n" << compile_.err;
@@ -831,7 +839,7 @@ void CpuHelpersJit::report_throughput() const {
     }
     return best;
   };
-  std::printf("[ REPORT   ] ns/element, 1M floats, one thread, %s %s %s:\n", compiler_.command.c_str(), kJitFlags,
+  std::printf("[ REPORT   ] ns/element, 1M floats, one thread, %s %s %s:\n", compiler_.command.c_str(), jit_flags().c_str(),
               GetParam());
   for (const char* f : {"exp", "erf", "tanh", "gelu_none"}) {
     Unary mine = sym<Unary>(std::string("jit_") + f), theirs = sym<Unary>(std::string("std_") + f);

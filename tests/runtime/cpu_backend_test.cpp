@@ -128,10 +128,11 @@ TEST(CpuBackend, RowReductionsRunInTheLoopThatComputesTheirOperand) {
   }
 }
 
-// A row kernel requests the next row of each read that changes from row to
-// row while it works on the current one, when that row is short enough to
-// wait in the cache (kCpuPrefetchRowBytes); [N] reads are loaded once per
-// call and need none; rows of 100,000 floats stream by themselves.
+// A row kernel requests the start of the next row of each read that changes
+// from row to row while it works on the current one, kCpuPrefetchBytes in
+// all, split among those reads, when that row is short enough to wait in
+// the cache (kCpuPrefetchRowBytes); [N] reads are loaded once per call and
+// need none; rows of 100,000 floats stream by themselves.
 TEST(CpuBackend, RowKernelsRequestTheNextRowWhenItIsShort) {
   for (int64_t n : {int64_t{1024}, int64_t{100000}}) {
     SCOPED_TRACE(n);
@@ -142,12 +143,26 @@ TEST(CpuBackend, RowKernelsRequestTheNextRowWhenItIsShort) {
     ASSERT_EQ(plan.kernels.size(), 1u);
     const std::string body = kernel_body(plan);
     const bool short_row = n * 4 <= kCpuPrefetchRowBytes;
+    // One read of 4 KiB: the whole of its next row.
     EXPECT_EQ(body.find(fmt::format("fj_prefetch_span(p_x + ((row + 1) * {}), kN);", n)) != std::string::npos,
               short_row)
         << body;
     EXPECT_EQ(body.find("fj_prefetch_span(p_b"), std::string::npos) << body;
     expect_matches_reference(plan, random_inputs(g, 12));
   }
+  // Two f32 reads and a bf16 one share the 4 KiB: 1365 bytes each, 341
+  // floats and 682 bf16 elements.
+  const Graph g = parse("input x: f32[8, 1024]\ninput r: f32[8, 1024]\ninput s: bf16[8, 1024]\n"
+                        "h = add(x, r)\nk = add(h, s)\ny = layer_norm(k)\noutput y");
+  const FusionPlan plan = make_fused_plan(g);
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  const std::string body = kernel_body(plan);
+  for (const char* span : {"fj_prefetch_span(p_x + ((row + 1) * 1024), 341);",
+                           "fj_prefetch_span(p_r + ((row + 1) * 1024), 341);",
+                           "fj_prefetch_span(p_s + ((row + 1) * 1024), 682);"}) {
+    EXPECT_NE(body.find(span), std::string::npos) << span << "\n" << body;
+  }
+  expect_matches_reference(plan, random_inputs(g, 12));
 }
 
 // An f32 row kernel reads its rows where they lie; a 16-bit one converts
@@ -437,6 +452,52 @@ TEST(CpuBackend, DropoutMaskIsTheReferenceMaskBitForBit) {
   EXPECT_LT(dropped, static_cast<int64_t>(a.size()) * 2 / 3);
 }
 
+// The blocked GEMM (codegen/cpu/matmul.cpp) at shapes around its blocks:
+// rows, columns and depth below, at and above one block and not multiples
+// of the micro-kernel's tile, rows split unevenly between threads, in every
+// dtype and mixed, against the float64 reference on random data.
+TEST(CpuBackend, MatmulAtShapesAroundItsBlocks) {
+  struct Shape {
+    int64_t m, k, n;
+  };
+  for (const Shape& s : {Shape{1, 1, 1}, Shape{5, 7, 3}, Shape{7, 257, 33}, Shape{133, 64, 257}, Shape{97, 513, 40},
+                         Shape{264, 300, 512}}) {
+    for (const char* types : {"f32 f32", "bf16 bf16", "f16 f16", "f32 bf16"}) {
+      const std::string a = std::string(types).substr(0, std::string(types).find(' '));
+      const std::string b = std::string(types).substr(std::string(types).find(' ') + 1);
+      SCOPED_TRACE(fmt::format("[{}, {}] {} x [{}, {}] {}", s.m, s.k, a, s.k, s.n, b));
+      expect_both_plans_match(parse(fmt::format("input x: {}[{}, {}]\ninput w: {}[{}, {}]\ny = matmul(x, w)\noutput y\n",
+                                                a, s.m, s.k, b, s.k, s.n)));
+    }
+  }
+}
+
+// NaN and infinity in A or B reach exactly the outputs whose row or column
+// they are in, as in the reference: the zeros the GEMM pads its blocks with
+// never meet them in an element that is kept.
+TEST(CpuBackend, MatmulPropagatesNanAndInfinityToTheirRowsAndColumns) {
+  const Graph g = parse("input x: f32[13, 300]\ninput w: f32[300, 70]\ny = matmul(x, w)\noutput y\n");
+  TensorMap inputs = random_inputs(g, 9);
+  inputs.at("x").values[2 * 300 + 17] = std::numeric_limits<double>::quiet_NaN();   // row 2
+  inputs.at("w").values[299 * 70 + 69] = std::numeric_limits<double>::infinity();   // column 69
+  const FusionPlan plan = make_fused_plan(g);
+  absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs);
+  ASSERT_TRUE(out.ok()) << out.status();
+  absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  int64_t nonfinite = 0;
+  for (int64_t i = 0; i < 13; ++i) {
+    for (int64_t j = 0; j < 70; ++j) {
+      const double got = out->at("y").values[i * 70 + j], want = ref->at("y").values[i * 70 + j];
+      ASSERT_EQ(std::isnan(got), std::isnan(want)) << i << ", " << j;
+      ASSERT_EQ(std::isinf(got), std::isinf(want)) << i << ", " << j;
+      if (std::isinf(want)) EXPECT_EQ(std::signbit(got), std::signbit(want)) << i << ", " << j;
+      nonfinite += !std::isfinite(want);
+    }
+  }
+  EXPECT_EQ(nonfinite, 70 + 12);  // row 2 whole, and column 69 in the other rows
+}
+
 // Found by `fusejit fuzz`: a matmul nothing uses is still a kernel of the
 // unfused plan, with nothing to write.
 TEST(CpuBackend, AMatmulWhoseResultIsUnusedRuns) {
@@ -583,6 +644,26 @@ TEST(CpuBackend, KernelsAreCachedAcrossLoads) {
   absl::StatusOr<std::unique_ptr<LoadedPlan>> second = cpu().load(make_fused_plan(g));
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE((*second)->kernels().at(0).cache_hit);
+}
+
+// Kernels are vectorized with 512-bit registers wherever the CPU has
+// AVX-512 (compilers prefer 256 bits when tuning for Intel), and the
+// reduction lanes (fj_vec) are as wide: a kernel compiled with these flags
+// reports 64 bytes there.
+TEST(HostCompiler, VectorizesWithTheWidestVectorsTheCpuHas) {
+  const std::vector<std::string> flags = host_compile_flags();
+  const bool prefers_512 =
+      std::find(flags.begin(), flags.end(), "-mprefer-vector-width=512") != flags.end();
+  EXPECT_EQ(prefers_512, __builtin_cpu_supports("avx512f") != 0);
+  const std::string source = std::string(cpu_helpers_source()) +
+                             "extern \"C\" int width(void* const* args, long long, long long, float*) {\n"
+                             "  *static_cast<int*>(args[0]) = static_cast<int>(sizeof(fj_vec));\n  return 0;\n}\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("width", source, {"width"}, nullptr);
+  ASSERT_TRUE(m.ok()) << m.status();
+  int bytes = 0;
+  void* args[] = {&bytes};
+  ASSERT_EQ((*m)->entry("width")(args, 0, 1, nullptr), 0);
+  EXPECT_EQ(bytes, __builtin_cpu_supports("avx512f") ? 64 : __builtin_cpu_supports("avx") ? 32 : 16);
 }
 
 TEST(HostCompiler, ACompileErrorReportsTheLogAndNumberedSource) {

@@ -67,6 +67,17 @@ inline constexpr int kCpuReduceLanes = 32;
 // out the row being worked on. Longer rows stream well by themselves.
 inline constexpr int64_t kCpuPrefetchRowBytes = int64_t{32} << 10;
 
+// How much of the next row a row kernel requests, all reads together: the
+// first 4 KiB, split evenly among its reads (64 lines in flight at most).
+// On an Intel Xeon VM, requesting the whole next row of both reads of the
+// f32 residual + LayerNorm kernel (128 lines) made it 8% slower than no
+// request at all, and half of each 8-10% faster than whole rows, while the
+// one-read LayerNorm kernel ran 15% faster with its whole 4 KiB row
+// requested than with half; on the AMD VM where the requests were adopted
+// (whole rows), they gained 10% over none
+// (bench/results/2026-12-01-cpu-intel.md).
+inline constexpr int64_t kCpuPrefetchBytes = 4096;
+
 // Elements a pointwise kernel computes per tile.
 inline constexpr int64_t kCpuTile = 256;
 

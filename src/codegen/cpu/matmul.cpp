@@ -1,18 +1,29 @@
 // matmul on the CPU: C[M, N] = A[M, K] . B[K, N] in f32, the work items
-// being rows of C. For each block of kMB rows and panel of kNB columns, the
-// k dimension is walked in blocks of kKB: the A block and B panel are
-// converted to f32 into small buffers (B padded with zeros to kNB columns,
-// so the innermost loop has a constant trip count and vectorizes), and
-// accumulated into a kMB x kNB f32 block that stays in the L1/L2 cache.
-// Sums run in increasing k, in f32, like a GPU GEMM without split-k.
+// being rows of C. The loops of a BLIS-style GEMM: for each block of kMB
+// rows and kNB columns of C, the k dimension is walked in blocks of kKB;
+// the B block is packed (converted to f32) into panels kNR columns wide and
+// the A block into slivers kMR rows high, both padded with zeros, and a
+// register-blocked micro-kernel multiplies a sliver by a panel: kMR x kNR
+// sums held in 2 kMR vector registers, one broadcast of A and two vectors
+// of B per k. The f32 block of C stays in the cache across the k blocks and
+// is converted to C's type once at the end. Each element of C sums its
+// products in increasing k, in f32, with fused multiply-adds where the CPU
+// has them, as a GPU GEMM without split-k does.
+//
+// An earlier version added into a row of the C block in memory for every k
+// (a load and a store per vector multiply-add): 69 GFLOP/s on two Xeon
+// cores where the FMA units peak at 450, and PyTorch's mlp_block ran 4x
+// faster (bench/results/2026-12-01-cpu-intel.md).
 #include "codegen/cpu/cpu_emit_common.h"
 #include "codegen/expr.h"
 
 namespace fusejit::cpu_emit {
 namespace {
 
-// The blocking: kMB rows of C by kNB columns, kKB deep.
-constexpr int64_t kMatmulRows = 32, kMatmulCols = 128, kMatmulDepth = 256;
+// The blocking: kMB rows of C by kNB columns, kKB deep; the micro-kernel's
+// tile is kMR rows by kNR = 2 vectors. kMB and kNB are multiples of the
+// tile (kNB of 2 x 16 lanes, the widest vectors).
+constexpr int64_t kMatmulRows = 132, kMatmulCols = 256, kMatmulDepth = 256, kMicroRows = 6;
 
 }  // namespace
 
@@ -49,31 +60,79 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   w.blank();
   open_entry(w, *plan.graph, kernel, out.params);
   w.line("constexpr long long kK = {}, kN = {};", k, n);
-  w.line("constexpr long long kMB = {}, kNB = {}, kKB = {};", kMatmulRows, kMatmulCols, kMatmulDepth);
+  w.line("constexpr long long kMB = {}, kNB = {}, kKB = {}, kMR = {}, kNR = 2 * kFjVecLanes;", kMatmulRows,
+         kMatmulCols, kMatmulDepth, kMicroRows);
+  w.line("static_assert(kMB % kMR == 0 && kNB % kNR == 0, \"the blocks hold whole tiles\");");
   out.scratch_floats = kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulCols + kMatmulRows * kMatmulDepth;
   w.line("float* const fj_buffer = fj_scratch;  // kKB * kNB + kMB * kNB + kMB * kKB floats");
-  w.line("float* __restrict bp = fj_buffer;");
-  w.line("float* __restrict acc = bp + kKB * kNB;");
-  w.line("float* __restrict ap = acc + kMB * kNB;");
+  w.line("float* __restrict bp = fj_buffer;       // B block: kNB / kNR panels of kb x kNR");
+  w.line("float* __restrict acc = bp + kKB * kNB;  // C block: kMB x kNB, row-major");
+  w.line("float* __restrict ap = acc + kMB * kNB;  // A block: kMB / kMR slivers of kb x kMR");
   const std::string pa = param_name(g, a_id), pb = param_name(g, b_id), pc = param_name(g, mm_id);
   w.open("for (long long i0 = begin; i0 < end; i0 += kMB)");
   w.line("const long long mb = end - i0 < kMB ? end - i0 : kMB;");
+  w.line("const long long slivers = (mb + kMR - 1) / kMR;");
   w.open("for (long long j0 = 0; j0 < kN; j0 += kNB)");
   w.line("const long long nb = kN - j0 < kNB ? kN - j0 : kNB;");
-  w.line("fj_fill_span(acc, 0.0f, kMB * kNB);");
+  w.line("const long long panels = (nb + kNR - 1) / kNR;");
   w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
   w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
+  w.line("// Pack B[k0 .., j0 ..] into panels, zeros beyond column nb.");
   w.open("for (long long k = 0; k < kb; ++k)");
-  w.line("fj_load_span({} + (k0 + k) * kN + j0, bp + k * kNB, nb);", pb);
-  w.line("fj_fill_span(bp + k * kNB + nb, 0.0f, kNB - nb);");
+  w.line("float row[kNB];");
+  w.line("fj_load_span({} + (k0 + k) * kN + j0, row, nb);", pb);
+  w.line("for (long long j = nb; j < panels * kNR; ++j) row[j] = 0.0f;");
+  w.line("for (long long p = 0; p < panels; ++p) __builtin_memcpy(bp + (p * kb + k) * kNR, row + p * kNR, "
+         "sizeof(float) * kNR);");
   w.close();
-  w.line("for (long long i = 0; i < mb; ++i) fj_load_span({} + (i0 + i) * kK + k0, ap + i * kKB, kb);", pa);
-  w.open("for (long long i = 0; i < mb; ++i)");
-  w.line("float* __restrict c = acc + i * kNB;");
+  w.line("// Pack A[i0 .., k0 ..] into slivers, zeros beyond row mb.");
+  w.open("for (long long s = 0; s < slivers; ++s)");
+  w.open("for (long long r = 0; r < kMR; ++r)");
+  w.line("const long long i = s * kMR + r;");
+  w.line("float col[kKB];");
+  w.line("if (i < mb) fj_load_span({} + (i0 + i) * kK + k0, col, kb);", pa);
+  w.line("else for (long long k = 0; k < kb; ++k) col[k] = 0.0f;");
+  w.line("for (long long k = 0; k < kb; ++k) ap[(s * kb + k) * kMR + r] = col[k];");
+  w.close();
+  w.close();
+  w.line("// The micro-kernel over every tile: its sums live in registers for the whole k block.");
+  w.line("// Panels outside, slivers inside: a panel (kKB x kNR floats, 32 KiB at most) stays in");
+  w.line("// the L1 cache while every sliver of A passes it, as in BLIS.");
+  w.open("for (long long p = 0; p < panels; ++p)");
+  w.open("for (long long s = 0; s < slivers; ++s)");
+  w.line("float* __restrict c = acc + s * kMR * kNB + p * kNR;");
+  w.line("const float* __restrict a = ap + s * kb * kMR;");
+  w.line("const float* __restrict b = bp + p * kb * kNR;");
+  std::string declare = "fj_vec";
+  for (int r = 0; r < kMicroRows; ++r) {
+    declare += fmt::format("{} c{}0, c{}1", r == 0 ? "" : ",", r, r);
+  }
+  w.line("{};", declare);
+  w.open("if (k0 == 0)");
+  for (int r = 0; r < kMicroRows; ++r) w.line("c{0}0 = fj_vec_splat(0.0f); c{0}1 = c{0}0;", r);
+  w.close();
+  w.open("else");
+  for (int r = 0; r < kMicroRows; ++r) {
+    w.line("__builtin_memcpy(&c{0}0, c + {0} * kNB, sizeof(fj_vec)); "
+           "__builtin_memcpy(&c{0}1, c + {0} * kNB + kFjVecLanes, sizeof(fj_vec));",
+           r);
+  }
+  w.close();
   w.open("for (long long k = 0; k < kb; ++k)");
-  w.line("const float aik = ap[i * kKB + k];");
-  w.line("const float* __restrict bk = bp + k * kNB;");
-  w.line("for (long long j = 0; j < kNB; ++j) c[j] += aik * bk[j];");
+  w.line("fj_vec b0, b1;");
+  w.line("__builtin_memcpy(&b0, b + k * kNR, sizeof(fj_vec));");
+  w.line("__builtin_memcpy(&b1, b + k * kNR + kFjVecLanes, sizeof(fj_vec));");
+  for (int r = 0; r < kMicroRows; ++r) {
+    w.line("{{ const fj_vec x = fj_vec_splat(a[k * kMR + {0}]); c{0}0 = fj_vec_fma(x, b0, c{0}0); "
+           "c{0}1 = fj_vec_fma(x, b1, c{0}1); }}",
+           r);
+  }
+  w.close();
+  for (int r = 0; r < kMicroRows; ++r) {
+    w.line("__builtin_memcpy(c + {0} * kNB, &c{0}0, sizeof(fj_vec)); "
+           "__builtin_memcpy(c + {0} * kNB + kFjVecLanes, &c{0}1, sizeof(fj_vec));",
+           r);
+  }
   w.close();
   w.close();
   w.close();

@@ -7,6 +7,9 @@
 // persistent and re-read strategies therefore generate the same loops: a row
 // beyond the cache's size spills its arrays to memory by itself.
 // [N] vectors (gamma, beta) are converted once per call, not once per row.
+#include <algorithm>
+#include <utility>
+
 #include "codegen/cpu/cpu_emit_common.h"
 #include "codegen/cpu/element_loops.h"
 #include "codegen/expr.h"
@@ -93,21 +96,26 @@ class RowEmitter {
   // per read and row for LayerNorm over 1024).
   bool read_in_place(int32_t id) const { return cpu_emit::read_in_place(g_, id); }
 
-  // The next row of each read that changes from row to row, requested
-  // before this row's work (fj_prefetch_span).
+  // The start of the next row of each read that changes from row to row,
+  // requested before this row's work (fj_prefetch_span): kCpuPrefetchBytes
+  // in all, shared among the reads; the hardware prefetcher follows on from
+  // there.
   void write_next_row_prefetch() {
-    std::vector<std::string> spans;
+    std::vector<std::pair<int32_t, TensorAccess>> reads;
     int64_t bytes = 0;
     for (int32_t id : kernel_.reads) {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
       if (!read_is_array(id) || access.same_for_every_row()) continue;
       bytes += n_ * dtype_size(g_.node(id).dtype);
-      spans.push_back(fmt::format("fj_prefetch_span({} + {}, kN);", param_name(g_, id),
-                                  row_offset(access, kernel_.iteration, "(row + 1)")));
+      reads.emplace_back(id, access);
     }
-    if (spans.empty() || bytes > kCpuPrefetchRowBytes) return;
+    if (reads.empty() || bytes > kCpuPrefetchRowBytes) return;
     w_.open("if (row + 1 < end)");
-    for (const std::string& s : spans) w_.line("{}", s);
+    for (const auto& [id, access] : reads) {
+      const int64_t share = kCpuPrefetchBytes / static_cast<int64_t>(reads.size()) / dtype_size(g_.node(id).dtype);
+      w_.line("fj_prefetch_span({} + {}, {});", param_name(g_, id), row_offset(access, kernel_.iteration, "(row + 1)"),
+              share >= n_ ? std::string("kN") : std::to_string(std::max<int64_t>(share, 1)));
+    }
     w_.close();
   }
 
