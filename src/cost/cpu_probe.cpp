@@ -74,26 +74,31 @@ int64_t cache_size(int level) {
 // streaming stores (streaming_copy.h says why).
 double measure_copy_gbps(int64_t bytes) {
   const int n = thread_count();
-  const size_t per_thread = static_cast<size_t>(bytes / n);
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::vector<std::unique_ptr<char, Free>> src(n), dst(n);
-  run_parallel([&](int t) {  // first touch by the thread that will use the pages
-    src[t].reset(static_cast<char*>(allocate_host_memory(per_thread)));
-    dst[t].reset(static_cast<char*>(allocate_host_memory(per_thread)));
-    if (src[t] == nullptr || dst[t] == nullptr) return;
-    std::memset(src[t].get(), t + 1, per_thread);
-    std::memset(dst[t].get(), 0, per_thread);
-  });
-  for (int t = 0; t < n; ++t) {
-    if (src[t] == nullptr || dst[t] == nullptr) return 0;  // out of memory: the caller's sanity check fails
+  for (;; bytes /= 2) {
+    const size_t per_thread = static_cast<size_t>(bytes / n);
+    std::vector<HostMemory> src(n), dst(n);
+    run_parallel([&](int t) {  // first touch by the thread that will use the pages
+      src[t] = allocate_host_memory(per_thread);
+      dst[t] = allocate_host_memory(per_thread);
+      if (src[t] == nullptr || dst[t] == nullptr) return;
+      std::memset(src[t].get(), t + 1, per_thread);
+      std::memset(dst[t].get(), 0, per_thread);
+    });
+    const bool allocated =
+        std::all_of(src.begin(), src.end(), [](const HostMemory& m) { return m != nullptr; }) &&
+        std::all_of(dst.begin(), dst.end(), [](const HostMemory& m) { return m != nullptr; });
+    // Out of memory: a smaller copy, down to 32 MiB, still far beyond any
+    // core's caches.
+    if (!allocated && bytes > (int64_t{64} << 20)) continue;
+    if (!allocated) return 0;  // the caller's sanity check refuses it
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      best = std::min(best, run_parallel([&](int t) {
+                        streaming_copy(static_cast<char*>(dst[t].get()), static_cast<char*>(src[t].get()), per_thread);
+                      }));
+    }
+    return 2.0 * static_cast<double>(per_thread * n) / best / 1e9;
   }
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    best = std::min(best, run_parallel([&](int t) { streaming_copy(dst[t].get(), src[t].get(), per_thread); }));
-  }
-  return 2.0 * static_cast<double>(per_thread * n) / best / 1e9;
 }
 
 // Eight times the last-level cache, at least 256 MiB and at most 1 GiB per
@@ -315,6 +320,14 @@ DeviceSpec cpu_device() {
                "go to %s)\n",
                why.c_str(), path.string().c_str());
   DeviceSpec d = measure_cpu_device();
+  if (d.bandwidth_gbps <= 0) {
+    // Not even 32 MiB to copy: predictions here are meaningless, and a
+    // later process with memory to spare measures again.
+    std::fprintf(stderr,
+                 "fusejit: warning: out of memory for the copy that measures this CPU's bandwidth; memory-bound "
+                 "predictions are meaningless in this process\n");
+    return d;
+  }
   // Temp file then rename, so a concurrent reader never sees half a file.
   std::filesystem::create_directories(path.parent_path(), ec);
   const std::string tmp = fmt::format("{}.tmp.{}", path.string(), ::getpid());

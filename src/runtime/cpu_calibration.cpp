@@ -90,7 +90,7 @@ absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe) {
   }
   // FLOPs as the cost model counts them for this kernel (the op table's
   // per-element weights; 2 M N K for a matmul).
-  const double flops = estimate_kernel(plan, plan.kernels.at(0), cpu_device()).flops;
+  const double flops = estimate_kernel(plan, plan.kernels.at(0), cpu_identity()).flops;
   return flops / (median(us) * 1e-6) / 1e12;
 }
 

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "cost/host_memory.h"
 
 namespace fusejit {
 
@@ -12,7 +11,7 @@ absl::StatusOr<HostBuffer> HostBuffer::allocate(int64_t bytes, int misalign_byte
   }
   const uint64_t total = (static_cast<uint64_t>(bytes) + 64 + 63) / 64 * 64;
   HostBuffer b;
-  b.block_.reset(allocate_host_memory(total));
+  b.block_ = allocate_host_memory(total);
   if (!b.block_) {
     return absl::ResourceExhaustedError(
         fmt::format("out of host memory: cannot allocate {} bytes for {}", bytes, what));

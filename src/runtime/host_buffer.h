@@ -9,6 +9,8 @@
 
 #include <absl/status/statusor.h>
 
+#include "cost/host_memory.h"
+
 namespace fusejit {
 
 class HostBuffer {
@@ -20,10 +22,7 @@ class HostBuffer {
   int64_t bytes() const { return bytes_; }
 
  private:
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::unique_ptr<void, Free> block_;
+  HostMemory block_;
   int offset_ = 0;
   int64_t bytes_ = 0;
 };

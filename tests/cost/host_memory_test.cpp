@@ -39,35 +39,38 @@ int64_t huge_kb_backing(const void* p) {
 
 TEST(HostMemory, SmallBlocksAreLineAlignedAndLargeOnesHugePageAligned) {
   EXPECT_FALSE(uses_huge_pages(4096));
-  for (size_t bytes : {size_t{1}, size_t{100}, size_t{64 << 10}}) {
-    void* p = allocate_host_memory(bytes);
-    ASSERT_NE(p, nullptr);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
-    std::memset(p, 1, bytes);
-    std::free(p);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{100}, size_t{64 << 10}}) {
+    HostMemory m = allocate_host_memory(bytes);
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.get()) % 64, 0u) << bytes;
+    std::memset(m.get(), 1, bytes);
   }
-  void* p = allocate_host_memory((size_t{5} << 20) + 3);
-  ASSERT_NE(p, nullptr);
-  if (uses_huge_pages(size_t{5} << 20)) EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20), 0u);
-  std::memset(p, 1, (size_t{5} << 20) + 3);  // every byte asked for is usable
-  std::free(p);
+  const size_t bytes = (size_t{5} << 20) + 3;
+  HostMemory m = allocate_host_memory(bytes);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(uses_huge_pages(bytes), huge_pages_available());
+  if (uses_huge_pages(bytes)) EXPECT_EQ(reinterpret_cast<uintptr_t>(m.get()) % (size_t{2} << 20), 0u);
+  std::memset(m.get(), 1, bytes);  // every byte asked for is usable
+  EXPECT_EQ(allocate_host_memory(SIZE_MAX - 5), nullptr);  // too large: null, not a wrapped-around size
 }
 
-// Where Linux offers transparent huge pages ("always" or "madvise"), a large
-// block touched once is backed by them: what keeps a streaming kernel from
-// missing the TLB every 4 KiB.
+// Where this process may have transparent huge pages, a large block touched
+// once is backed by them: what keeps a streaming kernel from missing the
+// TLB every 4 KiB.
 TEST(HostMemory, LargeBlocksGetHugePagesWhereTheSystemOffersThem) {
-  const std::string setting = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
-  if (setting.empty() || setting.find("[never]") != std::string::npos) {
-    GTEST_SKIP() << "transparent huge pages are off or absent here: '" << setting << "'";
+  if (!huge_pages_available()) GTEST_SKIP() << "transparent huge pages are off for this process or system";
+  const std::string defrag = read_file("/sys/kernel/mm/transparent_hugepage/defrag");
+  if (defrag.find("[never]") != std::string::npos) {
+    GTEST_SKIP() << "huge pages are never assembled at fault time here (defrag: " << defrag << ")";
   }
   const size_t bytes = size_t{64} << 20;
   ASSERT_TRUE(uses_huge_pages(bytes));
-  char* p = static_cast<char*>(allocate_host_memory(bytes));
-  ASSERT_NE(p, nullptr);
-  std::memset(p, 1, bytes);
-  EXPECT_GT(huge_kb_backing(p), 0) << "no huge pages behind a 64 MiB block (setting: " << setting << ")";
-  std::free(p);
+  HostMemory m = allocate_host_memory(bytes);
+  ASSERT_NE(m, nullptr);
+  std::memset(m.get(), 1, bytes);
+  const int64_t huge_kb = huge_kb_backing(m.get());
+  if (huge_kb < 0) GTEST_SKIP() << "/proc/self/smaps does not describe the block";
+  EXPECT_GT(huge_kb, 0) << "no huge pages behind a 64 MiB block";
 }
 
 }  // namespace

@@ -454,14 +454,15 @@ TEST(CpuBackend, DropoutMaskIsTheReferenceMaskBitForBit) {
 
 // The blocked GEMM (codegen/cpu/matmul.cpp) at shapes around its blocks:
 // rows, columns and depth below, at and above one block and not multiples
-// of the micro-kernel's tile, rows split unevenly between threads, in every
+// of the micro-kernel's tile, rows split unevenly between threads, several
+// row blocks in one thread's share (400 rows on two threads), in every
 // dtype and mixed, against the float64 reference on random data.
 TEST(CpuBackend, MatmulAtShapesAroundItsBlocks) {
   struct Shape {
     int64_t m, k, n;
   };
   for (const Shape& s : {Shape{1, 1, 1}, Shape{5, 7, 3}, Shape{7, 257, 33}, Shape{133, 64, 257}, Shape{97, 513, 40},
-                         Shape{264, 300, 512}}) {
+                         Shape{264, 300, 512}, Shape{400, 70, 40}}) {
     for (const char* types : {"f32 f32", "bf16 bf16", "f16 f16", "f32 bf16"}) {
       const std::string a = std::string(types).substr(0, std::string(types).find(' '));
       const std::string b = std::string(types).substr(std::string(types).find(' ') + 1);

@@ -126,6 +126,7 @@ static inline void fj_stream_span(T* __restrict p, const float* __restrict v, lo
 #if defined(__AVX__)
   constexpr long long kPer = FJ_STREAM_BYTES / static_cast<long long>(sizeof(T));
   constexpr long long kBlock = 512;
+  static_assert(kBlock % kPer == 0, "the block holds whole vectors");
   long long c = 0;
   for (; c < n && (reinterpret_cast<unsigned long long>(p + c) & (FJ_STREAM_BYTES - 1)) != 0; ++c) {
     p[c] = fj_from_float<T>(v[c]);

@@ -75,6 +75,7 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   w.open("for (long long j0 = 0; j0 < kN; j0 += kNB)");
   w.line("const long long nb = kN - j0 < kNB ? kN - j0 : kNB;");
   w.line("const long long panels = (nb + kNR - 1) / kNR;");
+  if (k == 0) w.line("fj_fill_span(acc, 0.0f, kMB * kNB);  // no k: C is zeros");
   w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
   w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
   w.line("// Pack B[k0 .., j0 ..] into panels, zeros beyond column nb.");
