@@ -197,6 +197,13 @@ std::vector<std::string> host_compile_flags() {
   // and GCC already chose 512 for AMD's AVX-512 cores. fj_vec (fj_math.h)
   // assumes this width wherever AVX-512F is on.
   if (__builtin_cpu_supports("avx512f")) flags.push_back("-mprefer-vector-width=512");
+  // $FUSEJIT_CXXFLAGS comes last, so that it can narrow what -march=native
+  // enables ("-mno-avx512f": kernels for an AVX2 machine sharing the cache,
+  // or the AVX2 paths tested on an AVX-512 one). Read at every compile; the
+  // flags are part of every cache key.
+  if (const char* extra = std::getenv("FUSEJIT_CXXFLAGS"); extra != nullptr) {
+    for (auto part : absl::StrSplit(extra, ' ', absl::SkipWhitespace())) flags.emplace_back(part.data(), part.size());
+  }
   return flags;
 }
 

@@ -4,6 +4,8 @@
 // The compiler is $CXX (which may hold a command with arguments, such as
 // "ccache g++"), else `c++`. Kernels are compiled with
 //   -std=c++17 -O3 -march=native -fno-math-errno -ffp-contract=off -fopenmp-simd -fPIC -shared
+// plus -mprefer-vector-width=512 where the CPU has AVX-512, then the words of
+// $FUSEJIT_CXXFLAGS (say "-mno-avx512f").
 // -march=native because the code runs only where it is compiled; no
 // -ffast-math, because NaN and infinity must behave as in the reference
 // (-fno-math-errno only lets sqrt vectorize: nothing reads errno). No

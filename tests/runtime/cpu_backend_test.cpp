@@ -19,6 +19,7 @@
 #include "runtime/worker_scratch.h"
 #include "support/graph_variants.h"
 #include "support/run_command.h"
+#include "runtime/runtime_test_util.h"
 
 namespace fusejit {
 namespace {
@@ -666,6 +667,45 @@ TEST(HostCompiler, VectorizesWithTheWidestVectorsTheCpuHas) {
   ASSERT_EQ((*m)->entry("width")(args, 0, 1, nullptr), 0);
   EXPECT_EQ(bytes, __builtin_cpu_supports("avx512f") ? 64 : __builtin_cpu_supports("avx") ? 32 : 16);
 }
+
+#if defined(__x86_64__)
+// $FUSEJIT_CXXFLAGS narrows what -march=native enables, so this machine also
+// runs the paths kernels take on narrower CPUs: 32-byte vectors and streams,
+// the GEMM's 16- and 8-float panels, multiply-add without FMA, no streaming
+// at all with SSE only; each is checked against the reference, and the
+// kernels report the fj_vec width the flags imply.
+TEST(CpuBackend, NarrowerVectorPathsMatchTheReference) {
+  struct Narrower {
+    const char* flags;
+    int vec_bytes;
+  };
+  for (const Narrower& n : {Narrower{"-mno-avx512f", 32}, Narrower{"-mno-avx2 -mno-fma", 32}, Narrower{"-mno-avx", 16}}) {
+    SCOPED_TRACE(n.flags);
+    testing::ScopedEnv env("FUSEJIT_CXXFLAGS", std::string(n.flags));
+    const std::string source = std::string(cpu_helpers_source()) +
+                               "extern \"C\" int width(void* const* args, long long, long long, float*) {\n"
+                               "  *static_cast<int*>(args[0]) = static_cast<int>(sizeof(fj_vec));\n  return 0;\n}\n";
+    absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("width", source, {"width"}, nullptr);
+    ASSERT_TRUE(m.ok()) << m.status();
+    int bytes = 0;
+    void* args[] = {&bytes};
+    ASSERT_EQ((*m)->entry("width")(args, 0, 1, nullptr), 0);
+    EXPECT_EQ(bytes, n.vec_bytes);
+    for (const char* text : {
+             "input x: f32[133, 64]\ninput w: f32[64, 257]\ny = matmul(x, w)\noutput y\n",
+             "input x: bf16[97, 513]\ninput w: bf16[513, 40]\ny = matmul(x, w)\noutput y\n",
+             "input x: f16[400, 70]\ninput w: f16[70, 40]\ny = matmul(x, w)\noutput y\n",
+             // Outputs of 16 MiB and more are streamed.
+             "input x: f32[2048, 2048]\ninput r: f32[2048, 2048]\ny = add(x, r)\noutput y\n",
+             "input x: bf16[4096, 2048]\ny = gelu(x)\noutput y\n",
+             "input x: bf16[64, 1024]\ninput b: bf16[1024]\ninput g: bf16[1024]\ninput bb: bf16[1024]\n"
+             "h = add(x, b)\na = gelu(h)\nd = dropout(a, p=0.1, seed=3)\ny = layer_norm(d, g, bb)\noutput y\n",
+             "input x: f32[64, 1000]\ny = softmax(x)\noutput y\n"}) {
+      expect_both_plans_match(parse(text));
+    }
+  }
+}
+#endif
 
 TEST(HostCompiler, ACompileErrorReportsTheLogAndNumberedSource) {
   absl::StatusOr<std::unique_ptr<HostModule>> k =
