@@ -648,6 +648,21 @@ TEST(CpuBackend, KernelsAreCachedAcrossLoads) {
   EXPECT_TRUE((*second)->kernels().at(0).cache_hit);
 }
 
+// sizeof(fj_vec) in a module compiled as kernels are compiled now (flags
+// and $FUSEJIT_CXXFLAGS included); 0 if it does not compile.
+int compiled_vec_bytes() {
+  const std::string source = std::string(cpu_helpers_source()) +
+                             "extern \"C\" int width(void* const* args, long long, long long, float*) {\n"
+                             "  *static_cast<int*>(args[0]) = static_cast<int>(sizeof(fj_vec));\n  return 0;\n}\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("width", source, {"width"}, nullptr);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return 0;
+  int bytes = 0;
+  void* args[] = {&bytes};
+  EXPECT_EQ((*m)->entry("width")(args, 0, 1, nullptr), 0);
+  return bytes;
+}
+
 // Kernels are vectorized with 512-bit registers wherever the CPU has
 // AVX-512 (compilers prefer 256 bits when tuning for Intel), and the
 // reduction lanes (fj_vec) are as wide: a kernel compiled with these flags
@@ -657,15 +672,7 @@ TEST(HostCompiler, VectorizesWithTheWidestVectorsTheCpuHas) {
   const bool prefers_512 =
       std::find(flags.begin(), flags.end(), "-mprefer-vector-width=512") != flags.end();
   EXPECT_EQ(prefers_512, __builtin_cpu_supports("avx512f") != 0);
-  const std::string source = std::string(cpu_helpers_source()) +
-                             "extern \"C\" int width(void* const* args, long long, long long, float*) {\n"
-                             "  *static_cast<int*>(args[0]) = static_cast<int>(sizeof(fj_vec));\n  return 0;\n}\n";
-  absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("width", source, {"width"}, nullptr);
-  ASSERT_TRUE(m.ok()) << m.status();
-  int bytes = 0;
-  void* args[] = {&bytes};
-  ASSERT_EQ((*m)->entry("width")(args, 0, 1, nullptr), 0);
-  EXPECT_EQ(bytes, __builtin_cpu_supports("avx512f") ? 64 : __builtin_cpu_supports("avx") ? 32 : 16);
+  EXPECT_EQ(compiled_vec_bytes(), __builtin_cpu_supports("avx512f") ? 64 : __builtin_cpu_supports("avx") ? 32 : 16);
 }
 
 #if defined(__x86_64__)
@@ -682,15 +689,7 @@ TEST(CpuBackend, NarrowerVectorPathsMatchTheReference) {
   for (const Narrower& n : {Narrower{"-mno-avx512f", 32}, Narrower{"-mno-avx2 -mno-fma", 32}, Narrower{"-mno-avx", 16}}) {
     SCOPED_TRACE(n.flags);
     testing::ScopedEnv env("FUSEJIT_CXXFLAGS", std::string(n.flags));
-    const std::string source = std::string(cpu_helpers_source()) +
-                               "extern \"C\" int width(void* const* args, long long, long long, float*) {\n"
-                               "  *static_cast<int*>(args[0]) = static_cast<int>(sizeof(fj_vec));\n  return 0;\n}\n";
-    absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("width", source, {"width"}, nullptr);
-    ASSERT_TRUE(m.ok()) << m.status();
-    int bytes = 0;
-    void* args[] = {&bytes};
-    ASSERT_EQ((*m)->entry("width")(args, 0, 1, nullptr), 0);
-    EXPECT_EQ(bytes, n.vec_bytes);
+    EXPECT_EQ(compiled_vec_bytes(), n.vec_bytes);
     for (const char* text : {
              "input x: f32[133, 64]\ninput w: f32[64, 257]\ny = matmul(x, w)\noutput y\n",
              "input x: bf16[97, 513]\ninput w: bf16[513, 40]\ny = matmul(x, w)\noutput y\n",
