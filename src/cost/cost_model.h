@@ -12,8 +12,9 @@
 // the compute time of a generated kernel is its estimated instructions
 // (gpu_instructions.h) at the device's issue rate; on a CPU it is each cost
 // class's FLOPs at that class's measured rate plus the kernel's 16-bit
-// storage conversions (cpu_conversions.h) at the simple class's rate; a
-// matmul's is its FLOPs at the FP32 or tensor peak.
+// storage conversions (cpu_conversions.h) at the simple class's rate. A
+// matmul's is its FLOPs at the GPU's FP32 (f32) or tensor (bf16/f16) peak,
+// or on the CPU at the measured rate of the generated GEMM (its matmul class).
 #pragma once
 
 #include <array>

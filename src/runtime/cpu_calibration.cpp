@@ -6,7 +6,6 @@
 #include <fstream>
 
 #include <absl/strings/str_join.h>
-#include <absl/strings/str_replace.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -36,8 +35,8 @@ namespace {
 struct Probe {
   CostClass cost_class;
   const char* statements;
-  // Where the probe is not an op chain on x: the whole graph, %d standing
-  // for the thread count.
+  // Where the probe is not an op chain on x: the whole graph, {} standing
+  // for its rows (128 per thread).
   const char* graph = nullptr;
 };
 
@@ -59,7 +58,7 @@ constexpr Probe kProbes[] = {
     // cores, and the model predicted matmuls at twice their speed. 128 rows
     // per thread, as many as a 256-token batch on two cores.
     {CostClass::kMatmul, nullptr,
-     "input x: f32[%d, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n"},
+     "input x: f32[{}, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n"},
 };
 
 // Elements per thread: 8 MiB of input and output per thread, within a
@@ -69,7 +68,7 @@ constexpr int64_t kElementsPerThread = 1 << 20;
 
 absl::StatusOr<Graph> probe_graph(const Probe& probe) {
   if (probe.graph != nullptr) {
-    return parse_graph(absl::StrReplaceAll(probe.graph, {{"%d", std::to_string(128 * ThreadPool::global().size())}}));
+    return parse_graph(fmt::format(fmt::runtime(probe.graph), 128 * ThreadPool::global().size()));
   }
   return parse_graph(fmt::format("input x: f32[{}, {}]\n{}\noutput y\n", ThreadPool::global().size(),
                                  kElementsPerThread, probe.statements));

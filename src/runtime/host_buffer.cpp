@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace fusejit {
 
 absl::StatusOr<HostBuffer> HostBuffer::allocate(int64_t bytes, int misalign_bytes, const std::string& what) {

@@ -39,6 +39,7 @@
 #include "ir/dtype.h"
 #include "ir/op_table.h"
 #include "ir/philox.h"
+#include "runtime/host_compiler.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -534,23 +535,23 @@ TEST(CpuPhilox, DropoutSpanAnyStartAndLength) {
 // ---------------------------------------------------------------------------
 // The headers compiled as the CPU backend compiles generated kernels.
 
-// As host_compile_flags() (runtime/host_compiler.cpp), -ffp-contract=off
-// and -w aside (the instances below add the former).
+// The CPU backend's flags (host_compile_flags()), -ffp-contract=off and -w
+// aside (the instances below add the former).
 std::string jit_flags() {
-  std::string flags = "-std=c++17 -O3 -march=native -fno-math-errno -fopenmp-simd -fPIC -shared";
-#if defined(__x86_64__) || defined(__i386__)
-  if (__builtin_cpu_supports("avx512f")) flags += " -mprefer-vector-width=512";
-#endif
-  return flags;
+  std::vector<std::string> flags = host_compile_flags();
+  std::erase_if(flags, [](const std::string& f) { return f == "-ffp-contract=off" || f == "-w"; });
+  std::string joined;
+  for (const std::string& f : flags) joined += (joined.empty() ? "" : " ") + f;
+  return joined;
 }
 
-struct HostCompiler {
+struct JitCompiler {
   std::string command;  // empty: none found
   bool clang = false;
 };
 
 // $CXX, else c++; GCC and Clang report vectorised loops differently.
-HostCompiler host_compiler() {
+JitCompiler host_compiler() {
   const char* cxx = std::getenv("CXX");
   for (std::string candidate : {std::string(cxx ? cxx : ""), std::string("c++")}) {
     if (candidate.empty() || testing::run_command("command -v " + candidate).exit_code != 0) continue;
@@ -667,7 +668,7 @@ class CpuHelpersJit : public ::testing::TestWithParam<const char*> {
   void expect_dropout_matches_reference() const;
   void report_throughput() const;
 
-  HostCompiler compiler_;
+  JitCompiler compiler_;
   std::string dir_, command_;
   testing::CommandResult compile_;
   std::map<std::string, int> loop_lines_;  // tag -> line in kernels.cpp
