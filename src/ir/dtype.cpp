@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 
 namespace fusejit {
 
@@ -79,6 +80,21 @@ double round_to_dtype(double v, DType t) {
     case DType::kBF16: return bf16_bits_to_float(float_to_bf16_bits(f));
   }
   return f;
+}
+
+std::string float32_range_problem(double v) {
+  if (v == 0 || std::isnan(v)) return {};  // NaN is the caller's to reject: it is no range question
+  const float largest = std::numeric_limits<float>::max(), smallest = std::numeric_limits<float>::min();
+  // Past the largest finite float, but rounding down to it, is fine.
+  if (std::isinf(static_cast<float>(v))) {
+    return fmt::format("{} is past float32's largest finite value, {}; kernels compute in float32", v, largest);
+  }
+  if (std::fabs(v) < smallest) {
+    return fmt::format("{} is below float32's smallest normal value, {}, where it would lose its precision or "
+                       "become 0; kernels compute in float32 (write 0 for zero)",
+                       v, smallest);
+  }
+  return {};
 }
 
 }  // namespace fusejit

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -28,6 +29,14 @@ DType promote(DType a, DType b);
 // even, overflow to infinity, NaN stays NaN) and returns it widened back to
 // double. This is the single definition of "store in dtype" for the reference.
 double round_to_dtype(double v, DType t);
+
+// Kernels compute in f32, so a number written into a graph (a literal
+// operand, a float attribute such as eps) must mean the same in f32 as in
+// the float64 reference: "" when it does (0, or a finite value of f32's
+// normal range, whatever its rounding), else why not ("1e+39 is past
+// float32's largest finite value, 3.4028235e+38; kernels compute in
+// float32"). Without this, 1e39 becomes infinity in a kernel and 1e-50 zero.
+std::string float32_range_problem(double v);
 
 // Bit-level conversions used by storage (npy files, device buffers).
 uint16_t float_to_half_bits(float f);

@@ -89,6 +89,11 @@ bool infer_type(const Graph& graph, const OpInfo& info, std::span<const Operand>
     if (operands[i].is_literal() && !std::isfinite(operands[i].literal)) {
       return fail(i, fmt::format("literal operands must be finite, got {}", operands[i].literal));
     }
+    if (operands[i].is_literal()) {
+      if (std::string problem = float32_range_problem(operands[i].literal); !problem.empty()) {
+        return fail(i, fmt::format("literal operand {}: {}", i + 1, problem));
+      }
+    }
   }
 
   switch (info.kind) {

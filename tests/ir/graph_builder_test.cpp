@@ -133,7 +133,14 @@ TEST(GraphBuilder, AttributeAndGraphErrorsNameTheOperands) {
   EXPECT_EQ(error_of([&] { gelu(x, "fast"); }).substr(0, 35), "gelu(x: f32[4, 8]): approximate mus");
   EXPECT_EQ(error_of([&] { layer_norm(x, std::nullopt, std::nullopt, -1.0); }),
             "layer_norm(x: f32[4, 8]): eps must be > 0, got -1");
-  EXPECT_EQ(g.nodes().size(), 1u);  // nothing was added
+  EXPECT_EQ(error_of([&] { rms_norm(x, std::nullopt, 1e-50); }).substr(0, 68),
+            "rms_norm(x: f32[4, 8]): eps: 1e-50 is below float32's smallest norma");
+  EXPECT_EQ(error_of([&] { x * 1e39; }).substr(0, 55), "mul(x: f32[4, 8], 1e+39): literal operand 2: 1e+39 is p");
+  // What float32 holds passes, up to the largest finite value, rounding included.
+  EXPECT_EQ(error_of([&] { (void)(x * 3.4028235e38); }), "no error");
+  EXPECT_EQ(error_of([&] { (void)(x * 1.2e-38); }), "no error");
+  EXPECT_EQ(error_of([&] { (void)(x * 0.0); }), "no error");
+  EXPECT_EQ(g.nodes().size(), 4u);  // only the three that passed were added
 }
 
 }  // namespace
