@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,10 +76,26 @@ int fuzz(const FuzzCommandOptions& opt) {
     backend = open_backend(opt.backend);
     if (!backend) return 1;
   }
+  if (std::count(opt.files.begin(), opt.files.end(), "-") > 1) {
+    fmt::print(stderr, "fusejit: error: --check: '-' (standard input) is given more than once; it can be read once\n");
+    return 2;
+  }
   if (opt.cuda_compile) {
     if (absl::Status s = nvrtc_status(); !s.ok()) {
       fmt::print(stderr, "fusejit: error: --cuda-compile: {}\n", status_text(s));
       return 1;
+    }
+    // A bad --arch is the user's typo, not a mismatch of every graph.
+    if (absl::Status s = check_cuda_arch(opt.arch); !s.ok()) {
+      fmt::print(stderr, "fusejit: error: --arch: {}\n", status_text(s));
+      return 2;
+    }
+    if (cuda_arch_number(opt.arch) < 80) {
+      fmt::print(stderr,
+                 "fusejit: error: --arch {}: fuzz graphs use bf16, which needs sm_80 or newer (compute capability "
+                 "8.0); choose --arch sm_80 or later\n",
+                 opt.arch);
+      return 2;
     }
   }
   FuzzOptions options;
@@ -125,8 +142,11 @@ void register_fuzz(CLI::App& app, int& exit_code) {
   cmd->add_option("--backend", opt->backend, "run the plans on auto, cpu or cuda; none only generates (and compiles)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
       ->capture_default_str();
-  cmd->add_flag("--cuda-compile", opt->cuda_compile, "also compile every kernel of both plans with NVRTC");
-  cmd->add_option("--arch", opt->arch, "architecture for --cuda-compile")->capture_default_str();
+  CLI::Option* cuda_compile =
+      cmd->add_flag("--cuda-compile", opt->cuda_compile, "also compile every kernel of both plans with NVRTC");
+  cmd->add_option("--arch", opt->arch, "architecture for --cuda-compile (sm_80 or newer)")
+      ->needs(cuda_compile)
+      ->capture_default_str();
   cmd->add_option("--check", opt->files,
                   "check these graph files (e.g. a printed reproducer; '-': standard input) instead of random graphs")
       ->check(CLI::Validator(

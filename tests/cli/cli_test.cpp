@@ -154,6 +154,30 @@ TEST(Cli, FuzzRefusesWhatItCannotCheck) {
   auto none = run_fusejit("fuzz --graphs 3 --backend none");
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("--backend none runs nothing; add --cuda-compile"), std::string::npos) << none.err;
+  // --arch is for --cuda-compile; alone it would be ignored.
+  auto arch_alone = run_fusejit("fuzz --graphs 1 --backend cpu --arch sm_80");
+  EXPECT_EQ(arch_alone.exit_code, 2);
+  EXPECT_NE(arch_alone.err.find("--arch requires --cuda-compile"), std::string::npos) << arch_alone.err;
+  // Standard input can be read once.
+  auto stdin_twice = run_fusejit("fuzz --backend cpu --check - -");
+  EXPECT_EQ(stdin_twice.exit_code, 2);
+  EXPECT_NE(stdin_twice.err.find("'-' (standard input) is given more than once"), std::string::npos)
+      << stdin_twice.err;
+}
+
+// A bad or too old --arch is the user's error, found before any graph:
+// not a mismatch blamed on every graph.
+TEST(Cli, FuzzChecksTheArchitectureFirst) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  auto bogus = run_fusejit("fuzz --graphs 1 --backend none --cuda-compile --arch bogus");
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.err.find("--arch: invalid CUDA architecture 'bogus'"), std::string::npos) << bogus.err;
+  EXPECT_EQ(bogus.out.find("MISMATCH"), std::string::npos) << bogus.out;
+  auto turing = run_fusejit("fuzz --graphs 1 --backend none --cuda-compile --arch sm_75");
+  EXPECT_EQ(turing.exit_code, 2);
+  EXPECT_NE(turing.err.find("--arch sm_75: fuzz graphs use bf16, which needs sm_80 or newer"), std::string::npos)
+      << turing.err;
+  EXPECT_EQ(turing.out.find("MISMATCH"), std::string::npos) << turing.out;
 }
 
 TEST(Cli, CheckPrintsCanonicalTextOfEveryExample) {
