@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 
 #include <absl/strings/str_join.h>
 #include <fmt/format.h>
@@ -26,14 +27,57 @@ std::string number_lines(std::string_view source) {
   return out;
 }
 
-std::string format_compile_failure(const CompileFailure& f) {
-  return fmt::format(
-      "{0} failed to compile kernel '{1}' for {2}: {3}\n"
-      "options: {4}\n"
-      "{0} log:\n{5}\n"
-      "source {6}{7}:\n{8}",
-      f.compiler, f.name, f.arch, f.error, absl::StrJoin(f.options, " "), f.log, kernel_file_stem(f.name), f.extension,
-      number_lines(f.source));
+std::string cited_source_lines(std::string_view log, std::string_view source) {
+  std::vector<std::string_view> lines;
+  for (size_t start = 0; start < source.size();) {
+    const size_t end = std::min(source.find('\n', start), source.size());
+    lines.push_back(source.substr(start, end - start));
+    start = end + 1;
+  }
+  const int count = static_cast<int>(lines.size());
+  std::vector<bool> shown(lines.size(), false);
+  static const std::regex kCitation(R"(\.(?:cu|cpp)(?:\((\d+)\)|:(\d+):))");
+  const std::string text(log);
+  bool any = false;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kCitation); it != std::sregex_iterator(); ++it) {
+    const std::string digits = (*it)[1].matched ? (*it)[1].str() : (*it)[2].str();
+    if (digits.size() > 9) continue;
+    const int line = std::stoi(digits);  // 1-based
+    if (line < 1 || line > count) continue;
+    any = true;
+    for (int l = std::max(1, line - kCitedContext); l <= std::min(count, line + kCitedContext); ++l) shown[l - 1] = true;
+  }
+  if (!any) return {};
+  std::string out;
+  for (int i = 0; i < count; ++i) {
+    if (!shown[i]) continue;
+    if (i > 0 && !shown[i - 1] && !out.empty()) out += "     ...\n";
+    out += fmt::format("{:>4} | {}\n", i + 1, lines[i]);
+  }
+  return out;
+}
+
+CompileFailureText format_compile_failure(const CompileFailure& f) {
+  const std::string head = fmt::format("{0} failed to compile kernel '{1}' for {2}: {3}\n"
+                                       "options: {4}\n"
+                                       "{0} log:\n{5}\n",
+                                       f.compiler, f.name, f.arch, f.error, absl::StrJoin(f.options, " "), f.log);
+  const std::string file = kernel_file_stem(f.name) + f.extension;
+  const std::string cited = cited_source_lines(f.log, f.source);
+  return {
+      .brief = head + (cited.empty() ? fmt::format("source {}: the log cites none of its lines\n", file)
+                                     : fmt::format("source {}, the lines the log cites:\n{}", file, cited)),
+      .full = head + fmt::format("source {}:\n{}", file, number_lines(f.source)),
+  };
+}
+
+absl::Status compile_failure_status(const std::string& file_name, const CompileFailureText& text) {
+  absl::StatusOr<std::string> path = write_compile_report(file_name, text.full);
+  if (!path.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}(could not write a report: {})", text.full, status_text(path.status())));
+  }
+  return absl::InvalidArgumentError(fmt::format("{}report, with the whole source: {}", text.brief, *path));
 }
 
 absl::StatusOr<std::string> write_compile_report(const std::string& file_name, std::string_view text) {

@@ -27,8 +27,26 @@ struct CompileFailure {
   std::string source;
 };
 
-// What failed, the options, the compiler's log and the numbered source.
-std::string format_compile_failure(const CompileFailure& failure);
+// The lines of `source` that a compiler's `log` cites, as NAME.cu(LINE)
+// (NVRTC) or NAME.cpp:LINE: (GCC, Clang), with kCitedContext lines either
+// side, numbered as number_lines() does; runs that touch are merged, and
+// "     ..." marks a gap. "" when the log cites no line of the source.
+inline constexpr int kCitedContext = 3;
+std::string cited_source_lines(std::string_view log, std::string_view source);
+
+// A failure in two lengths. Both say what failed, the options and the
+// compiler's log; `full` then numbers the whole source (a generated kernel
+// runs to a thousand lines and more, with its helpers), for the report
+// file, and `brief` only the lines the log cites, for the message.
+struct CompileFailureText {
+  std::string brief;
+  std::string full;
+};
+CompileFailureText format_compile_failure(const CompileFailure& failure);
+// The error a failed compile returns: `brief` and the report's path, or
+// `full` when no report could be written. Writes the report as
+// FILE_NAME (write_compile_report).
+absl::Status compile_failure_status(const std::string& file_name, const CompileFailureText& text);
 
 // Writes a report as FILE_NAME under cache_directory()/errors/, or under the
 // system temp directory's fusejit-errors/ when that cannot be written;

@@ -258,21 +258,20 @@ absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::strin
     absl::StatusOr<std::string> built = r->exit_code == 0 ? read_whole_file(obj_path)
                                                           : absl::StatusOr<std::string>(std::string());
     if (r->exit_code != 0 || !built.ok()) {
-      const std::string text = format_compile_failure({
-          .compiler = fmt::format("the host compiler ({})", absl::StrJoin(compiler->command, " ")),
-          .extension = ".cpp",
-          .name = name,
-          .arch = "this CPU (-march=native)",
-          .error = r->exit_code != 0 ? fmt::format("exit code {}", r->exit_code) : std::string(status_text(built.status())),
-          .options = host_compile_flags(),
-          .log = r->output,
-          .source = source,
-      });
       const std::string file_name = fmt::format("{}-{}.txt", stem, module->cache_key_.substr(0, 12));
-      absl::StatusOr<std::string> path = write_compile_report(file_name, text);
-      return absl::InvalidArgumentError(text + (path.ok() ? fmt::format("report: {}", *path)
-                                                          : fmt::format("(could not write a report: {})",
-                                                                        status_text(path.status()))));
+      return compile_failure_status(
+          file_name,
+          format_compile_failure({
+              .compiler = fmt::format("the host compiler ({})", absl::StrJoin(compiler->command, " ")),
+              .extension = ".cpp",
+              .name = name,
+              .arch = "this CPU (-march=native)",
+              .error = r->exit_code != 0 ? fmt::format("exit code {}", r->exit_code)
+                                         : std::string(status_text(built.status())),
+              .options = host_compile_flags(),
+              .log = r->output,
+              .source = source,
+          }));
     }
     object = *std::move(built);
     if (cache != nullptr) cache->store(module->cache_key_, CacheEntry{.blobs = {{kObjectBlob, object}, {kLogBlob, r->output}}});

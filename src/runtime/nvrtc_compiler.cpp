@@ -62,19 +62,15 @@ bool restore(const CacheEntry& entry, CompiledKernel& kernel) {
 }
 
 absl::Status compile_failure(const CompiledKernel& kernel, const NvrtcOutput& out) {
-  const std::string text = format_compile_failure({.name = kernel.name,
-                                                   .arch = kernel.arch,
-                                                   .error = out.error,
-                                                   .options = kernel.options,
-                                                   .log = out.log,
-                                                   .source = kernel.source});
   // One file per kernel and key: compiling the same bad source again
   // replaces its report instead of adding another.
   const std::string file_name = fmt::format("{}-{}.txt", kernel_file_stem(kernel.name), kernel.cache_key.substr(0, 12));
-  absl::StatusOr<std::string> path = write_compile_report(file_name, text);
-  const std::string where = path.ok() ? fmt::format("report: {}", *path)
-                                      : fmt::format("(could not write a report: {})", status_text(path.status()));
-  return absl::InvalidArgumentError(text + where);
+  return compile_failure_status(file_name, format_compile_failure({.name = kernel.name,
+                                                                   .arch = kernel.arch,
+                                                                   .error = out.error,
+                                                                   .options = kernel.options,
+                                                                   .log = out.log,
+                                                                   .source = kernel.source}));
 }
 
 }  // namespace

@@ -707,17 +707,30 @@ TEST(CpuBackend, NarrowerVectorPathsMatchTheReference) {
 #endif
 
 TEST(HostCompiler, ACompileErrorReportsTheLogAndNumberedSource) {
-  absl::StatusOr<std::unique_ptr<HostModule>> k =
-      compile_host_module("broken", "extern \"C\" int broken(void* const*, long long, long long) {\n  return x;\n}\n",
-                          {"broken"}, nullptr);
+  // 40 lines with the error on line 30: the message numbers the lines
+  // around it, the report every line.
+  std::string source = "extern \"C\" int broken(void* const*, long long, long long) {\n";
+  for (int line = 2; line < 30; ++line) source += "  // filler " + std::to_string(line) + "\n";
+  source += "  return x;\n";
+  for (int line = 31; line < 40; ++line) source += "  // filler " + std::to_string(line) + "\n";
+  source += "}\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> k = compile_host_module("broken", source, {"broken"}, nullptr);
   ASSERT_FALSE(k.ok());
   const std::string message(status_text(k.status()));
   EXPECT_NE(message.find("failed to compile kernel 'broken'"), std::string::npos) << message;
-  EXPECT_NE(message.find("   2 |   return x;"), std::string::npos) << message;
+  EXPECT_NE(message.find("  30 |   return x;"), std::string::npos) << message;
+  EXPECT_NE(message.find("  27 |   // filler 27"), std::string::npos) << message;
+  EXPECT_NE(message.find("  33 |   // filler 33"), std::string::npos) << message;
+  EXPECT_EQ(message.find("   2 |   // filler 2"), std::string::npos) << message;
   EXPECT_NE(message.find("was not declared"), std::string::npos) << message;
-  const size_t at = message.rfind("report: ");
+  const size_t at = message.rfind("report, with the whole source: ");
   ASSERT_NE(at, std::string::npos) << message;
-  EXPECT_TRUE(std::filesystem::exists(message.substr(at + 8))) << message;
+  const std::string path = message.substr(at + 31);
+  ASSERT_TRUE(std::filesystem::exists(path)) << message;
+  const std::string report = testing::read_file(path);
+  EXPECT_NE(report.find("   2 |   // filler 2"), std::string::npos) << report;
+  EXPECT_NE(report.find("  40 | }"), std::string::npos) << report;
+  EXPECT_NE(report.find("was not declared"), std::string::npos) << report;
 }
 
 // Several kernels in one module: each entry point is its own function, and

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "runtime/compile_report.h"
 #include "runtime/runtime_test_util.h"
 #include "runtime/warnings.h"
 #include "support/run_command.h"
@@ -183,7 +184,8 @@ TEST_F(NvrtcCompile, CorruptCacheEntryIsRecompiledWithAWarning) {
 }
 
 // The message and the report file hold the NVRTC log (with the line of the
-// error), the options and the numbered source.
+// error) and the options; the message numbers the source lines within
+// kCitedContext of the error, the report every line.
 void expect_compile_error_report(const std::string& name, const std::string& source, int error_line,
                                  const std::string& report_dir) {
   absl::StatusOr<CompiledKernel> k = compile_cuda(name, source, {}, nullptr);
@@ -192,18 +194,20 @@ void expect_compile_error_report(const std::string& name, const std::string& sou
   EXPECT_TRUE(testing::contains(message, name + ".cu(" + std::to_string(error_line) + "): error")) << message;
   EXPECT_TRUE(testing::contains(message, "options: --std=c++17 -default-device --gpu-architecture=sm_90")) << message;
   EXPECT_TRUE(testing::contains(message, "NVRTC_ERROR_COMPILATION")) << message;
-  // Every source line, numbered.
+  const size_t report_at = message.rfind("\nreport, with the whole source: ");
+  ASSERT_NE(report_at, std::string::npos) << message;
+  const std::string path = message.substr(report_at + 32);
+  EXPECT_TRUE(path.starts_with(report_dir)) << path;
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  const std::string report = read_file(path);
+  EXPECT_TRUE(testing::contains(report, name + ".cu(" + std::to_string(error_line) + "): error")) << report;
   std::vector<std::string> lines = absl::StrSplit(source, '\n');
   for (size_t i = 0; i < lines.size() && !lines[i].empty(); ++i) {
     const std::string numbered = fmt::format("{:>4} | {}\n", i + 1, lines[i]);
-    EXPECT_TRUE(testing::contains(message, numbered)) << numbered << "\nnot in\n" << message;
+    EXPECT_TRUE(testing::contains(report, numbered)) << numbered << "\nnot in the report\n" << report;
+    const bool near = std::abs(static_cast<int>(i + 1) - error_line) <= kCitedContext;
+    EXPECT_EQ(testing::contains(message, numbered), near) << numbered << "\nin the message:\n" << message;
   }
-  const size_t report_at = message.rfind("\nreport: ");
-  ASSERT_NE(report_at, std::string::npos) << message;
-  const std::string path = message.substr(report_at + 9);
-  EXPECT_TRUE(path.starts_with(report_dir)) << path;
-  ASSERT_TRUE(std::filesystem::exists(path)) << path;
-  EXPECT_EQ(read_file(path), message.substr(0, report_at + 1));
   std::filesystem::remove(path);
 }
 
@@ -214,6 +218,13 @@ TEST_F(NvrtcCompile, SyntaxErrorIsReportedWithLogAndNumberedSource) {
                               "  x[i] = 1.0f * ;\n"
                               "}\n",
                               3, root_ + "/errors/");
+}
+
+TEST_F(NvrtcCompile, ErrorInALongSourceShowsOnlyTheLinesAroundIt) {
+  std::string source = "extern \"C\" __global__ void broken_long(float* x) {\n";
+  for (int line = 2; line < 50; ++line) source += "  x[" + std::to_string(line) + "] = 0.0f;\n";
+  source += "  x[0] = undeclared;\n}\n";
+  expect_compile_error_report("broken_long", source, 50, root_ + "/errors/");
 }
 
 TEST_F(NvrtcCompile, TypeErrorIsReportedWithLogAndNumberedSource) {
