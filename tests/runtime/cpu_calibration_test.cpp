@@ -32,6 +32,7 @@ TEST(CpuCalibration, KeyNamesTheProbeKernelsDigest) {
   const size_t at = key.find("kernels sha256 ");
   ASSERT_NE(at, std::string::npos) << key;
   EXPECT_EQ(key.size() - at, std::string("kernels sha256 ").size() + 64) << key;
+  EXPECT_NE(key.find(" | probes v"), std::string::npos) << "the probes' method: " << key;
   EXPECT_EQ(key, cpu_calibration_key()) << "the key is deterministic";
 }
 
