@@ -79,10 +79,17 @@ std::string node_expression(const Node& node, std::span<const std::string> opera
   return substitute(node.info().code, node, printed, index, "");
 }
 
-std::string dropout4_call(const Node& node, std::string_view in, std::string_view out, std::string_view index) {
-  return fmt::format("fj_dropout4({}, {}, {}, {}u, {}, {}, {})", in, out, index, placeholder_value(node, "threshold"),
-                     placeholder_value(node, "scale"), placeholder_value(node, "seed_lo"),
-                     placeholder_value(node, "seed_hi"));
+std::string dropout_vector_call(const Node& node, int width, std::string_view in, std::string_view out,
+                                std::string_view index) {
+  return fmt::format("fj_dropout{}({}, {}, {}, {}u, {}, {}, {})", width, in, out, index,
+                     placeholder_value(node, "threshold"), placeholder_value(node, "scale"),
+                     placeholder_value(node, "seed_lo"), placeholder_value(node, "seed_hi"));
+}
+
+int dropout_vector_width(int vec) {
+  if (vec % kDropoutGroup == 0) return kDropoutGroup;
+  if (vec % 4 == 0) return 4;
+  return 0;
 }
 
 std::string dropout_span_call(const Node& node, std::string_view in, std::string_view out, std::string_view count,

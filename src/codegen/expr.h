@@ -21,10 +21,15 @@ std::string float_literal(double value);
 // index (used by dropout).
 std::string node_expression(const Node& node, std::span<const std::string> operands, std::string_view index);
 
-// For dropout over 4 consecutive elements whose first index is a multiple
-// of 4: one call that draws one Philox block for all four
-// ("fj_dropout4(in, out, index, ...)"; `in` and `out` point at 4 floats).
-std::string dropout4_call(const Node& node, std::string_view in, std::string_view out, std::string_view index);
+// For dropout over `width` (8 or 4) consecutive elements whose first index
+// is a multiple of `width`: one call that draws one Philox block for them
+// ("fj_dropout8(in, out, index, ...)"; `in` and `out` point at `width`
+// floats). A block decides 8 elements (ir/philox.h), so width 4 uses half.
+std::string dropout_vector_call(const Node& node, int width, std::string_view in, std::string_view out,
+                                std::string_view index);
+// The widest such call for vectors of `vec` elements: 8 or 4, or 0 when
+// `vec` is not a multiple of 4 (the caller then drops element by element).
+int dropout_vector_width(int vec);
 
 // For dropout over `count` consecutive elements starting at any index (the
 // CPU target): "fj_dropout_span(in, out, count, first_index, ...)".

@@ -2,6 +2,8 @@
 
 #include "cost/cost_model.h"
 #include "fusion/gpu_row_shape.h"
+#include "fusion/gpu_vector_width.h"
+#include "ir/philox.h"
 
 namespace fusejit {
 namespace {
@@ -13,8 +15,11 @@ double stream_cost(const Node& n) { return dtype_size(n.dtype) >= 4 ? kStream4By
 // rcp (fj_gelu_tanh in codegen/cuda/fj_math.cuh).
 constexpr double kGeluTanhInstructions = 10.5;
 
-double op_instructions(const Node& n) {
+double op_instructions(const Graph& graph, const Kernel& kernel, const Node& n) {
   if (n.op == Op::kGelu && n.attrs.get_enum("approximate") == "tanh") return kGeluTanhInstructions;
+  if (n.op == Op::kDropout && gpu_vector_width(graph, kernel) < kDropoutGroup) {  // f32 data: 4 to a thread
+    return n.info().gpu_instructions + kDropoutHalfBlockInstructions;
+  }
   return n.info().gpu_instructions;
 }
 
@@ -62,7 +67,7 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
     const Node& n = graph.node(kernel.nodes[i]);
     const double rounding = rounds_in_kernel(graph, kernel, kernel.nodes[i]) ? kRoundInKernel : 0;
-    total += counts[i] * op_elements(graph, n) * (op_instructions(n) + rounding);
+    total += counts[i] * op_elements(graph, n) * (op_instructions(graph, kernel, n) + rounding);
   }
   if (row) {
     const GpuRowShape shape = gpu_row_shape(kernel.iteration.last(), kernel.row_strategy);

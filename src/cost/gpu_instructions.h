@@ -7,7 +7,8 @@
 //
 // Thread-instructions of a kernel, summed over its elements:
 //   each op:   its ops.def `gpu instructions` per element it computes (a
-//              reduction per input element), times the passes that
+//              reduction per input element; dropout in a kernel of f32
+//              data kDropoutHalfBlockInstructions more), times the passes that
 //              compute it (a re-reading row kernel recomputes elementwise
 //              work; it combines each reduction once);
 //   a value the kernel stores in 16 bits and also uses (rounds_in_kernel,
@@ -50,6 +51,12 @@ inline constexpr double kRoundInKernel = 2.0;
 inline constexpr double kBlockReduceBase = 8.0;
 inline constexpr double kBlockReducePerShuffle = 2.0;
 inline constexpr double kWarpReduce = 10.0;
+// The op table's dropout weight is a thread's share of one Philox block per
+// 8 elements (16-bit data: 8 per 16-byte access). A thread that holds 4
+// (f32) draws a whole block for 4 and uses half: this much more per element
+// (single-op kernels, bench/sass_count.py: f32 18.8 less 2.5 for loads,
+// stores and loop, against the table's 8.5).
+inline constexpr double kDropoutHalfBlockInstructions = 7.8;
 
 // Per thread and row, a block reduction over `threads` threads.
 double block_reduce_instructions(int threads);

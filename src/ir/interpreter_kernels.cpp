@@ -78,15 +78,17 @@ void eval_dropout(const double* x, int64_t n, double p, uint64_t seed, double* o
   const PhiloxKey key = dropout_key(seed);
   const uint32_t threshold = dropout_threshold(p);
   const double scale = dropout_scale(p);
-  const int64_t groups = (n + 3) / 4;
-  // One Philox call serves the four elements of a counter.
-  parallel_for(groups, kMinChunk / 4, threads, [&](int64_t begin, int64_t end) {
+  const int64_t groups = (n + kDropoutGroup - 1) / kDropoutGroup;
+  // One Philox call serves the eight elements of a counter, 16 bits each
+  // (ir/philox.h).
+  parallel_for(groups, kMinChunk / kDropoutGroup, threads, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
-      const PhiloxCounter words = philox4x32_10(dropout_counter(4 * static_cast<uint64_t>(g)), key);
-      for (int lane = 0; lane < 4; ++lane) {
-        const int64_t i = 4 * g + lane;
+      const PhiloxCounter words = philox4x32_10(dropout_counter(kDropoutGroup * static_cast<uint64_t>(g)), key);
+      for (int lane = 0; lane < kDropoutGroup; ++lane) {
+        const int64_t i = kDropoutGroup * g + lane;
         if (i >= n) break;
-        out[i] = r(x[i] * ((words[lane] >> 8) >= threshold ? scale : 0.0));
+        const uint32_t bits = (words[lane / 2] >> (kDropoutBits * (lane % 2))) & 0xffffu;
+        out[i] = r(x[i] * (bits >= threshold ? scale : 0.0));
       }
     }
   });

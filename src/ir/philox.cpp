@@ -36,19 +36,23 @@ PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
 PhiloxKey dropout_key(uint64_t seed) { return {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}; }
 
 PhiloxCounter dropout_counter(uint64_t index) {
-  const uint64_t group = index / 4;
+  const uint64_t group = index / kDropoutGroup;
   return {static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), 0, 0};
 }
 
+uint32_t dropout_bits(uint64_t seed, uint64_t index) {
+  const uint32_t word = philox4x32_10(dropout_counter(index), dropout_key(seed))[(index % kDropoutGroup) / 2];
+  return (word >> (kDropoutBits * (index % 2))) & 0xffffu;
+}
+
 float dropout_uniform(uint64_t seed, uint64_t index) {
-  const uint32_t word = philox4x32_10(dropout_counter(index), dropout_key(seed))[index % 4];
-  return static_cast<float>(word >> 8) * 0x1p-24f;  // 24 bits: exact in float
+  return static_cast<float>(dropout_bits(seed, index)) * 0x1p-16f;  // exact in float
 }
 
 uint32_t dropout_threshold(double p) {
   if (!(p > 0)) return 0;  // also maps NaN to "keep all"; the verifier rejects NaN anyway
-  if (p >= 1) return 1u << 24;
-  return static_cast<uint32_t>(std::ceil(p * 0x1p24));  // p * 2^24 is exact
+  if (p >= 1) return 1u << kDropoutBits;
+  return static_cast<uint32_t>(std::ceil(p * 0x1p16));  // p * 2^16 is exact
 }
 
 bool dropout_keeps(uint64_t seed, uint64_t index, double p) {

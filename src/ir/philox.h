@@ -1,16 +1,26 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3")
 // and the dropout mask built on it. The mask is keyed by the global element
 // index, never by thread layout, so every backend draws the same mask:
-//   key = (seed lo, seed hi); counter = (i/4 lo, i/4 hi, 0, 0);
-//   word = philox(counter, key)[i % 4]; u = (word >> 8) * 2^-24;
-//   keep iff u >= p; kept values are scaled by 1 / (1 - p).
+//   key = (seed lo, seed hi); counter = (i/8 lo, i/8 hi, 0, 0);
+//   r = philox(counter, key), read as eight 16-bit numbers, little-endian:
+//   bits = (r[(i % 8) / 2] >> (16 * (i % 2))) & 0xffff;
+//   u = bits * 2^-16; keep iff u >= p; kept values are scaled by 1 / (1 - p).
 // The result is x * (keep ? dropout_scale(p) : 0), a multiplication as in
 // PyTorch (x * mask * scale): a dropped NaN or infinity gives NaN, not 0.
 //
+// Why 16 bits per element rather than DESIGN.md §4's suggested 24 (one
+// 32-bit word per element): one Philox call then decides 8 elements, not 4,
+// which halves the integer work that dominates dropout's cost (on sm_90
+// the fused demo kernel went from 53.5 to 48.1 SASS instructions per bf16
+// element, bench/results/2026-12-01-dropout-16-bit.md).
+// The price is resolution: the drop probability is ceil(p * 2^16) / 2^16,
+// within 2^-16 (1.5e-5) of p, where FlashAttention's 8-bit mask is within
+// 2^-8. PyTorch's scale 1 / (1 - p) is kept.
+//
 // "u >= p" compares the exact u with the exact double p. Because u is a
-// multiple of 2^-24, it equals the integer test (word >> 8) >= ceil(p * 2^24);
+// multiple of 2^-16, it equals the integer test bits >= ceil(p * 2^16);
 // backends should use that test (dropout_threshold) rather than compare u with
-// a float-rounded p, which would disagree for some p (e.g. p >= 0.5).
+// a float-rounded p, which could disagree for some p.
 #pragma once
 
 #include <array>
@@ -23,14 +33,20 @@ using PhiloxKey = std::array<uint32_t, 2>;
 
 PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);
 
+// Elements decided by one Philox call, and the bits each one gets.
+inline constexpr int kDropoutGroup = 8;
+inline constexpr int kDropoutBits = 16;
+
 // The key and counter of the mapping above.
 PhiloxKey dropout_key(uint64_t seed);
 PhiloxCounter dropout_counter(uint64_t index);
 
-// The uniform number in [0, 1) that decides element `index` (exact in float).
+// The 16-bit number that decides element `index`, and the uniform number in
+// [0, 1) it stands for (bits * 2^-16, exact in float).
+uint32_t dropout_bits(uint64_t seed, uint64_t index);
 float dropout_uniform(uint64_t seed, uint64_t index);
-// The integer form of "u >= p": element i is kept iff (word >> 8) >= dropout_threshold(p).
-// p in [0, 1) gives a threshold in [0, 2^24].
+// The integer form of "u >= p": element i is kept iff dropout_bits >= dropout_threshold(p).
+// p in [0, 1) gives a threshold in [0, 2^16].
 uint32_t dropout_threshold(double p);
 // Whether dropout with probability p keeps element `index`.
 bool dropout_keeps(uint64_t seed, uint64_t index, double p);

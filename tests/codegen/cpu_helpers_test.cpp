@@ -453,7 +453,7 @@ TEST(CpuPhilox, KnownAnswerVectors) {
     for (int i = 0; i < 4; ++i) EXPECT_EQ(w[i], t.out[i]) << "word " << i;
   }
   for (uint64_t group : {0ull, 1ull, 12345ull, 0x1'0000'0003ull, 0xffff'ffff'ffffull}) {
-    const PhiloxCounter want = philox4x32_10(dropout_counter(group * 4), dropout_key(0x1234'5678'9abcull));
+    const PhiloxCounter want = philox4x32_10(dropout_counter(group * 8), dropout_key(0x1234'5678'9abcull));
     uint32_t w[4];
     fj_philox(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), 0x56789abcu, 0x1234u, w[0], w[1],
               w[2], w[3]);
@@ -482,13 +482,13 @@ TEST(CpuPhilox, DropoutEqualsTheReferenceBitForBit) {
       const uint32_t threshold = dropout_threshold(p);
       const float scale = dropout_scale(p);
       int64_t bad = 0, kept = 0;
-      for (uint64_t i = 0; i < x.size(); i += 4) {
-        float y4[4];
-        fj_dropout4(&x[i], y4, i, threshold, scale, k0, k1);
-        for (uint64_t e = 0; e < 4; ++e) {
+      for (uint64_t i = 0; i < x.size(); i += 8) {
+        float y8[8];
+        fj_dropout8(&x[i], y8, i, threshold, scale, k0, k1);
+        for (uint64_t e = 0; e < 8; ++e) {
           const float want = reference_dropout(x[i + e], seed, i + e, p);
           const float one = fj_dropout(x[i + e], i + e, threshold, scale, k0, k1);
-          bad += (bits_of(y4[e]) != bits_of(want)) + (bits_of(one) != bits_of(want));
+          bad += (bits_of(y8[e]) != bits_of(want)) + (bits_of(one) != bits_of(want));
           kept += dropout_keeps(seed, i + e, p);
         }
       }
@@ -503,16 +503,16 @@ TEST(CpuPhilox, DropoutSpanAnyStartAndLength) {
   const uint64_t seed = 42;
   const uint32_t k0 = dropout_key(seed)[0], k1 = dropout_key(seed)[1];
   std::vector<int64_t> lengths;
-  for (int64_t n = 0; n <= 13; ++n) lengths.push_back(n);
+  for (int64_t n = 0; n <= 25; ++n) lengths.push_back(n);
   lengths.push_back(1000);
   lengths.push_back(100003);
   // Bases: the start, a run that crosses a change of the counter's high
   // word (group 2^32 - 2 onwards), and a large index.
-  for (uint64_t base : {0ull, 4 * ((1ull << 32) - 2), (1ull << 40) + 8}) {
+  for (uint64_t base : {0ull, 8 * ((1ull << 32) - 2), (1ull << 40) + 8}) {
     for (double p : {0.1, 0.5, 0.9}) {
       const uint32_t threshold = dropout_threshold(p);
       const float scale = dropout_scale(p);
-      for (uint64_t start : {0, 1, 2, 3, 5}) {
+      for (uint64_t start : {0, 1, 2, 3, 5, 7, 9}) {
         for (int64_t n : lengths) {
           if (start + n > x.size()) continue;
           std::vector<float> y(n + 1, 7.0f);
@@ -592,10 +592,10 @@ std::vector<JitLoop> jit_loops() {
   loops.push_back({"bf16_gelu_bf16", "void jit_bf16_gelu_bf16(const fj_bf16* x, fj_bf16* y, int64_t n) { "
                                      "for (int64_t c = 0; c < n; ++c) y[c] = "
                                      "fj_from_float<fj_bf16>(fj_gelu_none(fj_to_float(x[c])) * 2.0f + 1.0f); }"});
-  // The dropout group loop: one Philox call per 4 elements.
-  loops.push_back({"dropout4", "void jit_dropout4(const float* x, float* y, int64_t groups, unsigned long long index, "
+  // The dropout group loop: one Philox call per 8 elements.
+  loops.push_back({"dropout8", "void jit_dropout8(const float* x, float* y, int64_t groups, unsigned long long index, "
                                "uint32_t t, float s, uint32_t k0, uint32_t k1) { for (int64_t g = 0; g < groups; ++g) "
-                               "fj_dropout4(x + 4 * g, y + 4 * g, index + 4 * g, t, s, k0, k1); }"});
+                               "fj_dropout8(x + 8 * g, y + 8 * g, index + 8 * g, t, s, k0, k1); }"});
   return loops;
 }
 
@@ -703,7 +703,7 @@ void CpuHelpersJit::expect_every_loop_vectorised() const {
         << what << " (" << header << " line " << line << ") was not vectorised:\n"
         << compile_.err;
   };
-  // With AVX2 the groups go through explicit vector code (fj_dropout_block16),
+  // With AVX2 the groups go through explicit vector code (fj_dropout_block32),
   // checked bit for bit by expect_dropout_matches_reference; without it,
   // through a loop the compiler must vectorise.
   const bool avx2_philox = sym<int (*)()>("jit_philox_avx2")() != 0;
@@ -712,7 +712,7 @@ void CpuHelpersJit::expect_every_loop_vectorised() const {
   if (flag == "-mno-avx2") EXPECT_FALSE(avx2_philox) << "-mno-avx2 must take the scalar loop";
   if (flag == "-mno-avx2" || flag == "-mno-avx512f") EXPECT_FALSE(avx512_philox) << flag << " must not take AVX-512";
 #if defined(__x86_64__) || defined(__i386__)
-  // -march=native on a CPU with AVX-512 must take fj_dropout_block32, or
+  // -march=native on a CPU with AVX-512 must take fj_dropout_block64, or
   // the test of its bits below would pass without running it.
   if (flag.empty() && __builtin_cpu_supports("avx512f")) EXPECT_TRUE(avx512_philox) << "-march=native with AVX-512F";
 #endif
@@ -790,23 +790,23 @@ void CpuHelpersJit::expect_conversions_match_dtype() const {
 
 void CpuHelpersJit::expect_dropout_matches_reference() const {
   using Dropout = void (*)(const float*, float*, int64_t, unsigned long long, uint32_t, float, uint32_t, uint32_t);
-  Dropout dropout4 = sym<Dropout>("jit_dropout4"), span = sym<Dropout>("jit_dropout_span");
-  ASSERT_TRUE(dropout4 && span);
+  Dropout dropout8 = sym<Dropout>("jit_dropout8"), span = sym<Dropout>("jit_dropout_span");
+  ASSERT_TRUE(dropout8 && span);
   const std::vector<float> x = dropout_inputs(100003, 3);
   const uint64_t seed = 0x0123'4567'89ab'cdefull;
   const uint32_t k0 = dropout_key(seed)[0], k1 = dropout_key(seed)[1];
   for (double p : {0.1, 0.5, 0.9}) {
     const uint32_t threshold = dropout_threshold(p);
     const float scale = dropout_scale(p);
-    for (uint64_t base : {0ull, 4 * ((1ull << 32) - 100)}) {
+    for (uint64_t base : {0ull, 8 * ((1ull << 32) - 100)}) {
       std::vector<float> y(x.size());
-      dropout4(x.data(), y.data(), static_cast<int64_t>(x.size() / 4), base, threshold, scale, k0, k1);
+      dropout8(x.data(), y.data(), static_cast<int64_t>(x.size() / 8), base, threshold, scale, k0, k1);
       int64_t bad = 0;
-      for (size_t i = 0; i < x.size() / 4 * 4; ++i) {
+      for (size_t i = 0; i < x.size() / 8 * 8; ++i) {
         bad += bits_of(y[i]) != bits_of(reference_dropout(x[i], seed, base + i, p));
       }
-      EXPECT_EQ(bad, 0) << "dropout4 loop, p " << p << " base " << base;
-      for (uint64_t start : {0, 1, 2, 3, 5}) {
+      EXPECT_EQ(bad, 0) << "dropout8 loop, p " << p << " base " << base;
+      for (uint64_t start : {0, 1, 2, 3, 5, 7, 9}) {
         const int64_t n = static_cast<int64_t>(x.size() - start);
         span(x.data() + start, y.data(), n, base + start, threshold, scale, k0, k1);
         bad = 0;
@@ -899,9 +899,9 @@ TEST_P(CpuHelpersJit, CompiledLikeKernelsVectorisedAndExact) {
 }
 
 // On x86 also without AVX2, as a CPU without it compiles the kernels: the
-// scalar Philox loop of fj_dropout_groups instead of fj_dropout_block16;
+// scalar Philox loop of fj_dropout_groups instead of fj_dropout_block32;
 // and without AVX-512, so that a machine with it still checks
-// fj_dropout_block16 (with -march=native it takes fj_dropout_block32).
+// fj_dropout_block32 (with -march=native it takes fj_dropout_block64).
 #if defined(__x86_64__) || defined(__i386__)
 INSTANTIATE_TEST_SUITE_P(Flags, CpuHelpersJit,
                          ::testing::Values("", "-ffp-contract=off", "-mno-avx2", "-mno-avx512f"),

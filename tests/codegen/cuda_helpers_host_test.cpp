@@ -43,7 +43,7 @@ namespace {
 TEST(CudaHelpersOnHost, PhiloxMatchesTheReference) {
   for (uint64_t seed : {0ull, 42ull, 0xFFFFFFFFFFFFull}) {
     for (uint64_t group : {0ull, 1ull, 12345ull, 0x1'0000'0003ull}) {
-      const PhiloxCounter expected = philox4x32_10(dropout_counter(group * 4), dropout_key(seed));
+      const PhiloxCounter expected = philox4x32_10(dropout_counter(group * 8), dropout_key(seed));
       const cuda_on_host::uint4 got = cuda_on_host::fj_philox(
           cuda_on_host::make_uint4(static_cast<unsigned>(group), static_cast<unsigned>(group >> 32), 0, 0),
           dropout_key(seed)[0], dropout_key(seed)[1]);
@@ -56,20 +56,32 @@ TEST(CudaHelpersOnHost, PhiloxMatchesTheReference) {
 }
 
 TEST(CudaHelpersOnHost, DropoutMaskEqualsTheReferenceBitForBit) {
+  // fj_dropout8 (a thread holding 8 elements, 16-bit data), fj_dropout4
+  // (both halves of a group, f32) and fj_dropout (one element) against the
+  // reference, also across a change of the counter's high word.
   for (double p : {0.1, 0.5, 0.9}) {
     const uint64_t seed = 1234567;
     const unsigned k0 = dropout_key(seed)[0], k1 = dropout_key(seed)[1];
-    int differences = 0;
-    for (uint64_t i = 0; i < 100000; i += 4) {
-      float x[4] = {1.5f, -2.0f, 3.25f, 0.5f}, y4[4];
-      cuda_on_host::fj_dropout4(x, y4, i, dropout_threshold(p), dropout_scale(p), k0, k1);
-      for (int e = 0; e < 4; ++e) {
-        const float expected = dropout_keeps(seed, i + e, p) ? x[e] * dropout_scale(p) : x[e] * 0.0f;
-        const float one = cuda_on_host::fj_dropout(x[e], i + e, dropout_threshold(p), dropout_scale(p), k0, k1);
-        differences += (y4[e] != expected) + (one != expected);
+    const unsigned threshold = dropout_threshold(p);
+    const float scale = dropout_scale(p);
+    int differences = 0, kept = 0;
+    for (uint64_t base : {0ull, 8 * ((1ull << 32) - 100)}) {
+      for (uint64_t i = base; i < base + 100000; i += 8) {
+        float x[8] = {1.5f, -2.0f, 3.25f, 0.5f, -0.75f, 6.0f, -1.0f, 2.5f}, y8[8], y4[8];
+        cuda_on_host::fj_dropout8(x, y8, i, threshold, scale, k0, k1);
+        cuda_on_host::fj_dropout4(x, y4, i, threshold, scale, k0, k1);
+        cuda_on_host::fj_dropout4(x + 4, y4 + 4, i + 4, threshold, scale, k0, k1);
+        for (int e = 0; e < 8; ++e) {
+          const bool keeps = dropout_keeps(seed, i + e, p);
+          const float expected = keeps ? x[e] * scale : x[e] * 0.0f;
+          const float one = cuda_on_host::fj_dropout(x[e], i + e, threshold, scale, k0, k1);
+          differences += (y8[e] != expected) + (y4[e] != expected) + (one != expected);
+          kept += keeps;
+        }
       }
     }
     EXPECT_EQ(differences, 0) << "p = " << p;
+    EXPECT_NEAR(kept / 200000.0, 1 - p, 0.01) << "p = " << p;
   }
 }
 

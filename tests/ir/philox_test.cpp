@@ -3,6 +3,7 @@
 #include "ir/philox.h"
 
 #include <cmath>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
@@ -37,49 +38,61 @@ TEST(PhiloxTest, Random123KnownAnswers) {
 TEST(PhiloxTest, DropoutMappingUsesGlobalIndex) {
   const uint64_t seed = 0x0123456789abcdefull;
   EXPECT_EQ(dropout_key(seed), (PhiloxKey{0x89abcdef, 0x01234567}));
-  // Element 4g + lane reads word `lane` of counter (g lo, g hi, 0, 0), also past 2^32 groups.
+  // Element 8g + lane reads 16-bit number `lane` of counter (g lo, g hi, 0,
+  // 0)'s output taken as little-endian bytes, also past 2^32 groups.
   for (uint64_t group : {uint64_t{0}, uint64_t{1}, uint64_t{12345}, (uint64_t{1} << 32) + 7}) {
     const PhiloxCounter words =
         philox4x32_10({static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), 0, 0}, dropout_key(seed));
-    for (uint32_t lane = 0; lane < 4; ++lane) {
-      const uint64_t index = 4 * group + lane;
+    uint16_t halves[8];
+    static_assert(sizeof halves == sizeof words);
+    std::memcpy(halves, words.data(), sizeof halves);  // little-endian x86 and GPUs: the mapping's byte order
+    for (uint32_t lane = 0; lane < 8; ++lane) {
+      const uint64_t index = 8 * group + lane;
       EXPECT_EQ(dropout_counter(index),
                 (PhiloxCounter{static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), 0, 0}));
-      EXPECT_EQ(dropout_uniform(seed, index), static_cast<float>(words[lane] >> 8) / 16777216.0f);
+      EXPECT_EQ(dropout_bits(seed, index), halves[lane]) << "group " << group << " lane " << lane;
+      EXPECT_EQ(dropout_uniform(seed, index), static_cast<float>(halves[lane]) / 65536.0f);
     }
   }
 }
 
-TEST(PhiloxTest, UniformIsInUnitIntervalOnA24BitGrid) {
+TEST(PhiloxTest, UniformIsInUnitIntervalOnA16BitGrid) {
+  int64_t odd = 0, high = 0;
   for (uint64_t i = 0; i < 10000; ++i) {
     const float u = dropout_uniform(7, i);
     ASSERT_GE(u, 0.0f);
     ASSERT_LT(u, 1.0f);
-    const double scaled = static_cast<double>(u) * 16777216.0;
+    const double scaled = static_cast<double>(u) * 65536.0;
     ASSERT_EQ(scaled, std::floor(scaled));
+    odd += static_cast<int64_t>(scaled) & 1;  // the lowest bit is used,
+    high += u >= 0.5f;                        // and the highest
   }
+  EXPECT_NEAR(odd, 5000, 300);
+  EXPECT_NEAR(high, 5000, 300);
 }
 
 TEST(PhiloxTest, ThresholdIsTheExactComparison) {
-  // Includes p whose float rounding lands on the 2^-24 grid above p.
+  // Includes p just above grid points, where a float-rounded p would land on
+  // the grid point below, and p just below 1.
   const double ps[] = {0.0, 1e-9, 0.1, 0.25, 0.5, 0.5 + 1e-12, 0.7, 0.9, 0.999999, 1.0 - 0x1p-30};
   for (double p : ps) {
     const uint32_t threshold = dropout_threshold(p);
     for (uint64_t i = 0; i < 4000; ++i) {
       const float u = dropout_uniform(3, i);
-      const uint32_t bits = static_cast<uint32_t>(static_cast<double>(u) * 16777216.0);
-      ASSERT_EQ(bits >= threshold, static_cast<double>(u) >= p) << "p=" << p << " i=" << i;
+      ASSERT_EQ(dropout_bits(3, i) >= threshold, static_cast<double>(u) >= p) << "p=" << p << " i=" << i;
       ASSERT_EQ(dropout_keeps(3, i, p), static_cast<double>(u) >= p);
     }
-    // The boundary itself: u = threshold * 2^-24 is the smallest kept value.
-    if (threshold > 0 && threshold < (1u << 24)) {
-      EXPECT_GE(threshold * 0x1p-24, p);
-      EXPECT_LT((threshold - 1) * 0x1p-24, p);
+    // The boundary itself: u = threshold * 2^-16 is the smallest kept value.
+    if (threshold > 0 && threshold < (1u << 16)) {
+      EXPECT_GE(threshold * 0x1p-16, p);
+      EXPECT_LT((threshold - 1) * 0x1p-16, p);
     }
   }
   EXPECT_EQ(dropout_threshold(0.0), 0u);
-  EXPECT_EQ(dropout_threshold(0.5), 1u << 23);
-  EXPECT_EQ(dropout_threshold(0.5 + 1e-12), (1u << 23) + 1);
+  EXPECT_EQ(dropout_threshold(0.5), 1u << 15);
+  EXPECT_EQ(dropout_threshold(0.5 + 1e-12), (1u << 15) + 1);
+  EXPECT_EQ(dropout_threshold(0.999999), 1u << 16);  // drops everything: 1 - 2^-16 < p
+  EXPECT_EQ(dropout_threshold(1.0), 1u << 16);
 }
 
 TEST(PhiloxTest, ScaleIsOneOverKeepProbabilityInFloat) {

@@ -1,6 +1,5 @@
 #include "codegen/cuda/emit_common.h"
 
-#include <algorithm>
 
 #include <fmt/ranges.h>
 
@@ -26,14 +25,6 @@ std::string pointer_args(const std::vector<KernelParam>& params) {
   std::vector<std::string> parts;
   for (const KernelParam& p : params) parts.push_back(p.kind == ParamKind::kDropoutSeeds ? p.name : "p_" + p.name);
   return fmt::format("{}", fmt::join(parts, ", "));
-}
-
-int vector_width(const Graph& graph, const Kernel& kernel) {
-  int64_t narrowest = 4;
-  auto consider = [&](int32_t id) { narrowest = std::min(narrowest, dtype_size(graph.node(id).dtype)); };
-  for (int32_t id : kernel.reads) consider(id);
-  for (int32_t id : kernel.writes) consider(id);
-  return static_cast<int>(16 / narrowest);
 }
 
 void choose_access(CudaKernelSource& out, const Kernel& kernel, CudaAccess requested) {

@@ -26,8 +26,6 @@ using emit::statement_comment;
 std::string pointer_params(const std::vector<KernelParam>& params);
 // "p_x, ..., p_y" (", fj_seeds")
 std::string pointer_args(const std::vector<KernelParam>& params);
-// Elements per 16-byte access of the narrowest tensor the kernel reads or writes.
-int vector_width(const Graph& graph, const Kernel& kernel);
 
 // Sets out.access (kScalar where out.has_vector_path is false, else
 // `requested`) and out.name (the kernel's name, "_scalar" added for the

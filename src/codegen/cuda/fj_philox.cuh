@@ -1,6 +1,7 @@
 // fusejit CUDA helpers: Philox4x32-10 and dropout, bit for bit the mapping of
-// src/ir/philox.h: key = seed, counter = (index / 4, 0, 0), word = output[index % 4],
-// keep iff (word >> 8) >= threshold (= ceil(p * 2^24)); result x * (keep ? scale : 0).
+// src/ir/philox.h: key = seed, counter = (index / 8, 0, 0), bits = 16-bit number
+// index % 8 of the output (little-endian), keep iff bits >= threshold
+// (= ceil(p * 2^16)); result x * (keep ? scale : 0).
 __device__ __forceinline__ uint4 fj_philox(uint4 c, unsigned k0, unsigned k1) {
 #pragma unroll
   for (int round = 0; round < 10; ++round) {
@@ -15,31 +16,57 @@ __device__ __forceinline__ uint4 fj_philox(uint4 c, unsigned k0, unsigned k1) {
   return c;
 }
 
-__device__ __forceinline__ unsigned fj_philox_word(unsigned long long index, unsigned k0, unsigned k1) {
-  const unsigned long long group = index >> 2;
+// The 16-bit number of element `index`: number index % 8 of its group's
+// output, little-endian (the low half of word 0 first).
+__device__ __forceinline__ unsigned fj_dropout_bits(unsigned long long index, unsigned k0, unsigned k1) {
+  const unsigned long long group = index >> 3;
   const uint4 r = fj_philox(make_uint4((unsigned)group, (unsigned)(group >> 32), 0u, 0u), k0, k1);
-  switch (index & 3) {
-    case 0: return r.x;
-    case 1: return r.y;
-    case 2: return r.z;
-    default: return r.w;
+  unsigned word;
+  switch ((index >> 1) & 3) {
+    case 0: word = r.x; break;
+    case 1: word = r.y; break;
+    case 2: word = r.z; break;
+    default: word = r.w; break;
   }
+  return (index & 1) ? word >> 16 : word & 0xffffu;
+}
+
+__device__ __forceinline__ float fj_dropout_keep(float x, unsigned bits, unsigned threshold, float scale) {
+  return x * (bits >= threshold ? scale : 0.0f);
 }
 
 __device__ __forceinline__ float fj_dropout(float x, unsigned long long index, unsigned threshold, float scale,
                                             unsigned k0, unsigned k1) {
-  const bool keep = (fj_philox_word(index, k0, k1) >> 8) >= threshold;
-  return x * (keep ? scale : 0.0f);
+  return fj_dropout_keep(x, fj_dropout_bits(index, k0, k1), threshold, scale);
+}
+
+// Dropout of the 2 elements whose 16-bit numbers share `word`.
+__device__ __forceinline__ void fj_dropout_pair(const float* x, float* y, unsigned word, unsigned threshold,
+                                                float scale) {
+  y[0] = fj_dropout_keep(x[0], word & 0xffffu, threshold, scale);
+  y[1] = fj_dropout_keep(x[1], word >> 16, threshold, scale);
+}
+
+// Dropout of 8 consecutive elements starting at `index` (a multiple of 8):
+// one Philox call decides them all.
+__device__ __forceinline__ void fj_dropout8(const float* x, float* y, unsigned long long index, unsigned threshold,
+                                            float scale, unsigned k0, unsigned k1) {
+  const unsigned long long group = index >> 3;
+  const uint4 r = fj_philox(make_uint4((unsigned)group, (unsigned)(group >> 32), 0u, 0u), k0, k1);
+  fj_dropout_pair(x + 0, y + 0, r.x, threshold, scale);
+  fj_dropout_pair(x + 2, y + 2, r.y, threshold, scale);
+  fj_dropout_pair(x + 4, y + 4, r.z, threshold, scale);
+  fj_dropout_pair(x + 6, y + 6, r.w, threshold, scale);
 }
 
 // Dropout of 4 consecutive elements starting at `index` (a multiple of 4):
-// they share one Philox call, whose four words decide them in order.
+// half a group, so a whole Philox call of which two words are used. Kernels
+// whose threads hold 8 consecutive elements call fj_dropout8 instead.
 __device__ __forceinline__ void fj_dropout4(const float* x, float* y, unsigned long long index, unsigned threshold,
                                             float scale, unsigned k0, unsigned k1) {
-  const unsigned long long group = index >> 2;
+  const unsigned long long group = index >> 3;
   const uint4 r = fj_philox(make_uint4((unsigned)group, (unsigned)(group >> 32), 0u, 0u), k0, k1);
-  y[0] = x[0] * ((r.x >> 8) >= threshold ? scale : 0.0f);
-  y[1] = x[1] * ((r.y >> 8) >= threshold ? scale : 0.0f);
-  y[2] = x[2] * ((r.z >> 8) >= threshold ? scale : 0.0f);
-  y[3] = x[3] * ((r.w >> 8) >= threshold ? scale : 0.0f);
+  const bool upper = (index & 4) != 0;
+  fj_dropout_pair(x + 0, y + 0, upper ? r.z : r.x, threshold, scale);
+  fj_dropout_pair(x + 2, y + 2, upper ? r.w : r.y, threshold, scale);
 }

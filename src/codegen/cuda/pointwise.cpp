@@ -9,6 +9,7 @@
 #include "codegen/tensor_access.h"
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/expr.h"
+#include "fusion/gpu_vector_width.h"
 
 namespace fusejit::cuda_emit {
 namespace {
@@ -52,14 +53,17 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
         fmt::format("for (int e = 0; e < kV; ++e) {}[e] = {};", value_name(g, id),
                     as_computed(g, kernel, id, node_expression(n, operands, "(unsigned long long)(i + e)")));
     if (n.op == Op::kDropout) {
-      // Vector groups start at multiples of kV (4 or 8): one Philox call per 4 elements.
+      // Vector groups start at multiples of kV (4 or 8): one Philox call per
+      // 8 elements where a thread holds 8 (16-bit data), else per 4.
       const Operand& x = n.operands[0];
       const std::string in = in_kernel(kernel, x.node) ? value_name(g, x.node) : read_name(g, x.node);
-      w.open("if constexpr (kV % 4 == 0)");
-      w.line("#pragma unroll");
-      w.line("for (int e = 0; e < kV; e += 4) {};",
-             dropout4_call(n, in + " + e", value_name(g, id) + " + e", "(unsigned long long)(i + e)"));
-      w.close();
+      for (int width : {8, 4}) {
+        w.open("{}if constexpr (kV % {} == 0)", width == 8 ? "" : "else ", width);
+        w.line("#pragma unroll");
+        w.line("for (int e = 0; e < kV; e += {}) {};", width,
+               dropout_vector_call(n, width, in + " + e", value_name(g, id) + " + e", "(unsigned long long)(i + e)"));
+        w.close();
+      }
       w.open("else");
       w.line("#pragma unroll");
       w.line("{}", element);
@@ -87,7 +91,7 @@ CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel, Cu
   out.variant = CudaVariant::kPointwise;
   out.params = kernel_params(plan, kernel);
   out.count = kernel.iteration.numel();
-  out.vector_width = vector_width(*plan.graph, kernel);
+  out.vector_width = gpu_vector_width(*plan.graph, kernel);
   out.has_vector_path = kernel.iteration.last() % out.vector_width == 0;
   choose_access(out, kernel, access);
   out.block_threads = 256;

@@ -31,6 +31,7 @@
 #include "codegen/cuda/emit_kernels.h"
 #include "codegen/tensor_access.h"
 #include "codegen/expr.h"
+#include "fusion/gpu_vector_width.h"
 #include "fusion/gpu_row_shape.h"
 #include "ir/text_format.h"
 
@@ -83,7 +84,7 @@ class RowEmitter {
     n_ = kernel.iteration.last();
     out_.params = kernel_params(plan, kernel);
     out_.count = kernel.iteration.numel() / n_;
-    const int width = vector_width(g_, kernel);
+    const int width = gpu_vector_width(g_, kernel);
     out_.has_vector_path = n_ % width == 0;
     choose_access(out_, kernel, access);
     vec_ = out_.has_vector_path ? width : 1;
@@ -320,11 +321,13 @@ class RowEmitter {
       if (row_shaped(id)) {
         w_.line("float {}[kItems];", value_name(g_, id));
         w_.line("#pragma unroll");
-        if (n.op == Op::kDropout && vec_ % 4 == 0) {
-          // Chunks of kVec columns start at multiples of kVec: one Philox call per 4 elements.
-          w_.line("for (int k = 0; k < kItems; k += 4) {};",
-                  dropout4_call(n, operand_pointer(n.operands[0], "k"), value_name(g_, id) + " + k",
-                                fmt::format("(unsigned long long)(row * kN + {})", persistent_column())));
+        if (n.op == Op::kDropout && dropout_vector_width(vec_) > 0) {
+          // Chunks of kVec columns start at multiples of kVec: one Philox call per 8 elements (per 4 when
+          // kVec is 4, as for f32).
+          const int width = dropout_vector_width(vec_);
+          w_.line("for (int k = 0; k < kItems; k += {}) {};", width,
+                  dropout_vector_call(n, width, operand_pointer(n.operands[0], "k"), value_name(g_, id) + " + k",
+                                      fmt::format("(unsigned long long)(row * kN + {})", persistent_column())));
           if (rounds_in_kernel(g_, kernel_, id)) {
             w_.line("#pragma unroll");
             w_.line("for (int k = 0; k < kItems; ++k) {0}[k] = fj_round_{1}({0}[k]);", value_name(g_, id),
@@ -387,10 +390,11 @@ class RowEmitter {
         const Node& n = g_.node(id);
         w_.line("float {}[kVec];", value_name(g_, id));
         w_.line("#pragma unroll");
-        if (n.op == Op::kDropout && vec_ % 4 == 0) {
-          w_.line("for (int e = 0; e < kVec; e += 4) {};",
-                  dropout4_call(n, operand_pointer(n.operands[0], "e"), value_name(g_, id) + " + e",
-                                "(unsigned long long)(row * kN + j + e)"));
+        if (n.op == Op::kDropout && dropout_vector_width(vec_) > 0) {
+          const int width = dropout_vector_width(vec_);
+          w_.line("for (int e = 0; e < kVec; e += {}) {};", width,
+                  dropout_vector_call(n, width, operand_pointer(n.operands[0], "e"), value_name(g_, id) + " + e",
+                                      "(unsigned long long)(row * kN + j + e)"));
           if (rounds_in_kernel(g_, kernel_, id)) {
             w_.line("#pragma unroll");
             w_.line("for (int e = 0; e < kVec; ++e) {0}[e] = fj_round_{1}({0}[e]);", value_name(g_, id),

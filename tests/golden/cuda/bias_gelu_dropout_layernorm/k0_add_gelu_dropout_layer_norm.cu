@@ -74,7 +74,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     // d = dropout(g, p=0.1)  (seed: s_d)
     float v_d[kItems];
     #pragma unroll
-    for (int k = 0; k < kItems; k += 4) fj_dropout4(v_g + k, v_d + k, (unsigned long long)(row * kN + ((k / kVec) * kThreads + tid) * kVec + k % kVec), 1677722u, 1.1111112f, (unsigned)(s_d), (unsigned)(s_d >> 32));
+    for (int k = 0; k < kItems; k += 8) fj_dropout8(v_g + k, v_d + k, (unsigned long long)(row * kN + ((k / kVec) * kThreads + tid) * kVec + k % kVec), 6554u, 1.1111112f, (unsigned)(s_d), (unsigned)(s_d >> 32));
     // mean_7 = mean(d)
     float v_mean_7;
     {
