@@ -28,6 +28,20 @@ size_t utf8_length(std::string_view s) {
   return n;
 }
 
+// The code point of a well-formed sequence of `n` bytes.
+uint32_t utf8_code_point(std::string_view s, size_t n) {
+  uint32_t cp = static_cast<unsigned char>(s[0]) & (0x7Fu >> n);
+  for (size_t i = 1; i < n; ++i) cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3Fu);
+  return cp;
+}
+
+// Characters that look like a space or like nothing at all: shown by their
+// code point, since a no-break space pasted from a web page reads as ' '.
+bool is_invisible(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0xA0) || cp == 0xAD || (cp >= 0x2000 && cp <= 0x200F) ||
+         (cp >= 0x2028 && cp <= 0x202F) || (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0xFEFF;
+}
+
 }  // namespace
 
 LineLexer::LineLexer(std::string_view line) : line_(line) { current_ = lex(); }
@@ -116,7 +130,12 @@ std::string quoted(std::string_view text) {
       out += c;
       ++i;
     } else if (size_t n = is_non_ascii(c) ? utf8_length(text.substr(i)) : 0; n > 0) {
-      out.append(text.substr(i, n));
+      const uint32_t cp = utf8_code_point(text.substr(i), n);
+      if (is_invisible(cp)) {
+        out += fmt::format("U+{:04X}", cp);
+      } else {
+        out.append(text.substr(i, n));
+      }
       i += n;
     } else {
       out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));

@@ -163,6 +163,8 @@ const Case kCases[] = {
     {"InputTrailingGarbage", "input x: f32[4] extra" OUTPUT, "1:17", "unexpected 'extra' after the input declaration"},
     {"OutputSeparator", PRELUDE "y = exp(x)\noutput y; x\n", "4:9", "expected ',' or end of line"},
     {"StrayCarriageReturn", PRELUDE "y = exp(x)\noutput y\r\r\n", "4:9", "found '\\x0d'"},
+    // A no-break space (pasted from a web page) looks like a space: named by code point.
+    {"NoBreakSpace", PRELUDE "y = exp(x)\xC2\xA0\noutput y\n", "3:11", "'U+00A0'"},
 };
 
 class MalformedInputTable : public testing::TestWithParam<Case> {};
