@@ -58,11 +58,20 @@ Summary summarize(const HostTensor& t) {
   return s;
 }
 
+// Ten columns: six decimals for ordinary magnitudes; scientific notation
+// for huge or tiny ones, which six decimals would spell out in 40 digits
+// (float32's 3.4e38) or show as 0.000000.
+std::string summary_number(double v) {
+  const double a = std::fabs(v);
+  if (a != 0 && (a >= 1e6 || a < 1e-4)) return fmt::format("{:>10.3e}", v);
+  return fmt::format("{:>10.6f}", v);
+}
+
 // "mean ... std ... min ... max ...", then what was not finite, if anything.
 std::string format_summary(const Summary& s) {
   if (s.finite + s.nan + s.pos_inf + s.neg_inf == 0) return "no elements";
-  std::string out = s.finite > 0 ? fmt::format("mean {:>10.6f}  std {:>10.6f}  min {:>10.6f}  max {:>10.6f}", s.mean,
-                                               s.stddev, s.min, s.max)
+  std::string out = s.finite > 0 ? fmt::format("mean {}  std {}  min {}  max {}", summary_number(s.mean),
+                                               summary_number(s.stddev), summary_number(s.min), summary_number(s.max))
                                  : std::string("no finite values");
   if (s.nan > 0) out += fmt::format("  nan {}", s.nan);
   if (s.pos_inf > 0) out += fmt::format("  +inf {}", s.pos_inf);

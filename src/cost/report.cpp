@@ -59,6 +59,27 @@ std::string format_device(const DeviceSpec& d) {
   return text;
 }
 
+namespace {
+
+// The kernel's ops for the table's 34-character column: as many as fit,
+// then "+N more" (a kernel of a 2,000-op graph made an 8,000-character
+// line). --json lists them all.
+std::string ops_column(const std::vector<std::string>& ops) {
+  constexpr size_t kWidth = 34;
+  std::string text;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string next = (text.empty() ? "" : ",") + ops[i];
+    const size_t rest = ops.size() - i - 1;
+    // Room for this op, and for ",+N more" after it unless it is the last.
+    const size_t tail = rest == 0 ? 0 : fmt::format(",+{} more", rest).size();
+    if (text.size() + next.size() + tail > kWidth) return text + fmt::format("{}+{} more", text.empty() ? "" : ",", ops.size() - i);
+    text += next;
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
   // On a GPU, the instructions per element that set a generated kernel's
   // compute time; a kernel bound by them is "issue"-bound.
@@ -78,7 +99,7 @@ std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
                                        : fmt::format("{:>10} ", "-");
     }
     text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9.3g} {}{:<8} {:>12.2f}\n", k.name, kind,
-                        fmt::format("{}", fmt::join(k.user_ops, ",")), group_digits(c.bytes()), c.flops, c.intensity,
+                        ops_column(k.user_ops), group_digits(c.bytes()), c.flops, c.intensity,
                         per_element, bound_name(c), c.predicted_us);
   }
   text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9} {}{:<8} {:>12.2f}\n", "total", "", "",

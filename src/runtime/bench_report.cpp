@@ -88,12 +88,14 @@ std::string binary_size(int64_t bytes) {
 
 std::string format_bench(const BenchResult& r) {
   std::string t = fmt::format("backend {}: {}\n", r.backend, r.description);
+  const double cache_ratio =
+      r.device.cache_bytes > 0 ? static_cast<double>(r.working_set_bytes) / static_cast<double>(r.device.cache_bytes) : 0;
+  // A small graph is a sliver of the cache: "0.0x" would say nothing.
   const std::string against_cache =
-      r.device.cache_bytes > 0
-          ? fmt::format("{:.1f}x the {} last-level cache",
-                        static_cast<double>(r.working_set_bytes) / static_cast<double>(r.device.cache_bytes),
-                        binary_size(r.device.cache_bytes))
-          : std::string("the last-level cache's size is unknown: the system does not report it");
+      r.device.cache_bytes <= 0 ? std::string("the last-level cache's size is unknown: the system does not report it")
+      : cache_ratio >= 0.1      ? fmt::format("{:.1f}x the {} last-level cache", cache_ratio, binary_size(r.device.cache_bytes))
+                                : fmt::format("{:.2g}% of the {} last-level cache", 100 * cache_ratio,
+                                              binary_size(r.device.cache_bytes));
   t += fmt::format(
       "memory ceiling: {:.1f} GB/s, a {} copy of {} measured in this run{}; the unfused plan moves {} per run "
       "({})\n",

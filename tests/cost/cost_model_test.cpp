@@ -1,6 +1,8 @@
 // The seed figures of DESIGN.md §5, worked by hand, reproduced by the model.
 #include <gtest/gtest.h>
 
+#include <absl/strings/str_split.h>
+
 #include "support/run_command.h"
 
 #include "cost/gpu_instructions.h"
@@ -259,6 +261,36 @@ TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
   EXPECT_GT(c.predicted_speedup, 1.0);
   EXPECT_NE(format_device(first).find("rows of any length read once"), std::string::npos) << format_device(first);
   unsetenv("FUSEJIT_CACHE_DIR");
+}
+
+}  // namespace
+}  // namespace fusejit
+
+namespace fusejit {
+namespace {
+
+// The plan table's ops column holds what fits in its 34 characters, then
+// "+N more": a long chain's kernel stays one readable line.
+TEST(PlanTable, LongKernelsListTheOpsThatFitThenHowManyMore) {
+  Graph g;
+  Value v = g.input("x", DType::kF32, {64, 64});
+  for (int i = 0; i < 300; ++i) v = i % 2 == 0 ? exp(v) : neg(v);
+  g.output("y", v);
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(fused.kernels.size(), 1u);
+  const std::string table = format_plan_table(fused, estimate_plan(fused, gpu_device("h100")));
+  // Lines: the plan's title, the column heads, the kernel, the total.
+  std::vector<std::string> lines = absl::StrSplit(table, '\n');
+  ASSERT_GE(lines.size(), 3u) << table;
+  const std::string& line = lines[2];
+  EXPECT_LT(line.size(), 200u) << line;
+  EXPECT_NE(line.find("exp,neg,exp,neg,exp,neg,+294 more "), std::string::npos) << line;
+  // A short kernel lists every op.
+  Graph h;
+  h.output("y", gelu(h.input("x", DType::kF32, {64, 64}) + 1.0));
+  const FusionPlan short_plan = make_fused_plan(h);
+  EXPECT_NE(format_plan_table(short_plan, estimate_plan(short_plan, gpu_device("h100"))).find(" add,gelu "),
+            std::string::npos);
 }
 
 }  // namespace
