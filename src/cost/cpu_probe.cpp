@@ -207,6 +207,12 @@ double measure_launch_us() {
 
 double weight(Op op) { return op_info(op).flops; }
 
+// The op-table FLOP weights the class probes divide by: a figure cached
+// under other weights (dropout's went from 18 to 10) would misprice its class.
+std::string probe_weights() {
+  return fmt::format("simple {}, div_sqrt {}, exp_log {}, erf {}, pow {}, philox {}", weight(Op::kMul) + weight(Op::kAdd),
+                     weight(Op::kRsqrt), weight(Op::kExp), weight(Op::kErf), weight(Op::kPow), weight(Op::kDropout));
+}
 
 nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
   nlohmann::json classes;
@@ -214,19 +220,20 @@ nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
   }
   return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()}, {"copy", copy_method(copy_bytes())},
-          {"fma_lanes", fma_lanes()},
+          {"fma_lanes", fma_lanes()}, {"op_weights", probe_weights()},
           {"bandwidth_gbps", d.bandwidth_gbps}, {"peak_f32_tflops", d.peak_f32_tflops},
           {"launch_overhead_us", d.launch_overhead_us}, {"class_tflops", classes}};
 }
 
 // The cached spec, if the file exists, parses, and describes this machine,
 // measured the way this version measures: the same copy over the same
-// pages, FMAs as wide (an older file holds a memcpy's bandwidth, a quarter
-// low, or 4 KiB pages, or an AVX2 peak on an AVX-512 CPU: measured again).
+// pages, FMAs as wide, the same op weights (an older file holds a memcpy's
+// bandwidth, a quarter low, or 4 KiB pages, or an AVX2 peak on an AVX-512
+// CPU, or dropout priced at 18 FLOPs: measured again).
 std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& model) {
   if (j.value("fusejit", "") != FUSEJIT_VERSION || j.value("cpu", "") != model ||
       j.value("threads", 0) != thread_count() || j.value("copy", "") != copy_method(copy_bytes()) ||
-      j.value("fma_lanes", 0) != fma_lanes()) {
+      j.value("fma_lanes", 0) != fma_lanes() || j.value("op_weights", "") != probe_weights()) {
     return std::nullopt;
   }
   DeviceSpec d = cpu_identity();
@@ -305,7 +312,8 @@ DeviceSpec cpu_device() {
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     why = "its cache file is not JSON";
     if (!j.is_discarded()) {
-      why = "its cache file was measured for another CPU, thread count, fusejit version, copy method or FMA width, or is damaged";
+      why = "its cache file was measured for another CPU, thread count, fusejit version, copy method, FMA width or "
+            "op weights, or is damaged";
       try {
         if (auto d = from_json(j, model)) return *d;
       } catch (const nlohmann::json::exception&) {

@@ -235,16 +235,22 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   EXPECT_TRUE(has(copy, "over huge pages")) << copy;  // Linux with transparent huge pages
   const int lanes = old_method["fma_lanes"];
   EXPECT_TRUE(lanes == 4 || lanes == 8 || lanes == 16) << lanes;
-  for (const char* field : {"copy", "fma_lanes"}) {
+  // So is one whose class figures were divided by other op weights
+  // (dropout's FLOP weight was 18).
+  EXPECT_TRUE(has(old_method["op_weights"].get<std::string>(), "philox 10")) << old_method.dump();
+  for (const char* field : {"copy", "fma_lanes", "op_weights"}) {
     SCOPED_TRACE(field);
     nlohmann::json stale = old_method;
-    stale[field] = field == std::string("copy") ? nlohmann::json("streaming stores") : nlohmann::json(lanes / 2);
+    const std::string f = field;
+    stale[field] = f == "copy"         ? nlohmann::json("streaming stores")
+                   : f == "fma_lanes" ? nlohmann::json(lanes / 2)
+                                      : nlohmann::json("simple 2, div_sqrt 4, exp_log 8, erf 16, pow 16, philox 18");
     stale["bandwidth_gbps"] = 12345.0;
     write_file(path, stale.dump());
     auto remeasured = run_command(env + FUSEJIT_CLI_PATH + " devices");
     ASSERT_EQ(remeasured.exit_code, 0) << remeasured.err;
     EXPECT_FALSE(has(remeasured.out, "bandwidth 12345 GB/s")) << remeasured.out;
-    EXPECT_TRUE(has(remeasured.err, "measured for another CPU, thread count, fusejit version, copy method or FMA width"))
+    EXPECT_TRUE(has(remeasured.err, "measured for another CPU, thread count, fusejit version, copy method, FMA width"))
         << remeasured.err;
   }
 }
