@@ -6,7 +6,7 @@
 // registers. A value goes to an f32 array only when something outside its
 // loop needs it element by element (dropout, a later loop), and a written
 // value is stored to its tensor from inside its loop. Dropout runs as one
-// fj_dropout_span call over the array of its operand (Philox draws 4
+// fj_dropout_span call over the array of its operand (Philox draws 8
 // elements per call). A reduction of a value computed in a loop is
 // accumulated inside that loop, in 32 lanes, in fj_reduce_span's order (so
 // the same bits), rather than in a pass of its own over an array: LayerNorm

@@ -14,7 +14,8 @@
 // fj_dropout_block32, and with AVX-512 fj_dropout_block64, twice as fast
 // again on a CPU with full-width 512-bit units); fj_dropout on a single
 // element draws the whole group and picks its number, for code that handles
-// one element at a time.//
+// one element at a time.
+//
 // Header-only and self-contained: embedded as text into JIT-compiled
 // translation units.
 #pragma once
@@ -290,9 +291,10 @@ static inline void fj_dropout_groups(const float* x, float* y, int64_t groups, u
 }
 
 // Dropout of the count (< 8) elements from global index first_index, which
-// lie in one group of eight: one Philox call and no loop over the group.
+// lie in one group of eight: one Philox call, and the elements spelled out.
 // (A loop here was vectorised and unrolled like the main one, for at most a
-// few elements, and tripled the kernel's compile time.)
+// few elements, and tripled the kernel's compile time.) Element e reads
+// x[e] before writing y[e], so y may equal x.
 static inline void fj_dropout_partial(const float* x, float* y, int64_t count, unsigned long long first_index,
                                       uint32_t threshold, float scale, uint32_t k0, uint32_t k1) {
   if (count <= 0) return;
@@ -301,10 +303,14 @@ static inline void fj_dropout_partial(const float* x, float* y, int64_t count, u
   fj_philox(static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), k0, k1, w[0], w[1], w[2], w[3]);
   uint16_t numbers[8];
   std::memcpy(numbers, w, sizeof numbers);  // little-endian: number j is element j of the group
-  const uint32_t lane = static_cast<uint32_t>(first_index & 7u);
-  float xs[8];
-  std::memcpy(xs, x, static_cast<size_t>(count) * sizeof(float));  // loads first: y may be x
-  for (int64_t e = 0; e < count; ++e) y[e] = fj_dropout_apply(xs[e], numbers[lane + e], threshold, scale);
+  const uint16_t* n = numbers + (first_index & 7u);  // lane + count <= 8
+  y[0] = fj_dropout_apply(x[0], n[0], threshold, scale);
+  if (count > 1) y[1] = fj_dropout_apply(x[1], n[1], threshold, scale);
+  if (count > 2) y[2] = fj_dropout_apply(x[2], n[2], threshold, scale);
+  if (count > 3) y[3] = fj_dropout_apply(x[3], n[3], threshold, scale);
+  if (count > 4) y[4] = fj_dropout_apply(x[4], n[4], threshold, scale);
+  if (count > 5) y[5] = fj_dropout_apply(x[5], n[5], threshold, scale);
+  if (count > 6) y[6] = fj_dropout_apply(x[6], n[6], threshold, scale);
 }
 
 // Dropout of the n elements y[i] = dropout(x[i]) with global indices
