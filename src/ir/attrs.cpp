@@ -134,7 +134,7 @@ std::string check_attr_value(const AttrSpec& spec, const AttrValue& value) {
   if (std::isnan(v) || !above_min || !below_max) {
     return fmt::format("{} must be {}, got {}", spec.name, spec.requirement, format_attr_value(value));
   }
-  if (spec.type == AttrType::kFloat) {
+  if (spec.type == AttrType::kFloat && spec.float32_constant) {
     if (std::string problem = float32_range_problem(v); !problem.empty()) return fmt::format("{}: {}", spec.name, problem);
   }
   return {};

@@ -31,6 +31,10 @@ struct AttrSpec {
   bool min_inclusive = true;
   bool max_inclusive = true;
   std::string_view requirement = {};  // how the range reads to a user: "in [0, 1)"
+  // kFloat only: kernels use the value as a float32 constant (eps), so it
+  // must be one (float32_range_problem); false where it is used in double
+  // only (dropout's p, from which the threshold and scale are computed).
+  bool float32_constant = true;
 };
 
 using AttrValue = std::variant<double, int64_t, DType, std::string>;

@@ -89,7 +89,7 @@ std::string float32_range_problem(double v) {
   if (std::isinf(static_cast<float>(v))) {
     return fmt::format("{} is past float32's largest finite value, {}; kernels compute in float32", v, largest);
   }
-  if (std::fabs(v) < smallest) {
+  if (std::fabs(static_cast<float>(v)) < smallest) {  // what rounds up to the smallest normal value is fine
     return fmt::format("{} is below float32's smallest normal value, {}, where it would lose its precision or "
                        "become 0; kernels compute in float32 (write 0 for zero)",
                        v, smallest);

@@ -38,7 +38,7 @@ constexpr std::span<const AttrSpec> kNoAttrs{};
 constexpr AttrSpec kGeluAttrs[] = {{"approximate", AttrType::kEnum, "none", "none|tanh"}};
 constexpr AttrSpec kCastAttrs[] = {{"dtype", AttrType::kDType, ""}};
 constexpr AttrSpec kDropoutAttrs[] = {
-    {"p", AttrType::kFloat, "", {}, 0.0, 1.0, true, false, "in [0, 1)"},
+    {"p", AttrType::kFloat, "", {}, 0.0, 1.0, true, false, "in [0, 1)", /*float32_constant=*/false},
     {"seed", AttrType::kInt, "0", {}, 0.0, 9.2233720368547758e18, true, true, "a non-negative integer"},
 };
 constexpr AttrSpec kLayerNormAttrs[] = {

@@ -139,8 +139,11 @@ TEST(GraphBuilder, AttributeAndGraphErrorsNameTheOperands) {
   // What float32 holds passes, up to the largest finite value, rounding included.
   EXPECT_EQ(error_of([&] { (void)(x * 3.4028235e38); }), "no error");
   EXPECT_EQ(error_of([&] { (void)(x * 1.2e-38); }), "no error");
+  EXPECT_EQ(error_of([&] { (void)(x * -1.1754943e-38); }), "no error");  // rounds to the smallest normal value
+  // dropout's p is used in double only (its threshold and scale).
+  EXPECT_EQ(error_of([&] { (void)dropout(x, 1e-40, 3); }), "no error");
   EXPECT_EQ(error_of([&] { (void)(x * 0.0); }), "no error");
-  EXPECT_EQ(g.nodes().size(), 4u);  // only the three that passed were added
+  EXPECT_EQ(g.nodes().size(), 6u);  // only the five that passed were added
 }
 
 }  // namespace
