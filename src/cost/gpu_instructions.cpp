@@ -17,6 +17,9 @@ constexpr double kGeluTanhInstructions = 10.5;
 
 double op_instructions(const Graph& graph, const Kernel& kernel, const Node& n) {
   if (n.op == Op::kGelu && n.attrs.get_enum("approximate") == "tanh") return kGeluTanhInstructions;
+  if (n.op == Op::kDropout && !gpu_has_vector_path(graph, kernel)) {  // one element to a thread
+    return n.info().gpu_instructions + kDropoutScalarInstructions;
+  }
   if (n.op == Op::kDropout && gpu_vector_width(graph, kernel) < kDropoutGroup) {  // f32 data: 4 to a thread
     return n.info().gpu_instructions + kDropoutHalfBlockInstructions;
   }

@@ -8,7 +8,8 @@
 // Thread-instructions of a kernel, summed over its elements:
 //   each op:   its ops.def `gpu instructions` per element it computes (a
 //              reduction per input element; dropout in a kernel of f32
-//              data kDropoutHalfBlockInstructions more), times the passes that
+//              data kDropoutHalfBlockInstructions more, in one without a
+//              vector variant kDropoutScalarInstructions), times the passes that
 //              compute it (a re-reading row kernel recomputes elementwise
 //              work; it combines each reduction once);
 //   a value the kernel stores in 16 bits and also uses (rounds_in_kernel,
@@ -57,6 +58,10 @@ inline constexpr double kWarpReduce = 10.0;
 // (single-op kernels, bench/sass_count.py: f32 18.8 less 2.5 for loads,
 // stores and loop, against the table's 8.5).
 inline constexpr double kDropoutHalfBlockInstructions = 7.8;
+// And a thread of a kernel without a vector variant (innermost extent not a
+// multiple of the vector width) draws a whole block per element: single-op
+// kernels of [4096, 4095] count 75 (f32) and 78 (bf16) per element.
+inline constexpr double kDropoutScalarInstructions = 58;
 
 // Per thread and row, a block reduction over `threads` threads.
 double block_reduce_instructions(int threads);

@@ -12,4 +12,8 @@ int gpu_vector_width(const Graph& graph, const Kernel& kernel) {
   return static_cast<int>(16 / narrowest);
 }
 
+bool gpu_has_vector_path(const Graph& graph, const Kernel& kernel) {
+  return kernel.iteration.last() % gpu_vector_width(graph, kernel) == 0;
+}
+
 }  // namespace fusejit

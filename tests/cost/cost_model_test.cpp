@@ -149,6 +149,12 @@ TEST(CostModel, DropoutCostsABlockPerEightOrFourElements) {
   g.output("y", cast(dropout(x, 0.1, 7), DType::kF32));
   // loop, f16 read 1, f32 write 0.5, dropout 8.5, cast 1.
   EXPECT_DOUBLE_EQ(only_kernel(g, gpu_device("h200")).instructions, (1.5 + 1 + 0.5 + 8.5 + 1) * elements);
+  // Rows of 4095 have no vector variant: a thread holds one element and
+  // draws a whole block for it.
+  Graph odd;
+  odd.output("y", dropout(odd.input("x", DType::kBF16, {1024, 4095}), 0.1, 7));
+  EXPECT_DOUBLE_EQ(only_kernel(odd, gpu_device("h200")).instructions,
+                   (1.5 + 2 * 1.0 + 8.5 + kDropoutScalarInstructions) * 1024 * 4095);
 }
 
 TEST(CostModel, RowReductionsCostEveryThreadOfTheRow) {

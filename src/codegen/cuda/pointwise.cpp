@@ -92,7 +92,7 @@ CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel, Cu
   out.params = kernel_params(plan, kernel);
   out.count = kernel.iteration.numel();
   out.vector_width = gpu_vector_width(*plan.graph, kernel);
-  out.has_vector_path = kernel.iteration.last() % out.vector_width == 0;
+  out.has_vector_path = gpu_has_vector_path(*plan.graph, kernel);
   choose_access(out, kernel, access);
   out.block_threads = 256;
   // 64-bit indices once a 32-bit index could pass 2^31 - 1, the grid stride included.

@@ -85,7 +85,7 @@ class RowEmitter {
     out_.params = kernel_params(plan, kernel);
     out_.count = kernel.iteration.numel() / n_;
     const int width = gpu_vector_width(g_, kernel);
-    out_.has_vector_path = n_ % width == 0;
+    out_.has_vector_path = gpu_has_vector_path(g_, kernel);
     choose_access(out_, kernel, access);
     vec_ = out_.has_vector_path ? width : 1;
     out_.vector_width = vec_;
