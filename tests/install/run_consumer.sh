@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the fusejit build in BUILD_DIR into a scratch prefix, then builds
-# and runs tests/install/consumer against it with find_package(fusejit).
+# and runs tests/install/consumer against it with find_package(fusejit),
+# and once more against BUILD_DIR itself (fusejit_DIR pointing at it).
 # The prefix must hold the public headers (fusejit.h and what it includes)
 # and none of the internal ones.
 # Usage: run_consumer.sh SOURCE_DIR BUILD_DIR
@@ -18,6 +19,11 @@ echo "$out"
 grep -q "softmax" <<<"$out"
 grep -q "on the cpu backend: max relative error" <<<"$out"
 test -x "$work/prefix/bin/fusejit"
+# The build tree is a package too (export() in CMakeLists.txt).
+cmake -S "$src/tests/install/consumer" -B "$work/consumer-build-tree" -G Ninja \
+  -Dfusejit_DIR="$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/consumer-build-tree" >/dev/null
+grep -q "on the cpu backend: max relative error" <<<"$("$work/consumer-build-tree/consumer")"
 headers="$work/prefix/include/fusejit"
 for public in fusejit.h fusejit_version.h ir/graph.h ir/ops.def runtime/backend.h fusion/plan.h; do
   test -f "$headers/$public" || { echo "not installed: $public"; exit 1; }
