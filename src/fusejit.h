@@ -8,6 +8,7 @@
 #include "cost/report.h"
 #include "fusejit_version.h"
 #include "fusion/plan.h"
+#include "fusion/plan_verify.h"
 #include "fusion/plan_reference.h"
 #include "ir/builder.h"
 #include "ir/compare.h"

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/error.h"
+
 namespace fusejit {
 namespace {
 
@@ -42,7 +44,13 @@ DeviceSpec gpu_device(std::string_view name) {
   if (name == "a100") {
     return datasheet_gpu("a100", "NVIDIA A100 SXM 80 GB (datasheet)", 2039, 19.5, 312, 1.41, 64, 40 * kMB, 108);
   }
-  return datasheet_gpu("h100", "NVIDIA H100 SXM5 80 GB (datasheet)", 3350, 67, 989, 1.98, 128, 50 * kMB, 132);
+  if (name == "h100") {
+    return datasheet_gpu("h100", "NVIDIA H100 SXM5 80 GB (datasheet)", 3350, 67, 989, 1.98, 128, 50 * kMB, 132);
+  }
+  // A typo must not quietly price a plan on another GPU.
+  throw Error(fmt::format("gpu_device: unknown GPU '{}'; the datasheet GPUs are h100, h200 and a100 (find_device "
+                          "returns a status instead)",
+                          name));
 }
 
 absl::StatusOr<DeviceSpec> find_device(std::string_view name) {

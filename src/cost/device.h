@@ -74,7 +74,9 @@ void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops, doubl
 std::vector<std::string> device_names();
 // A datasheet GPU, or the measured CPU of this machine (see cpu_device()).
 absl::StatusOr<DeviceSpec> find_device(std::string_view name);
-DeviceSpec gpu_device(std::string_view name);  // h100, h200 or a100; the name must be one of them
+// h100, h200 or a100; another name throws fusejit::Error (find_device
+// returns a status instead).
+DeviceSpec gpu_device(std::string_view name);
 
 // The CPU of this machine: copy bandwidth, FMA peak and each cost class's
 // throughput, measured once and cached in the fusejit cache directory

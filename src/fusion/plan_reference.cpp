@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "fusion/plan_verify.h"
 #include "ir/compare.h"
 
 namespace fusejit {
@@ -17,6 +18,7 @@ InterpretOptions reference_options(const FusionPlan& plan) {
 
 absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs,
                                          const ReferenceVariant& variant) {
+  if (absl::Status s = verify_plan(plan); !s.ok()) return s;
   InterpretOptions options = reference_options(plan);
   options.perturbation = variant.perturbation;
   options.perturbation_seed = variant.perturbation_seed;

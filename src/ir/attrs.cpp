@@ -120,6 +120,10 @@ std::string check_attr_value(const AttrSpec& spec, const AttrValue& value) {
                        (spec.type == AttrType::kDType && std::holds_alternative<DType>(value)) ||
                        (spec.type == AttrType::kEnum && std::holds_alternative<std::string>(value));
   if (!type_ok) return fmt::format("{} must be {}", spec.name, expected_text(spec));
+  if (spec.type == AttrType::kDType && !is_valid_dtype(std::get<DType>(value))) {
+    return fmt::format("{} must be {}, got the value {}", spec.name, expected_text(spec),
+                       static_cast<int>(std::get<DType>(value)));
+  }
   if (spec.type == AttrType::kEnum) {
     for (std::string_view choice : split_choices(spec.choices)) {
       if (choice == std::get<std::string>(value)) return {};

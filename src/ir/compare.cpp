@@ -30,6 +30,9 @@ Comparison compare_against(const HostTensor& out, const HostTensor& ref, double 
   if (out.shape != ref.shape || out.values.size() != ref.values.size()) {
     return {kNaN, fmt::format("shape {} vs {}", out.shape, ref.shape)};
   }
+  // Values rounded to another dtype than the reference's are not the result
+  // it describes, however close they are.
+  if (out.dtype != ref.dtype) return {kNaN, fmt::format("dtype {} vs {}", out.dtype, ref.dtype)};
   Comparison c;
   double diff = 0, norm = 0;
   for (size_t i = 0; i < out.values.size(); ++i) {

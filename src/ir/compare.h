@@ -16,7 +16,7 @@ namespace fusejit {
 double tolerance(DType t);
 
 struct Comparison {
-  double relative_error = 0;  // NaN when shapes or non-finite values disagree
+  double relative_error = 0;  // NaN when dtypes, shapes or non-finite values disagree
   std::string mismatch;       // "" or the first disagreement: "element 17 (row 0, column 17): 1.5 vs nan"
   bool within(DType t) const { return relative_error <= tolerance(t); }  // false for NaN
 };

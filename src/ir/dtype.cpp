@@ -6,6 +6,8 @@
 
 namespace fusejit {
 
+bool is_valid_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
 std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::kF32: return "f32";

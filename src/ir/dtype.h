@@ -16,7 +16,9 @@ enum class DType : uint8_t { kF32, kF16, kBF16 };
 
 inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
-std::string_view dtype_name(DType t);          // "f32", "f16", "bf16"
+std::string_view dtype_name(DType t);          // "f32", "f16", "bf16" ("?" for a value outside the enum)
+// Whether t is one of the enum's values (a cast from an integer may not be).
+bool is_valid_dtype(DType t);
 std::optional<DType> parse_dtype(std::string_view text);
 int64_t dtype_size(DType t);                   // bytes per element
 

@@ -90,6 +90,7 @@ Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
   auto fail = [&](std::string_view why) {
     throw Error(fmt::format("input {}: {}{}: {}", name, dtype, shape, why));
   };
+  if (!is_valid_dtype(dtype)) fail(fmt::format("dtype {} is none of f32, f16, bf16", static_cast<int>(dtype)));
   if (!is_identifier(name)) fail("the name is not an identifier (letters, digits, '_'; not 'input' or 'output')");
   if (find(name)) fail("the name is already used in this graph");
   if (shape.rank() < 1 || shape.rank() > kMaxRank) fail("rank must be 1 to 4");

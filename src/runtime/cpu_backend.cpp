@@ -17,6 +17,7 @@
 #include "codegen/shared_code.h"
 #include "cost/host_cpu.h"
 #include "cost/streaming_copy.h"
+#include "fusion/plan_verify.h"
 #include "ir/counted.h"
 #include "ir/cpu_count.h"
 #include "ir/error.h"
@@ -278,6 +279,7 @@ class CpuBackend final : public Backend {
   }
 
   absl::StatusOr<std::unique_ptr<LoadedPlan>> load(const FusionPlan& plan, const LoadOptions& options) override {
+    if (absl::Status s = verify_plan(plan); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<CpuLoadedPlan>> loaded = CpuLoadedPlan::load(plan, options);
     if (!loaded.ok()) return loaded.status();
     return std::unique_ptr<LoadedPlan>(*std::move(loaded));

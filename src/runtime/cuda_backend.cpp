@@ -5,6 +5,7 @@
 // (a loaded plan), cuda_backend_matmul (cuBLAS calls).
 #include <fmt/format.h>
 
+#include "fusion/plan_verify.h"
 #include "ir/error.h"
 #include "runtime/backend.h"
 #include "runtime/cuda_backend_launch.h"
@@ -30,6 +31,7 @@ class CudaBackend final : public Backend {
   DeviceSpec device() const override { return spec_; }
 
   absl::StatusOr<std::unique_ptr<LoadedPlan>> load(const FusionPlan& plan, const LoadOptions& options) override {
+    if (absl::Status s = verify_plan(plan); !s.ok()) return s;
     return cuda_backend::load_plan(gpu_, plan, options);
   }
 

@@ -76,6 +76,12 @@ TEST(CostModel, LayerNormIntensityIsAbout2) {
   EXPECT_FALSE(c.compute_bound);
 }
 
+TEST(CostModel, AnUnknownGpuNameIsAnError) {
+  EXPECT_THROW(gpu_device("xyz"), Error);  // not the H100's figures under another name
+  EXPECT_FALSE(find_device("xyz").ok());
+  EXPECT_EQ(gpu_device("h200").name, "h200");
+}
+
 TEST(CostModel, RidgePointsOfTheDatasheetGpus) {
   EXPECT_NEAR(gpu_device("h100").ridge_tensor(), 295.2, 0.1);  // 989 TFLOP/s / 3.35 TB/s
   EXPECT_NEAR(gpu_device("h100").ridge_f32(), 20.0, 0.1);

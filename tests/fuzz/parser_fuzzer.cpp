@@ -129,6 +129,8 @@ void check_round_trip(const Graph& graph) {
 void check_plan(const FusionPlan& plan) {
   const absl::Status verified = verify(*plan.graph);
   check(verified.ok(), "a plan's graph does not verify", status_text(verified));
+  const absl::Status runnable = verify_plan(plan);
+  check(runnable.ok(), "a plan made by the passes is refused by verify_plan", status_text(runnable));
   std::vector<int> owners(plan.graph->num_nodes(), 0);
   for (const Kernel& k : plan.kernels) {
     for (int32_t id : k.nodes) {

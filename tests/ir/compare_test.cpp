@@ -129,5 +129,17 @@ TEST(Compare, WellConditionedResultKeepsStrictTolerance) {
   EXPECT_NEAR(compare_tensors(out, ref.at("y"), perturbed.at("y")).relative_error, 3e-5, 1e-6);
 }
 
+// A result tagged with another dtype than the reference's is not that
+// result, however close its values.
+TEST(Compare, ADtypeMismatchIsAMismatch) {
+  const HostTensor ref{DType::kF32, Shape({3}), {1.0, 2.0, 3.0}};
+  HostTensor out = ref;
+  out.dtype = DType::kBF16;
+  const Comparison c = compare_tensors(out, ref);
+  EXPECT_TRUE(std::isnan(c.relative_error));
+  EXPECT_EQ(c.mismatch, "dtype bf16 vs f32");
+  EXPECT_FALSE(c.within(DType::kBF16));
+}
+
 }  // namespace
 }  // namespace fusejit

@@ -143,6 +143,11 @@ TEST(GraphBuilder, AttributeAndGraphErrorsNameTheOperands) {
   // dropout's p is used in double only (its threshold and scale).
   EXPECT_EQ(error_of([&] { (void)dropout(x, 1e-40, 3); }), "no error");
   EXPECT_EQ(error_of([&] { (void)(x * 0.0); }), "no error");
+  // A DType cast from an integer outside the enum.
+  EXPECT_EQ(error_of([&] { g.input("bad", static_cast<DType>(9), {4}); }),
+            "input bad: ?[4]: dtype 9 is none of f32, f16, bf16");
+  EXPECT_EQ(error_of([&] { cast(x, static_cast<DType>(7)); }).substr(0, 45),
+            "cast(x: f32[4, 8]): dtype must be a dtype (f3");
   EXPECT_EQ(g.nodes().size(), 6u);  // only the five that passed were added
 }
 

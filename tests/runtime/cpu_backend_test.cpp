@@ -8,6 +8,7 @@
 #include <limits>
 #include <thread>
 
+#include <absl/strings/match.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -433,6 +434,28 @@ TEST(CpuBackend, NanAndInfinityPropagateAsInTheReference) {
   expect_both_plans_match(g);  // random inputs: ordinary values everywhere
   expect_matches_reference(make_unfused_plan(g), inputs);
   expect_matches_reference(make_fused_plan(g), inputs);
+}
+
+// A plan that cannot be run is an error naming why, not a crash (a null
+// graph) or outputs no kernel wrote (zeros, as if computed).
+TEST(CpuBackend, UnrunnablePlansAreRefused) {
+  const FusionPlan empty;
+  absl::StatusOr<TensorMap> none = run_plan(cpu(), empty, {});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(none.status().message(), "has no graph")) << none.status();
+  EXPECT_EQ(interpret_plan(empty, {}).status().code(), absl::StatusCode::kInvalidArgument);
+
+  const Graph g = parse("input x: f32[4, 8]\ny = exp(x)\noutput y\n");
+  FusionPlan gutted = make_fused_plan(g);
+  gutted.kernels.clear();
+  absl::StatusOr<TensorMap> zeros = run_plan(cpu(), gutted, random_inputs(g, 1));
+  EXPECT_EQ(zeros.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(zeros.status().message(), "no kernel writes the graph's output y")) << zeros.status();
+
+  FusionPlan foreign = make_fused_plan(g);
+  foreign.kernels[0].nodes.push_back(99);
+  EXPECT_TRUE(absl::StrContains(run_plan(cpu(), foreign, random_inputs(g, 1)).status().message(),
+                                "names node 99, which its graph of 2 nodes lacks"));
 }
 
 TEST(CpuBackend, DropoutMaskIsTheReferenceMaskBitForBit) {
