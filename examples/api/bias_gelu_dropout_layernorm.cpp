@@ -60,12 +60,14 @@ int main(int argc, char** argv) {
 
     // The fused plan, JIT-compiled: "auto" is the GPU when one is usable,
     // else the CPU ("cuda" and "cpu" choose).
-    const fusejit::FusionPlan plan = fusejit::make_fused_plan(g);
     absl::StatusOr<std::unique_ptr<fusejit::Backend>> backend = fusejit::make_backend("auto");
     if (!backend.ok()) {
       fmt::print(stderr, "{}\n", fusejit::status_text(backend.status()));
       return 1;
     }
+    // Fused for the backend that runs it (a GPU keeps rows up to its
+    // persistent limit on chip; a CPU reads any row once).
+    const fusejit::FusionPlan plan = fusejit::make_fused_plan(g, (*backend)->fusion_options());
     const fusejit::TensorMap inputs = fusejit::random_inputs(g, /*seed=*/0);
     absl::StatusOr<fusejit::TensorMap> fused = fusejit::run_plan(**backend, plan, inputs);
     // The reference of that plan rounds where its kernels store values.
