@@ -72,7 +72,9 @@ std::string ops_column(const std::vector<std::string>& ops) {
     const size_t rest = ops.size() - i - 1;
     // Room for this op, and for ",+N more" after it unless it is the last.
     const size_t tail = rest == 0 ? 0 : fmt::format(",+{} more", rest).size();
-    if (text.size() + next.size() + tail > kWidth) return text + fmt::format("{}+{} more", text.empty() ? "" : ",", ops.size() - i);
+    if (text.size() + next.size() + tail > kWidth) {
+      return text + fmt::format("{}+{} more", text.empty() ? "" : ",", ops.size() - i);
+    }
     text += next;
   }
   return text;

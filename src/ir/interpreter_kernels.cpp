@@ -87,8 +87,7 @@ void eval_dropout(const double* x, int64_t n, double p, uint64_t seed, double* o
       for (int lane = 0; lane < kDropoutGroup; ++lane) {
         const int64_t i = kDropoutGroup * g + lane;
         if (i >= n) break;
-        const uint32_t bits = (words[lane / 2] >> (kDropoutBits * (lane % 2))) & 0xffffu;
-        out[i] = r(x[i] * (bits >= threshold ? scale : 0.0));
+        out[i] = r(x[i] * (dropout_number(words, static_cast<uint64_t>(lane)) >= threshold ? scale : 0.0));
       }
     }
   });

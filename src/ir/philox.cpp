@@ -40,9 +40,12 @@ PhiloxCounter dropout_counter(uint64_t index) {
   return {static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), 0, 0};
 }
 
+uint32_t dropout_number(const PhiloxCounter& output, uint64_t index) {
+  return (output[(index % kDropoutGroup) / 2] >> (kDropoutBits * (index % 2))) & 0xffffu;
+}
+
 uint32_t dropout_bits(uint64_t seed, uint64_t index) {
-  const uint32_t word = philox4x32_10(dropout_counter(index), dropout_key(seed))[(index % kDropoutGroup) / 2];
-  return (word >> (kDropoutBits * (index % 2))) & 0xffffu;
+  return dropout_number(philox4x32_10(dropout_counter(index), dropout_key(seed)), index);
 }
 
 float dropout_uniform(uint64_t seed, uint64_t index) {

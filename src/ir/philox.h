@@ -41,6 +41,9 @@ inline constexpr int kDropoutBits = 16;
 PhiloxKey dropout_key(uint64_t seed);
 PhiloxCounter dropout_counter(uint64_t index);
 
+// The 16-bit number that decides element `index`, from the Philox output of
+// its group (dropout_counter(index)): number index % 8, little-endian.
+uint32_t dropout_number(const PhiloxCounter& output, uint64_t index);
 // The 16-bit number that decides element `index`, and the uniform number in
 // [0, 1) it stands for (bits * 2^-16, exact in float).
 uint32_t dropout_bits(uint64_t seed, uint64_t index);

@@ -15,25 +15,35 @@
 
 namespace fusejit {
 
-std::string number_lines(std::string_view source) {
-  std::string out;
-  int number = 1;
-  size_t start = 0;
-  while (start < source.size()) {
-    const size_t end = std::min(source.find('\n', start), source.size());
-    out += fmt::format("{:>4} | {}\n", number++, source.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
+namespace {
 
-std::string cited_source_lines(std::string_view log, std::string_view source) {
+// The source's lines, without their newlines.
+std::vector<std::string_view> split_lines(std::string_view source) {
   std::vector<std::string_view> lines;
   for (size_t start = 0; start < source.size();) {
     const size_t end = std::min(source.find('\n', start), source.size());
     lines.push_back(source.substr(start, end - start));
     start = end + 1;
   }
+  return lines;
+}
+
+// "  12 | text\n" for line i (0-based) of `lines`.
+std::string numbered_line(const std::vector<std::string_view>& lines, int i) {
+  return fmt::format("{:>4} | {}\n", i + 1, lines[static_cast<size_t>(i)]);
+}
+
+}  // namespace
+
+std::string number_lines(std::string_view source) {
+  const std::vector<std::string_view> lines = split_lines(source);
+  std::string out;
+  for (int i = 0; i < static_cast<int>(lines.size()); ++i) out += numbered_line(lines, i);
+  return out;
+}
+
+std::string cited_source_lines(std::string_view log, std::string_view source) {
+  const std::vector<std::string_view> lines = split_lines(source);
   const int count = static_cast<int>(lines.size());
   std::vector<bool> shown(lines.size(), false);
   static const std::regex kCitation(R"(\.(?:cu|cpp)(?:\((\d+)\)|:(\d+):))");
@@ -52,7 +62,7 @@ std::string cited_source_lines(std::string_view log, std::string_view source) {
   for (int i = 0; i < count; ++i) {
     if (!shown[i]) continue;
     if (i > 0 && !shown[i - 1] && !out.empty()) out += "     ...\n";
-    out += fmt::format("{:>4} | {}\n", i + 1, lines[i]);
+    out += numbered_line(lines, i);
   }
   return out;
 }

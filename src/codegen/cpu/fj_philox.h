@@ -121,8 +121,9 @@ static inline void fj_dropout8(const float* x, float* y, unsigned long long inde
 // auto-vectoriser keeps each 32 x 32 -> 64-bit product's halves in 32-bit
 // lanes and pays three shuffles per multiply to split and merge them, which
 // made dropout (with the earlier mask of 32 bits per element) cost 2.9 ns
-// per element per thread on a Zen 3; this took 1.1. Each group's Philox state sits in a 64-bit lane, whose low half is
-// the 32-bit word: vpmuludq reads only the low halves, so the high halves
+// per element per thread on a Zen 3; this took 1.1. Each group's Philox
+// state sits in a 64-bit lane, whose low half is the 32-bit word:
+// vpmuludq reads only the low halves, so the high halves
 // may hold anything, and a product's two halves need one shift to use. GCC
 // (12 on) and Clang vector extensions, and the vpmuludq builtin both
 // provide, rather than <immintrin.h>, whose parsing would cost more than the

@@ -1,6 +1,5 @@
 #include "codegen/cuda/emit_common.h"
 
-
 #include <fmt/ranges.h>
 
 #include "codegen/cuda/cuda_emitter.h"
