@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "ir/error.h"
+#include "ir/text_lexer.h"
 
 namespace fusejit {
 
@@ -81,15 +82,17 @@ absl::StatusOr<AttrValue> parse_attr_value(const AttrSpec& spec, std::string_vie
   switch (spec.type) {
     case AttrType::kFloat: {
       double v = 0;
-      const char* end = text.data() + text.size();
-      auto [ptr, ec] = std::from_chars(text.data(), end, v);
+      const std::string_view digits = fusejit::text::without_plus_sign(text);
+      const char* end = digits.data() + digits.size();
+      auto [ptr, ec] = std::from_chars(digits.data(), end, v);
       if (ec != std::errc() || ptr != end || text.empty()) return bad();
       return AttrValue(v);
     }
     case AttrType::kInt: {
       int64_t v = 0;
-      const char* end = text.data() + text.size();
-      auto [ptr, ec] = std::from_chars(text.data(), end, v);
+      const std::string_view digits = fusejit::text::without_plus_sign(text);
+      const char* end = digits.data() + digits.size();
+      auto [ptr, ec] = std::from_chars(digits.data(), end, v);
       if (ec == std::errc::result_out_of_range) {
         return absl::InvalidArgumentError(
             text.starts_with('-')

@@ -109,7 +109,10 @@ Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
 
 void Graph::output(std::string_view name, Value value) {
   if (const std::string why = value.why_unusable(); !why.empty()) throw Error(fmt::format("output {}: {}", name, why));
-  if (value.graph() != this) throw Error(fmt::format("output {}: the value belongs to another graph", name));
+  if (value.graph() != this) {
+    throw Error(fmt::format("output {}: the value ({}) belongs to another Graph object than this one", name,
+                            describe(value.node())));
+  }
   Node& n = nodes_[value.id()];
   if (n.op == Op::kInput) {
     throw Error(fmt::format("output {}: {} is a graph input; outputs must be computed", name, describe(n)));

@@ -53,7 +53,7 @@ bool complete_attrs(const Graph& graph, const OpInfo& info, std::span<const Oper
     if (value == nullptr) {
       if (spec.default_text.empty()) {
         check.attr = std::string(spec.name);
-        check.error = fmt::format("{} needs the attribute '{}'", info.name, spec.name);
+        check.error = fmt::format("{}: needs the attribute '{}'", call_text(graph, info, operands), spec.name);
         return false;
       }
       filled = *parse_attr_value(spec, spec.default_text);

@@ -304,6 +304,10 @@ absl::Status check_inputs(const Graph& graph, const TensorMap& inputs) {
 absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs, const InterpretOptions& options) {
   if (absl::Status status = verify(graph); !status.ok()) return status;
   if (absl::Status status = check_inputs(graph, inputs); !status.ok()) return status;
+  if (!(options.perturbation >= 0) || !std::isfinite(options.perturbation)) {
+    return absl::InvalidArgumentError(
+        fmt::format("perturbation {} is not a finite number >= 0 (0: none)", options.perturbation));
+  }
 
   const int32_t n = graph.num_nodes();
   std::vector<char> round(n, 0), keep(n, 0);

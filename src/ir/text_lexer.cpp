@@ -108,6 +108,11 @@ bool is_decimal(std::string_view s) {
   return i == s.size();
 }
 
+std::string_view without_plus_sign(std::string_view text) {
+  if (text.size() >= 2 && text[0] == '+' && (is_digit(text[1]) || text[1] == '.')) text.remove_prefix(1);
+  return text;
+}
+
 bool is_non_finite_word(std::string_view s) {
   if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
   for (std::string_view word : {"inf", "infinity", "nan"}) {

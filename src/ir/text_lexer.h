@@ -47,8 +47,13 @@ class LineLexer {
 
 // The text of a kNumber token that is a decimal literal as print_graph()
 // writes it and from_chars() reads it: -?(D+(.D*)?|.D+)([eE][+-]?D+)?.
-// Rejects "1e5x", "0x10", "1.2.3", "+1" and friends.
+// Rejects "1e5x", "0x10", "1.2.3", "+1" and friends (without_plus_sign()
+// below reads "+1" first).
 bool is_decimal(std::string_view text);
+// `text` without a leading '+' before a digit or '.': a number written
+// "+2", as Python and C accept it, is read as "2" (from_chars() takes no
+// '+'). Anything else, "+-2" and "+inf" included, is returned unchanged.
+std::string_view without_plus_sign(std::string_view text);
 // "inf", "-Infinity", "nan", ...: what a user may try for a non-finite literal.
 bool is_non_finite_word(std::string_view text);
 

@@ -222,7 +222,7 @@ std::optional<int64_t> Parser::extent(const Token& token) {
     error(token.col, fmt::format("expected an extent (a positive integer), found {}", describe(token)));
     return std::nullopt;
   }
-  const std::string_view text = token.text;
+  const std::string_view text = fusejit::text::without_plus_sign(token.text);
   const std::string_view digits = text.starts_with('-') ? text.substr(1) : text;
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     error(token.col, fmt::format("an extent must be a positive integer, got {}", quoted(text)));
@@ -489,7 +489,7 @@ std::optional<int> Parser::defined_later(std::string_view name) {
 }
 
 std::optional<double> Parser::literal(const Token& token) {
-  const std::string_view text = token.text;
+  const std::string_view text = fusejit::text::without_plus_sign(token.text);
   if (is_non_finite_word(text)) {
     error(token.col, fmt::format("{} is not supported: literals must be finite decimal numbers", quoted(text)));
     return std::nullopt;

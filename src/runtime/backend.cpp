@@ -51,6 +51,8 @@ absl::StatusOr<double> LoadedPlan::measure_kernel_bytes(size_t k) {
 }
 
 absl::Status LoadedPlan::run() {
+  // Named as run(), not as the run_kernel(0) it would fail in.
+  if (!inputs_set_) return absl::FailedPreconditionError("run() before set_inputs(): the plan has no inputs to read");
   for (size_t k = 0; k < plan().kernels.size(); ++k) {
     if (absl::Status s = run_kernel(k); !s.ok()) return s;
   }

@@ -112,7 +112,8 @@ TEST(GraphBuilder, ValuesOfAGraphThatMovedOrDiedAreErrorsNotCrashes) {
   auto a = original.input("a", DType::kF32, {4});
   Graph copy = original;
   EXPECT_EQ(error_of([&] { original.output("b", neg(a)); }), "no error");
-  EXPECT_EQ(error_of([&] { copy.output("b", neg(a)); }), "output b: the value belongs to another graph");
+  EXPECT_EQ(error_of([&] { copy.output("b", neg(a)); }),
+            "output b: the value (neg_2: f32[4]) belongs to another Graph object than this one");
   const Value of_copy = Value(&copy, 0);
   EXPECT_EQ(error_of([&] { (void)of_copy.shape(); }), "no error");
   copy = original;  // assigned to: Values made of copy's earlier contents are stale

@@ -441,6 +441,8 @@ TEST(InterpreterOpsTest, RejectsBadInputs) {
   EXPECT_EQ(error({{"x", HostTensor{DType::kBF16, {2, 3}, {1, 2, 3, 4, 0.1, 6}}}}),
             "input 'x': element 4 is 0.10000000000000001, which bf16 cannot represent");
   EXPECT_THAT(error({{"x", good}}, {Rounding::kStoredNodes, {7}}), HasSubstr("stored node id 7"));
+  EXPECT_EQ(error({{"x", good}}, {.perturbation = -0.5}), "perturbation -0.5 is not a finite number >= 0 (0: none)");
+  EXPECT_THAT(error({{"x", good}}, {.perturbation = std::nan("")}), HasSubstr("is not a finite number >= 0"));
   EXPECT_TRUE(interpret(g, {{"x", good}}).ok());
 
   Graph no_output;

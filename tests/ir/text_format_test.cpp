@@ -208,6 +208,17 @@ TEST(TextFormatTest, AcceptsEveryDecimalLiteralForm) {
   for (int i = 0; i < 7; ++i) EXPECT_EQ(g.node(i + 1).operands[1].literal, expected[i]) << i;
 }
 
+// A leading '+' is read as Python reads it, in literals, attributes and
+// extents; the canonical form drops it.
+TEST(TextFormatTest, AcceptsAPlusSignOnNumbers) {
+  const Graph g = parse_ok(
+      "input x: f32[+4, 8]\n"
+      "a = mul(x, +2)\nb = mul(a, +.5e+1)\nc = dropout(b, p=+0.25, seed=+3)\n"
+      "d = layer_norm(c, eps=+1e-5)\noutput d\n");
+  EXPECT_TRUE(g == parse_ok("input x: f32[4, 8]\na = mul(x, 2)\nb = mul(a, 5)\nc = dropout(b, p=0.25, seed=3)\n"
+                            "d = layer_norm(c, eps=1e-5)\noutput d\n"));
+}
+
 TEST(TextFormatTest, OutputStatementsAccumulateInOrder) {
   const Graph g = parse_ok("input x: f32[4]\na = exp(x)\nb = neg(x)\nc = abs(x)\noutput c\noutput a, b\n");
   EXPECT_EQ(g.outputs(), (std::vector<int32_t>{3, 1, 2}));

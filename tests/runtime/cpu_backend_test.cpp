@@ -613,7 +613,7 @@ TEST(CpuBackend, CallsOutOfOrderAreRefusedWithTheReason) {
 
   expect_refused(p.run_kernel(0), absl::StatusCode::kFailedPrecondition, "run_kernel(0) before set_inputs()");
   expect_refused(p.time_kernel(1).status(), absl::StatusCode::kFailedPrecondition, "time_kernel(1) before set_inputs()");
-  expect_refused(p.run(), absl::StatusCode::kFailedPrecondition, "before set_inputs()");
+  expect_refused(p.run(), absl::StatusCode::kFailedPrecondition, "run() before set_inputs()");
   expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "outputs() before set_inputs()");
 
   const TensorMap inputs = random_inputs(g, 3);
