@@ -20,7 +20,8 @@ double op_instructions(const Graph& graph, const Kernel& kernel, const Node& n) 
   if (n.op == Op::kDropout && !gpu_has_vector_path(graph, kernel)) {  // one element to a thread
     return n.info().gpu_instructions + kDropoutScalarInstructions;
   }
-  if (n.op == Op::kDropout && gpu_vector_width(graph, kernel) < kDropoutGroup) {  // f32 data: 4 to a thread
+  // f32 data in rows of 4 times an odd number: 4 to a thread (gpu_vector_width)
+  if (n.op == Op::kDropout && gpu_vector_width(graph, kernel) < kDropoutGroup) {
     return n.info().gpu_instructions + kDropoutHalfBlockInstructions;
   }
   return n.info().gpu_instructions;

@@ -8,7 +8,8 @@
 // Thread-instructions of a kernel, summed over its elements:
 //   each op:   its ops.def `gpu instructions` per element it computes (a
 //              reduction per input element; dropout in a kernel of f32
-//              data kDropoutHalfBlockInstructions more, in one without a
+//              data whose rows are not a multiple of 8 long
+//              kDropoutHalfBlockInstructions more, in one without a
 //              vector variant kDropoutScalarInstructions), times the passes that
 //              compute it (a re-reading row kernel recomputes elementwise
 //              work; it combines each reduction once);
@@ -53,8 +54,10 @@ inline constexpr double kBlockReduceBase = 8.0;
 inline constexpr double kBlockReducePerShuffle = 2.0;
 inline constexpr double kWarpReduce = 10.0;
 // The op table's dropout weight is a thread's share of one Philox block per
-// 8 elements (16-bit data: 8 per 16-byte access). A thread that holds 4
-// (f32) draws a whole block for 4 and uses half: this much more per element
+// 8 elements (16-bit data: 8 per 16-byte access; f32 kernels with dropout
+// take two 16-byte accesses where rows are a multiple of 8 long). A thread
+// that holds 4 (f32 otherwise) draws a whole block for 4 and uses half:
+// this much more per element
 // (single-op kernels, bench/sass_count.py: f32 18.8 less 2.5 for loads,
 // stores and loop, against the table's 8.5).
 inline constexpr double kDropoutHalfBlockInstructions = 7.8;

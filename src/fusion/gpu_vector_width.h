@@ -10,7 +10,10 @@
 namespace fusejit {
 
 // Elements per 16-byte access of the narrowest tensor the kernel reads or
-// writes: 8 for 16-bit data, 4 for f32.
+// writes: 8 for 16-bit data, 4 for f32; but 8 for f32 kernels with dropout
+// whose innermost extent is a multiple of 8 (each f32 tensor then takes two
+// adjacent 16-byte accesses per group, as in kernels mixing f32 and 16-bit
+// data).
 int gpu_vector_width(const Graph& graph, const Kernel& kernel);
 // Whether the kernel has a vector variant: its innermost extent is a
 // multiple of gpu_vector_width. Without one, every thread handles one

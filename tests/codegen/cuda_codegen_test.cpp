@@ -101,6 +101,31 @@ TEST(CudaCodegen, VariantFollowsTheRowLength) {
   EXPECT_TRUE(variant_for(1000, 16384).has_vector_path);
 }
 
+// One Philox block decides 8 consecutive elements (ir/philox.h): f32
+// kernels with dropout give a thread 8 of them (two 16-byte accesses) where
+// rows are a multiple of 8 long, and 4, drawing a whole block for half of
+// it, where they are only a multiple of 4. Both widths run on the emulator
+// (GpuBackend.DropoutMaskEqualsTheReferenceBitForBit).
+TEST(CudaCodegen, F32DropoutTakesAWholePhiloxBlockPerThreadWhereRowsAllow) {
+  auto kernel_for = [](const std::string& text) {
+    absl::StatusOr<Graph> g = parse_graph(text);
+    EXPECT_TRUE(g.ok()) << g.status();
+    return emit_cuda(make_fused_plan(*g))[0];
+  };
+  const std::string pointwise = "input x: f32[64, {}]\ny = dropout(x, p=0.1, seed=5)\noutput y\n";
+  const std::string row = "input x: f32[64, {}]\nd = dropout(x, p=0.1, seed=5)\ny = layer_norm(d)\noutput y\n";
+  for (const std::string& text : {pointwise, row}) {
+    const CudaKernelSource eight = kernel_for(fmt::format(fmt::runtime(text), 4096));
+    EXPECT_EQ(eight.vector_width, 8) << text;
+    EXPECT_NE(eight.source.find("fj_dropout8("), std::string::npos) << text;
+    const CudaKernelSource four = kernel_for(fmt::format(fmt::runtime(text), 4100));
+    EXPECT_EQ(four.vector_width, 4) << text;
+    EXPECT_NE(four.source.find("fj_dropout4("), std::string::npos) << text;
+  }
+  // Without dropout an f32 kernel keeps one 16-byte access per thread and step.
+  EXPECT_EQ(kernel_for("input x: f32[64, 4096]\ny = gelu(x)\noutput y\n").vector_width, 4);
+}
+
 TEST(CudaCodegen, SixtyFourBitIndicesFromTwoToTheThirtyOneElements) {
   auto pointwise = [](int64_t rows) {
     Graph g;

@@ -136,20 +136,23 @@ TEST(CostModel, InstructionsOfPointwiseKernelsByHand) {
 }
 
 TEST(CostModel, DropoutCostsABlockPerEightOrFourElements) {
-  // A thread holding 8 elements (bf16: one 16-byte access) draws one Philox
-  // block for them, the op table's 8.5 per element; one holding 4 (f32)
+  // A thread holding 8 elements (bf16: one 16-byte access; f32 with
+  // dropout: two) draws one Philox block for them, the op table's 8.5 per
+  // element. f32 rows of 4 times an odd number give a thread 4 elements: it
   // draws a whole block for 4, kDropoutHalfBlockInstructions more. An f16
   // read gives a kernel with an f32 output 8 elements per thread too.
-  const double elements = 1024.0 * 4096;
-  for (DType dtype : {DType::kBF16, DType::kF32}) {
+  for (auto [dtype, columns] : {std::pair{DType::kBF16, 4096}, {DType::kF32, 4096}, {DType::kF32, 4100}}) {
+    const double elements = 1024.0 * columns;
     Graph g;
-    auto x = g.input("x", dtype, {1024, 4096});
+    auto x = g.input("x", dtype, {1024, columns});
     g.output("y", dropout(x, 0.1, 7));
     const double streams = dtype == DType::kBF16 ? 2 * 1.0 : 2 * 0.5;
-    const double dropout_cost = 8.5 + (dtype == DType::kF32 ? kDropoutHalfBlockInstructions : 0);
+    const bool half_block = dtype == DType::kF32 && columns % 8 != 0;
+    const double dropout_cost = 8.5 + (half_block ? kDropoutHalfBlockInstructions : 0);
     EXPECT_DOUBLE_EQ(only_kernel(g, gpu_device("h200")).instructions, (1.5 + streams + dropout_cost) * elements)
-        << dtype_name(dtype);
+        << dtype_name(dtype) << " rows of " << columns;
   }
+  const double elements = 1024.0 * 4096;
   Graph g;
   auto x = g.input("x", DType::kF16, {1024, 4096});
   g.output("y", cast(dropout(x, 0.1, 7), DType::kF32));

@@ -572,7 +572,8 @@ TEST_F(GpuBackend, PoisonMakesUnwrittenElementsFail) {
 }
 
 TEST_F(GpuBackend, DropoutMaskEqualsTheReferenceBitForBit) {
-  for (const char* shape : {"[129, 1000]", "[64, 1024]", "[3, 5, 7]", "[4099]"}) {
+  // 8 to a thread (rows a multiple of 8), 4 (of 4), 1 (neither).
+  for (const char* shape : {"[129, 1000]", "[64, 1024]", "[33, 1004]", "[3, 5, 7]", "[4099]"}) {
     const Graph g = parse_or_throw(fmt::format("input x: f32{}\ny = dropout(x, p=0.5, seed=1234)\noutput y\n", shape));
     for (const LoadOptions& options : {LoadOptions{}, LoadOptions{.misalign_bytes = 4}}) {
       const FusionPlan plan = make_fused_plan(g);
