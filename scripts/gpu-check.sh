@@ -283,6 +283,27 @@ PY
   fi
 done
 
+# The same chain in f32, where a thread takes 8 elements as two adjacent
+# 16-byte accesses so that one Philox call decides them all
+# (bench/results/2026-12-01-f32-dropout-width.md): is that access pattern
+# as fast as one 16-byte access per thread?
+within 60 "$fusejit" demo --backend cuda --reps 20 --dtype f32 "${demo_args[@]}" --no-counters --json \
+  >"$out/demo-f32.json" 2>"$out/demo-f32.err"
+rc=$?
+if ((rc == 0)); then
+  python3 - "$out/demo-f32.json" >>"$report" 2>&1 <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+f, u = j["fused"], j["unfused"]
+print(f"    f32 demo: fused {f['measured_us_median']:8.1f} us, {f['effective_gbps']:.0f} GB/s "
+      f"= {100 * f['effective_gbps'] / j['ceiling_gbps']:.0f}% of the copy; speedup {j['speedup_measured']:.2f}x "
+      f"(predicted {j['speedup_predicted']:.2f}x)")
+PY
+else
+  status=1
+  note "f32 demo failed ($(why $rc)): $(tail -n 1 "$out/demo-f32.err")"
+fi
+
 section "Peers: PyTorch eager and torch.compile on the same graphs"
 # PyTorch runs with the environment it came with (its own CUDA libraries).
 if timeout 90 python3 -c "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'" \

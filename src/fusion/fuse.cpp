@@ -20,7 +20,8 @@
 // 5. A join or merge never creates a cycle between kernels: it is refused
 //    when a third kernel lies on a path between the two.
 // 6. A join or merge never makes a kernel take more than
-//    FusionOptions::max_kernel_tensors tensors (reads plus writes).
+//    FusionOptions::max_kernel_tensors tensors (reads plus writes), nor hold
+//    more than FusionOptions::max_kernel_nodes nodes.
 // Nothing is recomputed in two kernels, so no duplication decision arises.
 // The result is deterministic: it depends only on node order.
 #include <algorithm>
@@ -55,9 +56,10 @@ struct Group {
 
 class Partitioner {
  public:
-  Partitioner(const Graph& graph, int max_tensors)
+  Partitioner(const Graph& graph, int max_tensors, int max_nodes)
       : graph_(graph),
         max_tensors_(max_tensors),
+        max_nodes_(max_nodes),
         live_(graph.reaches_outputs()),
         is_output_(graph.num_nodes(), false),
         group_of_(graph.num_nodes(), -1),
@@ -150,10 +152,14 @@ class Partitioner {
   }
 
   // Whether one kernel made of the groups `gs` plus node `extra` (-1: none)
-  // takes at most max_tensors_ tensors: what it reads from outside plus what
-  // it writes (a graph output, or a value used by a node outside, counting
-  // users not placed yet, so the count never falls short of the final one).
+  // holds at most max_nodes_ nodes and takes at most max_tensors_ tensors:
+  // what it reads from outside plus what it writes (a graph output, or a
+  // value used by a node outside, counting users not placed yet, so the
+  // count never falls short of the final one).
   bool fits(std::initializer_list<int> gs, int32_t extra) const {
+    size_t nodes = extra >= 0 ? 1 : 0;
+    for (int g : gs) nodes += groups_[g].nodes.size();
+    if (nodes > static_cast<size_t>(max_nodes_)) return false;
     auto inside = [&](int32_t id) {
       return id == extra || (group_of_[id] >= 0 && std::find(gs.begin(), gs.end(), group_of_[id]) != gs.end());
     };
@@ -336,6 +342,7 @@ class Partitioner {
 
   const Graph& graph_;
   const int max_tensors_;
+  const int max_nodes_;
   const std::vector<bool> live_;  // Graph::reaches_outputs(): the nodes worth computing
   std::vector<bool> is_output_;   // Graph::is_output(), which searches the outputs, as a table
   std::vector<int> group_of_;
@@ -354,7 +361,7 @@ FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
   require_plannable(graph, options);
   std::vector<int32_t> origin;
   auto expanded = std::make_shared<const Graph>(expand_composites(graph, &origin));
-  std::vector<KernelGroup> groups = Partitioner(*expanded, options.max_kernel_tensors).run();
+  std::vector<KernelGroup> groups = Partitioner(*expanded, options.max_kernel_tensors, options.max_kernel_nodes).run();
   return build_plan("fused", expanded, graph, origin, std::move(groups), options);
 }
 

@@ -68,6 +68,13 @@ struct FusionOptions {
   // scalars. A fused group that would need more is split, so a wide graph
   // (thousands of inputs added up) still compiles everywhere.
   int max_kernel_tensors = 256;
+  // Most nodes (composites expanded: a layer_norm is 9) one kernel holds. A
+  // compiler's time grows faster than a kernel's size (NVRTC: a chain of 50
+  // bias-GeLU-dropout-LayerNorm layers, 600 nodes, in one kernel took 6.6 s,
+  // of 200 layers over two minutes), so a longer fused chain is split into
+  // kernels of at most this many, at the price of a write and a read per
+  // split; the transformer blocks fusejit is for fuse far below it.
+  int max_kernel_nodes = 256;
 };
 
 // For each node of `kernel` (in kernel.nodes order), the number of the

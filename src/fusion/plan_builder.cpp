@@ -147,6 +147,9 @@ void require_plannable(const Graph& graph, const FusionOptions& options) {
     throw Error(fmt::format("FusionOptions::max_kernel_tensors must be at least 2 (a read and a write), got {}",
                             options.max_kernel_tensors));
   }
+  if (options.max_kernel_nodes < 1) {
+    throw Error(fmt::format("FusionOptions::max_kernel_nodes must be at least 1, got {}", options.max_kernel_nodes));
+  }
   if (options.persistent_row_limit < 1) {
     throw Error(fmt::format("FusionOptions::persistent_row_limit must be at least 1 element, got {}",
                             options.persistent_row_limit));

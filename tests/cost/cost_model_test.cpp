@@ -289,7 +289,7 @@ namespace {
 TEST(PlanTable, LongKernelsListTheOpsThatFitThenHowManyMore) {
   Graph g;
   Value v = g.input("x", DType::kF32, {64, 64});
-  for (int i = 0; i < 300; ++i) v = i % 2 == 0 ? exp(v) : neg(v);
+  for (int i = 0; i < 200; ++i) v = i % 2 == 0 ? exp(v) : neg(v);
   g.output("y", v);
   const FusionPlan fused = make_fused_plan(g);
   ASSERT_EQ(fused.kernels.size(), 1u);
@@ -299,7 +299,7 @@ TEST(PlanTable, LongKernelsListTheOpsThatFitThenHowManyMore) {
   ASSERT_GE(lines.size(), 3u) << table;
   const std::string& line = lines[2];
   EXPECT_LT(line.size(), 200u) << line;
-  EXPECT_NE(line.find("exp,neg,exp,neg,exp,neg,+294 more "), std::string::npos) << line;
+  EXPECT_NE(line.find("exp,neg,exp,neg,exp,neg,+194 more "), std::string::npos) << line;
   // A short kernel lists every op.
   Graph h;
   h.output("y", gelu(h.input("x", DType::kF32, {64, 64}) + 1.0));

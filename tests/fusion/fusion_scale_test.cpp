@@ -76,6 +76,7 @@ TEST(FusionScale, ThousandsOfSiblingsMergeUpToTheTensorLimit) {
   for (int i = 0; i < kBranches; ++i) g.output("t" + std::to_string(i), tanh(x * static_cast<double>(i + 1)));
   FusionOptions options;
   ASSERT_EQ(options.max_kernel_tensors, 256);
+  options.max_kernel_nodes = 1 << 30;  // the tensor limit alone (255 branches are 510 nodes)
   const FusionPlan fused = make_fused_plan(g, options);
   ASSERT_EQ(fused.kernels.size(), 8u) << describe(fused);
   for (size_t i = 0; i < fused.kernels.size(); ++i) {
@@ -84,17 +85,49 @@ TEST(FusionScale, ThousandsOfSiblingsMergeUpToTheTensorLimit) {
   }
 }
 
-// A chain of 20,000 pointwise ops is one kernel: one read, one write.
-TEST(FusionScale, LongPointwiseChainIsOneKernel) {
+// A chain of 20,000 pointwise ops: without a node limit one kernel (one
+// read, one write), planned in a test's time; with the default limit of 256
+// nodes a kernel, 79 kernels (78 of 256 and one of 32), each reading what the
+// one before wrote.
+TEST(FusionScale, LongPointwiseChainIsSplitAtTheNodeLimit) {
   Graph g;
   Value v = g.input("x", DType::kF32, {kTokens, kHidden});
   for (int i = 0; i < 20000; ++i) v = i % 2 == 0 ? tanh(v) : v * 0.5;
   g.output("y", v);
+  const FusionPlan whole = make_fused_plan(g, {.max_kernel_nodes = 1 << 30});
+  ASSERT_EQ(whole.kernels.size(), 1u);
+  EXPECT_EQ(whole.kernels[0].nodes.size(), 20000u);
+  EXPECT_EQ(whole.kernels[0].reads.size(), 1u);
+  EXPECT_EQ(whole.kernels[0].writes.size(), 1u);
   const FusionPlan fused = make_fused_plan(g);
-  ASSERT_EQ(fused.kernels.size(), 1u);
-  EXPECT_EQ(fused.kernels[0].nodes.size(), 20000u);
-  EXPECT_EQ(fused.kernels[0].reads.size(), 1u);
-  EXPECT_EQ(fused.kernels[0].writes.size(), 1u);
+  ASSERT_EQ(fused.kernels.size(), 79u);
+  for (size_t i = 0; i < fused.kernels.size(); ++i) {
+    EXPECT_EQ(fused.kernels[i].nodes.size(), i + 1 < fused.kernels.size() ? 256u : 32u) << i;
+    EXPECT_EQ(fused.kernels[i].reads.size(), 1u) << i;
+    EXPECT_EQ(fused.kernels[i].writes.size(), 1u) << i;
+  }
+}
+
+// 50 bias-GeLU-dropout-LayerNorm layers with no matmul between them (500
+// nodes) fuse into row kernels of at most 256 nodes, which together compute
+// what the graph does.
+TEST(FusionScale, ALongRowChainIsSplitIntoKernelsWithinTheNodeLimit) {
+  Graph g;
+  Value v = g.input("x", DType::kF32, {4, 64});
+  Value b = g.input("b", DType::kF32, {64});
+  for (int i = 0; i < 50; ++i) v = layer_norm(dropout(gelu(v + b), 0.1, static_cast<uint64_t>(i)));
+  g.output("y", v);
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(fused.kernels.size(), 2u);
+  for (const Kernel& k : fused.kernels) {
+    EXPECT_LE(k.nodes.size(), 256u) << k.name;
+    EXPECT_EQ(k.kind, KernelKind::kRow) << k.name;
+  }
+  const TensorMap inputs = random_inputs(g, 5);
+  absl::StatusOr<TensorMap> planned = interpret_plan(fused, inputs);
+  absl::StatusOr<TensorMap> reference = interpret(g, inputs);
+  ASSERT_TRUE(planned.ok() && reference.ok());
+  EXPECT_TRUE(compare_tensors(planned->at("y"), reference->at("y")).within(DType::kF32));
 }
 
 }  // namespace

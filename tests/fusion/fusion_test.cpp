@@ -62,6 +62,8 @@ TEST(Fusion, AGraphThatDoesNotVerifyIsNotPlanned) {
   fine.output("y", exp(fine.input("x", DType::kF32, {4, 8})));
   EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.max_kernel_tensors = 0}); }),
             "FusionOptions::max_kernel_tensors must be at least 2 (a read and a write), got 0");
+  EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.max_kernel_nodes = 0}); }),
+            "FusionOptions::max_kernel_nodes must be at least 1, got 0");
   EXPECT_EQ(error_of([&] { make_unfused_plan(fine, {.persistent_row_limit = -5}); }),
             "FusionOptions::persistent_row_limit must be at least 1 element, got -5");
   EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.persistent_row_limit = 1, .max_kernel_tensors = 2}); }),
