@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "fusejit.h"
@@ -94,9 +96,11 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
     if (!s.json) fmt::print("roofline chart: {}\n", s.plot);
   }
   if (!result->correct) {
-    fmt::print(stderr, "fusejit: error: a plan computed wrong results: {}\n",
-               !result->unfused.correct ? "unfused: " + result->unfused.mismatch
-                                        : "fused: " + result->fused.mismatch);
+    std::vector<std::string> wrong;
+    if (!result->unfused.correct) wrong.push_back("unfused: " + result->unfused.mismatch);
+    if (!result->fused.correct) wrong.push_back("fused: " + result->fused.mismatch);
+    fmt::print(stderr, "fusejit: error: {} computed wrong results: {}\n",
+               wrong.size() == 2 ? "both plans" : "a plan", fmt::join(wrong, "; "));
     return 1;
   }
   return 0;

@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -7,6 +9,9 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <absl/strings/str_join.h>
 
@@ -36,11 +41,33 @@ struct EmitOptions {
   bool overwrite = false;
 };
 
-absl::Status write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(fmt::format("cannot write {}", path.string()));
+// Whether files can be created in `dir`, found before minutes of compiling
+// rather than after: creates and removes a temporary file there.
+absl::Status check_writable(const std::filesystem::path& dir) {
+  const std::string probe = temporary_path_beside((dir / "plan.txt").string());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::PermissionDeniedError(fmt::format("cannot create files in it: {}", std::strerror(errno)));
+  ::close(fd);
+  std::error_code ec;
+  std::filesystem::remove(probe, ec);
+  return absl::OkStatus();
+}
+
+// Writes `files` into `dir`, each through a temporary file renamed over it
+// (replace_file), so none is ever left half written. Should one fail, the
+// files this call created are removed again: what was there before stays,
+// and nothing half-emitted blocks the next emit.
+absl::Status write_files(const std::filesystem::path& dir, const std::map<std::string, std::string>& files) {
+  std::vector<std::filesystem::path> created;
+  for (const auto& [name, text] : files) {
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(dir / name, ec);
+    if (absl::Status s = replace_file((dir / name).string(), text); !s.ok()) {
+      for (const std::filesystem::path& path : created) std::filesystem::remove(path, ec);
+      return s;
+    }
+    if (!existed) created.push_back(dir / name);
+  }
   return absl::OkStatus();
 }
 
@@ -205,13 +232,16 @@ int emit(const EmitOptions& opt) {
     fmt::print(stderr, "fusejit: error: --out {}: cannot create the directory: {}\n", opt.out, ec.message());
     return 1;
   }
+  if (absl::Status s = check_writable(dir); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: --out {}: {}\n", opt.out, status_text(s));
+    return 1;
+  }
   CudaCompileOptions compile_options;
   compile_options.arch = opt.arch;
   nlohmann::json kernels = nlohmann::json::array();
-  if (!opt.json) {
-    fmt::print("{} plan of {}: {} -> {}/\n", plan.label, graph->source_file(),
-               counted(std::ssize(plan.kernels), "kernel"), opt.out);
-  }
+  // Printed once every file is written: a listing means the files are there.
+  std::string listing = fmt::format("{} plan of {}: {} -> {}/\n", plan.label, graph->source_file(),
+                                    counted(std::ssize(plan.kernels), "kernel"), opt.out);
   // Every generated kernel first, compiled together (several at a time),
   // then one line per kernel in plan order.
   const CudaAccess access = opt.access == "scalar" ? CudaAccess::kScalar : CudaAccess::kVector;
@@ -233,7 +263,7 @@ int emit(const EmitOptions& opt) {
   size_t next = 0;
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) {
-      if (!opt.json) fmt::print("  {:<36} library matmul (cuBLAS), no generated source\n", kernel.name);
+      listing += fmt::format("  {:<36} library matmul (cuBLAS), no generated source\n", kernel.name);
       continue;
     }
     const CudaKernelSource& source = sources[next];
@@ -265,7 +295,8 @@ int emit(const EmitOptions& opt) {
           occupancy ? fmt::format("{:>3.0f}% occupancy ({} blocks/SM, by {})", 100 * occupancy->fraction,
                                   occupancy->blocks_per_sm, occupancy->limited_by)
                     : std::string("occupancy unknown (no ptxas report)");
-      fmt::print("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n", kernel.name,
+      listing += fmt::format("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n",
+                             kernel.name,
                  c.compile_ms, c.cache_hit ? "hit" : "miss",
                  reported ? std::to_string(c.ptxas.registers) : "-", reported ? std::to_string(spills) : "-", resident,
                  cuda_variant_name(source.variant), cuda_access_name(source.access));
@@ -275,19 +306,21 @@ int emit(const EmitOptions& opt) {
   // manifest still lists what the earlier emit wrote), then what the earlier
   // emit wrote that this plan lacks.
   std::string manifest = std::string(kManifestHeader) + "\n";
-  for (const auto& [name, text] : files) {
-    if (absl::Status s = write_text(dir / name, text); !s.ok()) {
-      fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
-      return 1;
-    }
-    manifest += fmt::format("{}  {}\n", sha256_hex(text), name);
+  for (const auto& [name, text] : files) manifest += fmt::format("{}  {}\n", sha256_hex(text), name);
+  if (absl::Status s = write_files(dir, files); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: --out {}: {}\n", opt.out, status_text(s));
+    return 1;
   }
-  if (absl::Status s = write_text(dir / kManifest, manifest); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+  if (absl::Status s = replace_file((dir / kManifest).string(), manifest); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: --out {}: {}\n", opt.out, status_text(s));
     return 1;
   }
   remove_stale(dir, *out_dir);
-  if (opt.json) fmt::print("{}\n", nlohmann::json{{"kernels", kernels}}.dump(2));
+  if (opt.json) {
+    fmt::print("{}\n", nlohmann::json{{"kernels", kernels}}.dump(2));
+  } else {
+    fmt::print("{}", listing);
+  }
   return 0;
 }
 

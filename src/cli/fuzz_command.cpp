@@ -1,6 +1,10 @@
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +30,38 @@ struct FuzzCommandOptions {
   bool json = false;
   std::vector<std::string> files;  // --check: these graphs instead of random ones
 };
+
+// Set by SIGINT or SIGTERM during a random-graph run.
+volatile std::sig_atomic_t interrupted = 0;
+
+// Catches SIGINT and SIGTERM while it lives: the first asks the run to stop
+// (interrupted), and the handler resets itself, so a second one kills.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction action = {};
+    action.sa_handler = [](int) { interrupted = 1; };
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+void print_failure(const FuzzFailure& f) {
+  fmt::print("MISMATCH: graph seed {} (shrunk from {} to {} statements): {}\n{}\n", f.seed, f.original_statements,
+             f.shrunk_statements, f.what, f.graph);
+  std::fflush(stdout);
+}
 
 // --check: each file (a reproducer an earlier run printed, or any graph) is
 // checked as a generated graph would be, without shrinking.
@@ -105,8 +141,30 @@ int fuzz(const FuzzCommandOptions& opt) {
   options.cuda_compile = opt.cuda_compile;
   options.cuda_arch = opt.arch;
   if (!opt.files.empty()) return check_files(opt, options);
+  // Progress: a line that rewrites itself on a terminal; in a log, a line a
+  // minute, so that a long run is seen to be alive and where it is.
   const bool tty = isatty(STDERR_FILENO) != 0;
-  if (tty) options.progress = [](std::string_view line) { fmt::print(stderr, "\r\033[K{}", line); };
+  auto last_line = std::chrono::steady_clock::now();
+  options.progress = [tty, &last_line](std::string_view line) {
+    if (tty) {
+      fmt::print(stderr, "\r\033[K{}", line);
+    } else if (std::chrono::steady_clock::now() - last_line >= std::chrono::minutes(1)) {
+      last_line = std::chrono::steady_clock::now();
+      fmt::print(stderr, "fuzz: {}\n", line);
+    }
+  };
+  // Failures as they are found, not only at the end of a long run.
+  if (!opt.json) {
+    options.on_failure = [tty](const FuzzFailure& f) {
+      if (tty) fmt::print(stderr, "\r\033[K");
+      print_failure(f);
+    };
+  }
+  // Ctrl-C (or SIGTERM) ends the run after the graph in progress, which is
+  // not counted, and the summary still comes; a second one kills at once.
+  interrupted = 0;
+  const StopSignals stop_signals;
+  options.stop_requested = [] { return interrupted != 0; };
   const FuzzResult r = run_fuzz(options);
   if (tty) fmt::print(stderr, "\r\033[K");
   if (opt.json) {
@@ -116,18 +174,19 @@ int fuzz(const FuzzCommandOptions& opt) {
                           {"statements", f.original_statements}, {"shrunk_statements", f.shrunk_statements}});
     }
     fmt::print("{}\n", nlohmann::json{{"graphs", r.graphs}, {"kernels", r.kernels}, {"mismatches", r.mismatches},
-                                      {"failures", failures}}
+                                      {"interrupted", r.stopped}, {"failures", failures}}
                            .dump(2));
   } else {
-    for (const FuzzFailure& f : r.failures) {
-      fmt::print("MISMATCH: graph seed {} (shrunk from {} to {} statements): {}\n{}\n", f.seed,
-                 f.original_statements, f.shrunk_statements, f.what, f.graph);
-    }
-    fmt::print("fuzz: {} (seed {}), backend {}{}, {} compiled, {}\n", counted(r.graphs, "graph"), opt.seed,
+    fmt::print("fuzz: {} (seed {}), backend {}{}, {} compiled, {}{}\n", counted(r.graphs, "graph"), opt.seed,
                backend ? std::string(backend->name()) : "none", opt.cuda_compile ? " + NVRTC " + opt.arch : "",
-               counted(r.kernels, "kernel"), counted(r.mismatches, "mismatch", "mismatches"));
+               counted(r.kernels, "kernel"), counted(r.mismatches, "mismatch", "mismatches"),
+               r.stopped ? fmt::format("; interrupted: graphs {} to {} were not checked (--seed {} --graphs {} checks "
+                                       "them)",
+                                       r.graphs + 1, opt.graphs, opt.seed + r.graphs, opt.graphs - r.graphs)
+                         : "");
   }
-  return r.mismatches == 0 ? 0 : 1;
+  if (r.mismatches > 0) return 1;
+  return r.stopped ? 130 : 0;  // 128 + SIGINT, as a shell reports an interrupted command
 }
 
 }  // namespace
@@ -136,9 +195,11 @@ void register_fuzz(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<FuzzCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "fuzz", "Differential fuzzing: random graphs, both plans against the reference interpreter");
-  cmd->add_option("--graphs", opt->graphs, "graphs to try")->check(CLI::Range(1, 100000000))->capture_default_str();
-  cmd->add_option("--seed", opt->seed, "first seed; graph i uses a seed derived from seed + i")
-      ->check(seed_validator())->capture_default_str();
+  CLI::Option* graphs =
+      cmd->add_option("--graphs", opt->graphs, "graphs to try")->check(CLI::Range(1, 100000000))->capture_default_str();
+  CLI::Option* seed = cmd->add_option("--seed", opt->seed, "first seed; graph i uses a seed derived from seed + i")
+                          ->check(seed_validator())
+                          ->capture_default_str();
   cmd->add_option("--backend", opt->backend, "run the plans on auto, cpu or cuda; none only generates (and compiles)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
       ->capture_default_str();
@@ -150,7 +211,9 @@ void register_fuzz(CLI::App& app, int& exit_code) {
   cmd->add_option("--check", opt->files,
                   "check these graph files (e.g. a printed reproducer; '-': standard input) instead of random graphs")
       ->check(CLI::Validator(
-          [](std::string& file) { return file == "-" ? std::string() : CLI::ExistingFile(file); }, "FILE"));
+          [](std::string& file) { return file == "-" ? std::string() : CLI::ExistingFile(file); }, "FILE"))
+      ->excludes(graphs)  // random graphs' count and seed mean nothing for given files
+      ->excludes(seed);
   cmd->add_flag("--json", opt->json, "print one JSON object: graphs, kernels, mismatches, failures");
   cmd->callback([opt, &exit_code] { exit_code = fuzz(*opt); });
 }

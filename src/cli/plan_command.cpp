@@ -1,8 +1,12 @@
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "fusejit.h"
@@ -114,7 +118,17 @@ void register_plan(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Show the unfused and fused plans and their roofline costs");
   cmd->add_option("FILE", opt->file, kGraphFileHelp)->required();
+  // A device name is a usage error like any other bad option value (exit 2),
+  // checked before the graph is read; case does not matter (H100).
   cmd->add_option("--device", opt->device, "device to model: h100, h200, a100 or cpu (measured here)")
+      ->transform(CLI::Validator(
+          [](std::string& name) -> std::string {
+            std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+            const std::vector<std::string> known = device_names();
+            if (std::find(known.begin(), known.end(), name) != known.end()) return "";
+            return fmt::format("unknown device '{}'; known devices: {}", name, fmt::join(known, ", "));
+          },
+          "DEVICE"))
       ->capture_default_str();
   cmd->add_flag("--json", opt->json, "print one JSON object instead of tables");
   cmd->callback([opt, &exit_code] { exit_code = plan(*opt); });

@@ -142,7 +142,11 @@ std::string check_attr_value(const AttrSpec& spec, const AttrValue& value) {
     return fmt::format("{} must be {}, got {}", spec.name, spec.requirement, format_attr_value(value));
   }
   if (spec.type == AttrType::kFloat && spec.float32_constant) {
-    if (std::string problem = float32_range_problem(v); !problem.empty()) return fmt::format("{}: {}", spec.name, problem);
+    const bool zero_allowed = (spec.min_inclusive ? 0 >= spec.min : 0 > spec.min) &&
+                              (spec.max_inclusive ? 0 <= spec.max : 0 < spec.max);
+    if (std::string problem = float32_range_problem(v, zero_allowed); !problem.empty()) {
+      return fmt::format("{}: {}", spec.name, problem);
+    }
   }
   return {};
 }

@@ -19,6 +19,10 @@ double tolerance(DType t) {
 
 namespace {
 
+// NaN as "nan" whatever its sign bit (fmt writes "-nan" for some), so that
+// messages say the same thing for the same value.
+std::string number(double v) { return std::isnan(v) ? "nan" : fmt::format("{}", v); }
+
 std::string where(const Shape& shape, int64_t i) {
   if (shape.rank() < 2) return fmt::format("element {}", i);
   return fmt::format("element {} (row {}, column {})", i, i / shape.last(), i % shape.last());
@@ -28,11 +32,13 @@ std::string where(const Shape& shape, int64_t i) {
 Comparison compare_against(const HostTensor& out, const HostTensor& ref, double floor) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   if (out.shape != ref.shape || out.values.size() != ref.values.size()) {
-    return {kNaN, fmt::format("shape {} vs {}", out.shape, ref.shape)};
+    return {kNaN, fmt::format("shape {} where the reference has {}", out.shape, ref.shape)};
   }
   // Values rounded to another dtype than the reference's are not the result
   // it describes, however close they are.
-  if (out.dtype != ref.dtype) return {kNaN, fmt::format("dtype {} vs {}", out.dtype, ref.dtype)};
+  if (out.dtype != ref.dtype) {
+    return {kNaN, fmt::format("dtype {} where the reference has {}", out.dtype, ref.dtype)};
+  }
   Comparison c;
   double diff = 0, norm = 0;
   for (size_t i = 0; i < out.values.size(); ++i) {
@@ -40,7 +46,8 @@ Comparison compare_against(const HostTensor& out, const HostTensor& ref, double 
     if (!std::isfinite(a) || !std::isfinite(b)) {
       const bool same = (std::isnan(a) && std::isnan(b)) || a == b;
       if (!same) {
-        return {kNaN, fmt::format("{}: {} vs {}", where(out.shape, static_cast<int64_t>(i)), a, b)};
+        return {kNaN, fmt::format("{} is {} where the reference has {}", where(out.shape, static_cast<int64_t>(i)),
+                                  number(a), number(b))};
       }
       continue;
     }

@@ -17,7 +17,9 @@ double tolerance(DType t);
 
 struct Comparison {
   double relative_error = 0;  // NaN when dtypes, shapes or non-finite values disagree
-  std::string mismatch;       // "" or the first disagreement: "element 17 (row 0, column 17): 1.5 vs nan"
+  // "" or the first disagreement:
+  // "element 17 (row 0, column 17) is 1.5 where the reference has nan"
+  std::string mismatch;
   bool within(DType t) const { return relative_error <= tolerance(t); }  // false for NaN
 };
 

@@ -84,7 +84,7 @@ double round_to_dtype(double v, DType t) {
   return f;
 }
 
-std::string float32_range_problem(double v) {
+std::string float32_range_problem(double v, bool zero_allowed) {
   if (v == 0 || std::isnan(v)) return {};  // NaN is the caller's to reject: it is no range question
   const float largest = std::numeric_limits<float>::max(), smallest = std::numeric_limits<float>::min();
   // Past the largest finite float, but rounding down to it, is fine.
@@ -93,8 +93,8 @@ std::string float32_range_problem(double v) {
   }
   if (std::fabs(static_cast<float>(v)) < smallest) {  // what rounds up to the smallest normal value is fine
     return fmt::format("{} is below float32's smallest normal value, {}, where it would lose its precision or "
-                       "become 0; kernels compute in float32 (write 0 for zero)",
-                       v, smallest);
+                       "become 0; kernels compute in float32{}",
+                       v, smallest, zero_allowed ? " (write 0 for zero)" : "");
   }
   return {};
 }

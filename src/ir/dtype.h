@@ -38,7 +38,9 @@ double round_to_dtype(double v, DType t);
 // normal range, whatever its rounding), else why not ("1e+39 is past
 // float32's largest finite value, 3.4028235e+38; kernels compute in
 // float32"). Without this, 1e39 becomes infinity in a kernel and 1e-50 zero.
-std::string float32_range_problem(double v);
+// `zero_allowed`: whether 0 is a value the caller accepts, and so worth
+// suggesting for a number too small to keep.
+std::string float32_range_problem(double v, bool zero_allowed = true);
 
 // Bit-level conversions used by storage (npy files, device buffers).
 uint16_t float_to_half_bits(float f);

@@ -232,7 +232,7 @@ std::string rounding_hint(DType dtype) {
 
 }  // namespace
 
-absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype) {
+absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const Shape* expected_shape) {
   File file(std::fopen(path.c_str(), "rb"));
   if (!file) {
     const int err = errno;
@@ -294,6 +294,9 @@ absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype) {
   }
   for (int64_t d : shape) {
     if (d < 1) return npy_error(path, fmt::format("shape {} has an extent below 1", shape));
+  }
+  if (expected_shape != nullptr && shape != *expected_shape) {
+    return npy_error(path, fmt::format("has shape {}, the graph expects {}", shape, *expected_shape));
   }
   int64_t data_bytes = 0;
   if (shape.numel_overflows() || __builtin_mul_overflow(shape.numel(), item_size(header.descr), &data_bytes)) {

@@ -25,7 +25,9 @@ namespace fusejit {
 
 absl::Status write_npy(const std::string& path, const HostTensor& tensor);
 
-// Reads `path` as a tensor of `dtype` with the file's shape.
-absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype);
+// Reads `path` as a tensor of `dtype` with the file's shape; with
+// `expected_shape`, a file of another shape is an error naming both, found
+// from the header before any value is read.
+absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const Shape* expected_shape = nullptr);
 
 }  // namespace fusejit

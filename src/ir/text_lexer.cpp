@@ -44,7 +44,27 @@ bool is_invisible(uint32_t cp) {
 
 }  // namespace
 
+// Characters from byte `from` up to byte `to` of `line`.
+static int characters_between(std::string_view line, size_t from, size_t to) {
+  int count = 0;
+  while (from < to) {
+    const size_t n = std::max<size_t>(utf8_length(line.substr(from)), 1);
+    from += n;
+    ++count;
+  }
+  return count;
+}
+
+int column_at(std::string_view line, size_t byte_offset) { return 1 + characters_between(line, 0, byte_offset); }
+
 LineLexer::LineLexer(std::string_view line) : line_(line) { current_ = lex(); }
+
+int LineLexer::column_of(size_t pos) {
+  if (pos < counted_pos_) return column_at(line_, pos);  // not met: tokens come in order
+  counted_col_ += characters_between(line_, counted_pos_, pos);
+  counted_pos_ = pos;
+  return counted_col_;
+}
 
 Token LineLexer::next() {
   Token t = current_;
@@ -55,7 +75,7 @@ Token LineLexer::next() {
 Token LineLexer::lex() {
   while (pos_ < line_.size() && (line_[pos_] == ' ' || line_[pos_] == '\t')) ++pos_;
   Token t;
-  t.col = static_cast<int>(pos_) + 1;
+  t.col = column_of(pos_);
   if (pos_ == line_.size() || line_[pos_] == '#') {
     t.kind = TokenKind::kEnd;
     return t;

@@ -23,7 +23,7 @@ enum class TokenKind {
 struct Token {
   TokenKind kind = TokenKind::kEnd;
   std::string_view text;
-  int col = 1;  // 1-based byte column
+  int col = 1;  // 1-based column in characters (UTF-8 sequences; an invalid byte is one)
 
   bool is(char punct) const { return kind == TokenKind::kPunct && text.size() == 1 && text[0] == punct; }
   bool is_word(std::string_view word) const { return kind == TokenKind::kWord && text == word; }
@@ -39,11 +39,20 @@ class LineLexer {
 
  private:
   Token lex();
+  // The column of byte `pos`, counted on from the last one asked for
+  // (tokens come in order, so a line is walked once).
+  int column_of(size_t pos);
 
   std::string_view line_;
   size_t pos_ = 0;
+  size_t counted_pos_ = 0;
+  int counted_col_ = 1;
   Token current_;
 };
+
+// The 1-based character column of byte `byte_offset` of `line`: each
+// well-formed UTF-8 sequence is one character, each other byte one.
+int column_at(std::string_view line, size_t byte_offset);
 
 // The text of a kNumber token that is a decimal literal as print_graph()
 // writes it and from_chars() reads it: -?(D+(.D*)?|.D+)([eE][+-]?D+)?.

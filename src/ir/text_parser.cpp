@@ -121,8 +121,17 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
   // A UTF-8 byte-order mark, as some editors write, is not part of the text.
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   text_ = text;
+  // Encodings and line endings an editor may have chosen, named as such
+  // rather than reported as the stray bytes they look like to the lexer.
+  const bool utf16 = text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF");
+  const bool cr_only = text.find('\r') != std::string_view::npos && text.find('\n') == std::string_view::npos;
   if (text.size() > kMaxTextBytes) {
     error_at({1, 1}, "the text is larger than 1 GiB");
+  } else if (utf16) {
+    error_at({1, 1}, "the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8");
+  } else if (cr_only) {
+    error_at({1, 1}, "the lines end in a carriage return alone (old Mac line endings); save the file with LF or "
+                     "CRLF line endings");
   } else {
     std::string_view line;
     size_t start = 0;
@@ -138,7 +147,7 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
     }
     // Whole-graph problems point at the end of the text: that is where a
     // missing `output` statement belongs.
-    const SourceLoc end_of_text{line_, static_cast<int>(line.size()) + 1};
+    const SourceLoc end_of_text{line_, fusejit::text::column_at(line, line.size())};
     if (!saw_output_) error_at(end_of_text, "the graph has no output; add a line 'output NAME'");
     if (errors_.empty()) {
       // Statements were checked as they were read; this catches whatever a
@@ -315,6 +324,12 @@ bool Parser::parse_call(LineLexer& lex, CallSyntax& call) {
   }
   call.open = lex.next();
   if (!call.open.is('(')) {
+    // y = x: a value where an op call belongs (the format has no plain assignment).
+    if (find_op(call.op.text) == nullptr && graph_.find(call.op.text)) {
+      return error(call.op.col, fmt::format("{} is a value, not an op: '=' takes an op call such as exp({}) (the "
+                                            "format has no plain assignment)",
+                                            quoted(call.op.text), call.op.text));
+    }
     return error(call.open.col,
                  fmt::format("expected '(' after {}, found {}", quoted(call.op.text), describe(call.open)));
   }

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cost/report.h"
 #include "cost/streaming_copy.h"
@@ -84,6 +86,24 @@ std::string binary_size(int64_t bytes) {
                                                    : fmt::format("{} KiB", (bytes + 1023) >> 10);
 }
 
+// Median over min past which a plan's timings count as uneven.
+constexpr double kTimingSpreadWarning = 1.25;
+
+// A warning when repetitions of a plan took very different times: a busy
+// machine (other jobs, a noisy virtual machine) makes medians, and the
+// speedup between them, unreliable, and nothing else in the report says so.
+std::string timing_spread_note(const BenchResult& r) {
+  std::vector<std::string> spreads;
+  for (const PlanBench* p : {&r.unfused, &r.fused}) {
+    const double spread = p->measured_us_min > 0 ? p->measured_us_median / p->measured_us_min : 1;
+    if (spread > kTimingSpreadWarning) spreads.push_back(fmt::format("{} {:.2f}x", p->label, spread));
+  }
+  if (spreads.empty()) return "";
+  return fmt::format("note: repetitions took uneven times (median over min: {}): the machine may be busy, and the "
+                     "speedup is unreliable; rerun, with more --reps\n",
+                     fmt::join(spreads, ", "));
+}
+
 }  // namespace
 
 std::string format_bench(const BenchResult& r) {
@@ -101,8 +121,8 @@ std::string format_bench(const BenchResult& r) {
       "({})\n",
       r.ceiling_gbps, r.backend != "cpu" ? "device-to-device" : cpu_copy_kind(), binary_size(r.copy_bytes),
       r.device.measured ? " (the predictions' bandwidth)" : "", binary_size(r.working_set_bytes), against_cache);
-  t += fmt::format("timing: {} repetitions after a warm-up, cache flushed before every kernel; median (and min) of each\n",
-                   r.reps);
+  t += fmt::format("timing: {} after a warm-up, cache flushed before every kernel; median (and min) of each\n",
+                   counted(r.reps, "repetition"));
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
     t += fmt::format("check {}: max relative error {:.3g} against the reference: {}\n", p->label, p->max_rel_error,
                      !p->correct                   ? "WRONG: " + p->mismatch
@@ -115,6 +135,7 @@ std::string format_bench(const BenchResult& r) {
                    "(measured/predicted {:.0f}%)\n",
                    r.speedup_measured, r.unfused.measured_us_median, r.fused.measured_us_median, r.speedup_predicted,
                    percent(r.speedup_measured, r.speedup_predicted));
+  t += timing_spread_note(r);
   t += fmt::format("bytes saved by fusion: {} of {} ({:.1f}%)\n", group_digits(r.bytes_saved),
                    group_digits(r.unfused.bytes), percent(static_cast<double>(r.bytes_saved), r.unfused.bytes));
   std::string counters = "not available (" + r.counters_note + ")";
@@ -167,6 +188,8 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"last_level_cache_bytes",  // null where the system does not report it
            r.device.cache_bytes > 0 ? nlohmann::json(r.device.cache_bytes) : nlohmann::json()},
           {"reps", r.reps},
+          {"seed", r.seed},
+          {"graph", r.graph_source},
           {"unfused", run_json(r.unfused)},
           {"fused", run_json(r.fused)},
           {"speedup_measured", r.speedup_measured},

@@ -146,6 +146,8 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   r.description = backend.description();
   r.device = backend.device();
   r.reps = options.reps;
+  r.seed = options.seed;
+  r.graph_source = graph.source_file();
   const FusionOptions fusion = fusion_options_for(r.device);
   const FusionPlan unfused = make_unfused_plan(graph, fusion);
   const FusionPlan fused = make_fused_plan(graph, fusion);

@@ -90,6 +90,8 @@ struct BenchResult {
   int64_t copy_bytes = 0;     // size of that copy
   int64_t working_set_bytes = 0;  // the unfused plan's traffic per run
   int reps = 0;
+  uint64_t seed = 0;          // of the random inputs
+  std::string graph_source;   // the graph's file, as given ("" for a graph built in C++)
   PlanBench unfused, fused;
   double speedup_measured = 0;   // unfused median / fused median
   double speedup_predicted = 0;

@@ -95,11 +95,24 @@ absl::Status write_whole_file(const std::string& path, std::string_view data) {
   return absl::OkStatus();
 }
 
+std::string temporary_path_beside(const std::string& path, std::string_view extension) {
+  return fmt::format("{}.tmp-{}-{:016x}{}", path, ::getpid(), random_u64(), extension);
+}
+
 absl::Status replace_file(const std::string& path, std::string_view data, const FileWriter& writer) {
-  const std::string temporary = fmt::format("{}.tmp-{}-{:016x}", path, ::getpid(), random_u64());
+  const std::string temporary = temporary_path_beside(path);
   absl::Status status = writer(temporary, data);
-  if (status.ok() && std::rename(temporary.c_str(), path.c_str()) != 0) status = errno_status(errno, "rename", path);
-  if (!status.ok()) std::remove(temporary.c_str());
+  if (!status.ok()) {
+    std::remove(temporary.c_str());
+    // Named as the file the user asked for, not its temporary name.
+    std::string message(status.message());
+    if (const size_t at = message.find(temporary); at != std::string::npos) message.replace(at, temporary.size(), path);
+    return absl::Status(status.code(), message);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    status = errno_status(errno, "rename", path);
+    std::remove(temporary.c_str());
+  }
   return status;
 }
 

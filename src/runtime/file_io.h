@@ -21,6 +21,10 @@ absl::Status write_whole_file(const std::string& path, std::string_view data);
 // Writes a file; replaceable so that tests can simulate a full disk.
 using FileWriter = std::function<absl::Status(const std::string& path, std::string_view data)>;
 
+// A unique name for a temporary file beside path: path.tmp-PID-RANDOM, then
+// `extension` (".svg" for a file whose writer goes by its extension).
+std::string temporary_path_beside(const std::string& path, std::string_view extension = "");
+
 // Writes data to a uniquely named temporary file beside path (pid and a random
 // number), then renames it over path: rename() is atomic within a directory,
 // so concurrent readers and writers see the old file or the new one, never a

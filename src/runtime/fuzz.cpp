@@ -386,22 +386,29 @@ std::string check_graph_text(const std::string& text, const FuzzOptions& options
 
 FuzzResult run_fuzz(const FuzzOptions& options) {
   FuzzResult result;
+  const auto stop = [&] { return options.stop_requested && options.stop_requested(); };
   for (int i = 0; i < options.graphs; ++i) {
+    if (stop()) break;
     const uint64_t seed = splitmix64_mix(options.seed + static_cast<uint64_t>(i));
     const std::string text = random_graph_text(seed);
     if (options.progress) options.progress(fmt::format("graph {} of {} (seed {})", i + 1, options.graphs, seed));
+    int64_t kernels = 0;
+    const std::string what = check_graph_text(text, options, &kernels);
+    if (stop()) break;
     ++result.graphs;
-    const std::string what = check_graph_text(text, options, &result.kernels);
+    result.kernels += kernels;
     if (what.empty()) continue;
     ++result.mismatches;
     int64_t ignored = 0;
     const std::string shrunk = shrink_graph_text(
-        text, [&](const std::string& t) { return !check_graph_text(t, options, &ignored).empty(); });
+        text, [&](const std::string& t) { return !stop() && !check_graph_text(t, options, &ignored).empty(); });
     const std::string shrunk_what = check_graph_text(shrunk, options, &ignored);
     result.failures.push_back({seed, shrunk_what.empty() ? what : shrunk_what, shrunk,
                                static_cast<int>(GraphText::parse(text).names.size()),
                                static_cast<int>(GraphText::parse(shrunk).names.size())});
+    if (options.on_failure) options.on_failure(result.failures.back());
   }
+  result.stopped = result.graphs < options.graphs;
   return result;
 }
 

@@ -24,15 +24,6 @@ namespace fusejit {
 // (1, 3, 1000, 4097) at sizes the reference interpreter runs in milliseconds.
 std::string random_graph_text(uint64_t seed);
 
-struct FuzzOptions {
-  int graphs = 100;
-  uint64_t seed = 1;
-  Backend* backend = nullptr;  // nullptr: the plans are not run
-  bool cuda_compile = false;   // compile every kernel of both plans with NVRTC
-  std::string cuda_arch = "sm_90";
-  std::function<void(std::string_view)> progress;
-};
-
 struct FuzzFailure {
   uint64_t seed = 0;          // of the graph: random_graph_text(seed)
   std::string what;           // what went wrong, on the shrunk graph
@@ -41,10 +32,27 @@ struct FuzzFailure {
   int shrunk_statements = 0;
 };
 
+struct FuzzOptions {
+  int graphs = 100;
+  uint64_t seed = 1;
+  Backend* backend = nullptr;  // nullptr: the plans are not run
+  bool cuda_compile = false;   // compile every kernel of both plans with NVRTC
+  std::string cuda_arch = "sm_90";
+  std::function<void(std::string_view)> progress;
+  // Called for each failure as it is found (after shrinking), so that a long
+  // run shows its failures before it ends.
+  std::function<void(const FuzzFailure&)> on_failure;
+  // Checked before each graph and after it: true stops the run, and the graph
+  // in progress is not counted (an interrupt that killed its compiler must
+  // not pass for a mismatch).
+  std::function<bool()> stop_requested;
+};
+
 struct FuzzResult {
-  int graphs = 0;
-  int64_t kernels = 0;  // kernels compiled (host compiler and NVRTC)
-  int mismatches = 0;   // graphs whose results or compiles failed
+  int graphs = 0;        // graphs checked to the end
+  bool stopped = false;  // by stop_requested, before all were checked
+  int64_t kernels = 0;   // kernels compiled (host compiler and NVRTC)
+  int mismatches = 0;    // graphs whose results or compiles failed
   std::vector<FuzzFailure> failures;
 };
 

@@ -22,6 +22,7 @@
 #include "fusejit_version.h"
 #include "ir/error.h"
 #include "runtime/compile_report.h"
+#include "runtime/compile_temp_dir.h"
 #include "runtime/file_io.h"
 #include "runtime/sha256.h"
 
@@ -73,28 +74,6 @@ absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, 
   return result;
 }
 
-// A private temporary directory, removed with everything in it.
-class TempDir {
- public:
-  static absl::StatusOr<TempDir> make() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "fusejit-cxx-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) {
-      return absl::UnavailableError(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
-    }
-    return TempDir(pattern);
-  }
-  TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  explicit TempDir(std::string path) : path_(std::move(path)) {}
-  std::string path_;
-};
-
 std::string cache_key(const HostCompiler& compiler, const std::string& source) {
   // The model and feature flags of this CPU, which -march=native compiles for.
   static const std::string cpu = host_cpu_identity();
@@ -126,7 +105,7 @@ absl::StatusOr<HostCompiler> probe_compiler() {
   HostCompiler compiler{compiler_command(), ""};
   const std::string described = fmt::format("{}{}", absl::StrJoin(compiler.command, " "),
                                             std::getenv("CXX") != nullptr ? " (from $CXX)" : "");
-  absl::StatusOr<TempDir> dir = TempDir::make();
+  absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();
   if (!dir.ok()) return dir.status();
   std::vector<std::string> argv = compiler.command;
   argv.push_back("--version");
@@ -172,7 +151,7 @@ absl::StatusOr<LoadedObject> load_object(const std::string& name, const std::str
     if (handle != nullptr) return LoadedObject{handle, fd};
     close(fd);
   }
-  absl::StatusOr<TempDir> dir = TempDir::make();
+  absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();
   if (!dir.ok()) return dir.status();
   // A fresh directory per object, so the path is new too.
   const std::string path = dir->path() + "/kernel.so";
@@ -244,7 +223,7 @@ absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::strin
     }
   }
   if (!module->cache_hit_) {
-    absl::StatusOr<TempDir> dir = TempDir::make();
+    absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();
     if (!dir.ok()) return dir.status();
     const std::string stem = kernel_file_stem(name);
     const std::string src_path = dir->path() + "/" + stem + ".cpp";

@@ -1,8 +1,10 @@
 #include "runtime/roofline_plot.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <unistd.h>
@@ -102,16 +104,12 @@ bool on_path(const std::string& program) {
 
 absl::Status check_roofline_plot_target(const std::string& path, bool overwrite) {
   std::error_code ec;
-  if (!overwrite) {
-    for (const std::string& file : {path, path + ".gnuplot"}) {
-      if (std::filesystem::exists(file, ec)) {
-        return absl::AlreadyExistsError(
-            file == path ? fmt::format("--plot {} already exists; pass --overwrite to replace it", path)
-                         : fmt::format("--plot {}: {} (where the chart's gnuplot script goes) already exists; pass "
-                                       "--overwrite to replace it",
-                                       path, file));
-      }
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status)) {
+    if (!std::filesystem::is_regular_file(status)) {
+      return absl::AlreadyExistsError(fmt::format("--plot {} exists and is not a file", path));
     }
+    if (!overwrite) return absl::AlreadyExistsError(fmt::format("--plot {} already exists; pass --overwrite to replace it", path));
   }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
@@ -126,33 +124,41 @@ absl::Status check_roofline_plot_target(const std::string& path, bool overwrite)
 }
 
 absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) {
-  if (!path.ends_with(".svg") && !path.ends_with(".png")) {
+  const std::string extension = path.ends_with(".svg") ? ".svg" : path.ends_with(".png") ? ".png" : "";
+  if (extension.empty()) {
     return absl::InvalidArgumentError(fmt::format("--plot {}: the file must end in .svg or .png", path));
   }
-  const std::string script_path = path + ".gnuplot";
-  if (absl::Status s = replace_file(script_path, roofline_gnuplot_script(r, path)); !s.ok()) return s;
+  // gnuplot draws into a temporary file beside the chart, renamed over it
+  // only once drawn: a failed drawing leaves what was there untouched.
+  const std::string drawing = temporary_path_beside(path, extension);
+  const std::string script_path = temporary_path_beside(path, ".gnuplot");
+  if (absl::Status s = write_whole_file(script_path, roofline_gnuplot_script(r, drawing)); !s.ok()) return s;
   std::string shell_quoted = "'";
   for (char c : script_path) shell_quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   shell_quoted += "'";
   const std::string command = fmt::format("gnuplot {} 2>&1", shell_quoted);
   FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return absl::UnavailableError("cannot run gnuplot");
   std::string output;
-  char buffer[512];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  const int status = pclose(pipe);
-  std::error_code ec;
-  if (status != 0) {
-    std::filesystem::remove(path, ec);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-      return absl::UnavailableError(fmt::format(
-          "--plot needs gnuplot, which is not installed (scripts/setup.sh installs it; the script is kept in {})",
-          script_path));
-    }
-    return absl::InternalError(fmt::format("gnuplot failed on {}: {}", script_path, output));
+  int status = -1;
+  if (pipe != nullptr) {
+    char buffer[512];
+    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+    status = pclose(pipe);
   }
+  std::error_code ec;
   std::filesystem::remove(script_path, ec);
-  return absl::OkStatus();
+  absl::Status result = absl::OkStatus();
+  if (pipe == nullptr) {
+    result = absl::UnavailableError("cannot run gnuplot");
+  } else if (status != 0) {
+    result = WIFEXITED(status) && WEXITSTATUS(status) == 127
+                 ? absl::UnavailableError("--plot needs gnuplot, which is not installed (scripts/setup.sh installs it)")
+                 : absl::InternalError(fmt::format("gnuplot failed to draw {}: {}", path, output));
+  } else if (std::rename(drawing.c_str(), path.c_str()) != 0) {
+    result = absl::InternalError(fmt::format("--plot {}: cannot replace it with the chart: {}", path, std::strerror(errno)));
+  }
+  if (!result.ok()) std::filesystem::remove(drawing, ec);
+  return result;
 }
 
 }  // namespace fusejit

@@ -13,20 +13,26 @@ namespace fusejit {
 
 absl::StatusOr<SharedLibrary> SharedLibrary::open(const std::vector<std::string>& names) {
   std::vector<std::string> failures;
-  std::vector<std::string> absent_dirs;  // of paths that do not exist: one clause, not one dlerror each
+  // Paths that do not exist: one clause, not one dlerror each.
+  std::vector<std::string> absent_paths, absent_dirs;
   for (const std::string& name : names) {
     if (void* handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return SharedLibrary(handle, name);
     const char* why = ::dlerror();
     const std::filesystem::path path(name);
     std::error_code ec;
     if (path.has_parent_path() && !std::filesystem::exists(path, ec)) {
+      absent_paths.push_back(name);
       const std::string dir = path.parent_path().string();
       if (std::find(absent_dirs.begin(), absent_dirs.end(), dir) == absent_dirs.end()) absent_dirs.push_back(dir);
       continue;
     }
     failures.push_back(why != nullptr ? why : name + ": unknown dlopen error");
   }
-  if (!absent_dirs.empty()) failures.push_back("not in " + absl::StrJoin(absent_dirs, ", "));
+  if (absent_paths.size() == 1) {
+    failures.push_back(absent_paths[0] + ": no such file");
+  } else if (!absent_paths.empty()) {
+    failures.push_back("no such file in " + absl::StrJoin(absent_dirs, ", "));
+  }
   return absl::NotFoundError(absl::StrJoin(failures, "; "));
 }
 

@@ -154,18 +154,45 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(has(bad.err, ".svg or .png")) << bad.err;
   EXPECT_TRUE(bad.out.empty()) << bad.out;
-  // The chart's working script is the user's file too; and a folder that is
-  // not there fails before the benchmark runs, not after.
+  // The chart's working script is a temporary file of its own: a user's
+  // file beside the chart is left alone. A folder that is not there, or a
+  // folder where the chart would go, fails before the benchmark runs.
   const std::string other = dir + "/other.svg";
   write_file(other + ".gnuplot", "my script");
   auto script = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + other);
-  EXPECT_EQ(script.exit_code, 1);
-  EXPECT_TRUE(has(script.err, "other.svg.gnuplot (where the chart's gnuplot script goes) already exists")) << script.err;
+  EXPECT_EQ(script.exit_code, 0) << script.err;
+  EXPECT_TRUE(has(testing::read_file(other), "<svg"));
   EXPECT_EQ(testing::read_file(other + ".gnuplot"), "my script");
+  std::filesystem::create_directory(dir + "/folder.svg");
+  auto folder = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + dir +
+                            "/folder.svg");
+  EXPECT_EQ(folder.exit_code, 1);
+  EXPECT_TRUE(has(folder.err, "folder.svg exists and is not a file")) << folder.err;
+  EXPECT_FALSE(has(folder.out, "measured")) << folder.out;
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/folder.svg"));
   auto nowhere = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/no/such.svg");
   EXPECT_EQ(nowhere.exit_code, 1);
   EXPECT_TRUE(has(nowhere.err, "/no does not exist")) << nowhere.err;
   EXPECT_FALSE(has(nowhere.out, "measured")) << nowhere.out;
+}
+
+// A chart gnuplot fails to draw leaves the file it would have replaced, even
+// with --overwrite, and no temporary file behind.
+TEST(BenchCli, AFailedDrawingLeavesTheOldChart) {
+  const std::string dir = make_temp_dir("fusejit-bench-badgnuplot");
+  std::filesystem::create_directory(dir + "/bin");
+  write_file(dir + "/bin/gnuplot", "#!/bin/sh\necho 'gnuplot: broken on purpose' >&2\nexit 1\n");
+  std::filesystem::permissions(dir + "/bin/gnuplot", std::filesystem::perms::owner_all);
+  const std::string chart = dir + "/keep.svg";
+  write_file(chart, "old chart");
+  auto r = run_command("PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " +
+                       tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + chart);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.err, "gnuplot failed to draw " + chart + ": gnuplot: broken on purpose")) << r.err;
+  EXPECT_EQ(testing::read_file(chart), "old chart");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
 }
 
 // Without gnuplot, --plot fails before the benchmark runs and writes nothing.

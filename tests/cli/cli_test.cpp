@@ -5,6 +5,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -158,11 +160,31 @@ TEST(Cli, FuzzRefusesWhatItCannotCheck) {
   auto arch_alone = run_fusejit("fuzz --graphs 1 --backend cpu --arch sm_80");
   EXPECT_EQ(arch_alone.exit_code, 2);
   EXPECT_NE(arch_alone.err.find("--arch requires --cuda-compile"), std::string::npos) << arch_alone.err;
+  // --graphs and --seed choose random graphs; with --check they would be ignored.
+  auto check_seed = run_fusejit("fuzz --backend cpu --check " + dir + "/typo.fj --seed 3");
+  EXPECT_EQ(check_seed.exit_code, 2);
+  EXPECT_NE(check_seed.err.find("--seed excludes --check"), std::string::npos) << check_seed.err;
+  auto check_graphs = run_fusejit("fuzz --backend cpu --graphs 5 --check " + dir + "/typo.fj");
+  EXPECT_EQ(check_graphs.exit_code, 2);
+  EXPECT_NE(check_graphs.err.find("excludes"), std::string::npos) << check_graphs.err;
   // Standard input can be read once.
   auto stdin_twice = run_fusejit("fuzz --backend cpu --check - -");
   EXPECT_EQ(stdin_twice.exit_code, 2);
   EXPECT_NE(stdin_twice.err.find("'-' (standard input) is given more than once"), std::string::npos)
       << stdin_twice.err;
+}
+
+// SIGTERM (or Ctrl-C) ends a long random run after the graph in progress,
+// with the summary, what was not checked and how to check it, exit 130.
+TEST(Cli, FuzzStopsCleanlyWhenInterrupted) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  // NVRTC compiles only: no CPU calibration at start, which the signal must not
+  // find before the handler is set.
+  auto r = testing::run_command("timeout --preserve-status -s TERM 6 " + std::string(FUSEJIT_CLI_PATH) +
+                       " fuzz --graphs 100000 --seed 5 --backend none --cuda-compile");
+  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+  EXPECT_NE(r.out.find("0 mismatches; interrupted: graphs "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" to 100000 were not checked (--seed "), std::string::npos) << r.out;
 }
 
 // A bad or too old --arch is the user's error, found before any graph:
@@ -363,11 +385,34 @@ TEST(Cli, RunRejectsInputsOfTheWrongShapeOrDtype) {
   EXPECT_EQ(inexact.exit_code, 1);
   EXPECT_NE(inexact.err.find("x.npy"), std::string::npos) << inexact.err;
 
+  // The shape is read from the header first: an f32 file of another shape
+  // is the wrong shape, whatever its values.
+  ASSERT_TRUE(write_npy(dir + "/in/x.npy", HostTensor::random_normal(DType::kF32, {8}, 5)).ok());
+  auto shape_first = run_fusejit("run " + graph + " --inputs " + dir + "/in");
+  EXPECT_EQ(shape_first.exit_code, 1);
+  EXPECT_NE(shape_first.err.find("x.npy: has shape [8], the graph expects [16, 64]"), std::string::npos)
+      << shape_first.err;
+
   ASSERT_TRUE(write_npy(dir + "/in/x.npy", HostTensor::random_normal(DType::kBF16, {16, 64}, 4)).ok());
   std::filesystem::remove(dir + "/in/b.npy");
   auto missing = run_fusejit("run " + graph + " --inputs " + dir + "/in");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("b.npy"), std::string::npos) << missing.err;
+  std::filesystem::remove_all(dir);
+}
+
+// An input no output reads still needs a file; the error says why.
+TEST(Cli, RunSaysWhyAnUnusedInputNeedsAFile) {
+  const std::string dir = make_temp_dir("fusejit-cli-unused");
+  write_file(dir + "/g.fj", "input x: f32[4, 8]\ninput w: f32[8]\ny = exp(x)\noutput y\n");
+  std::filesystem::create_directories(dir + "/in");
+  ASSERT_TRUE(write_npy(dir + "/in/x.npy", HostTensor::random_normal(DType::kF32, {4, 8}, 1)).ok());
+  auto r = run_fusejit("run " + dir + "/g.fj --inputs " + dir + "/in");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("w.npy: cannot open"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no output reads this input, but every input the graph declares needs its values"),
+            std::string::npos)
+      << r.err;
   std::filesystem::remove_all(dir);
 }
 
@@ -442,8 +487,12 @@ TEST(CliPlan, TablesAndErrors) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << " missing from\n" << r.out;
   }
   auto bad_device = testing::run_fusejit("plan " + kExamples + "/softmax.fj --device tpu");
-  EXPECT_EQ(bad_device.exit_code, 1);
-  EXPECT_NE(bad_device.err.find("unknown device 'tpu'"), std::string::npos) << bad_device.err;
+  EXPECT_EQ(bad_device.exit_code, 2);  // a usage error, as any bad option value
+  EXPECT_NE(bad_device.err.find("unknown device 'tpu'; known devices: h100, h200, a100, cpu"), std::string::npos)
+      << bad_device.err;
+  auto upper = testing::run_fusejit("plan " + kExamples + "/softmax.fj --device H200");
+  EXPECT_EQ(upper.exit_code, 0) << upper.err;
+  EXPECT_NE(upper.out.find("device h200:"), std::string::npos) << upper.out;
 }
 
 }  // namespace
@@ -556,6 +605,52 @@ TEST(CliEmit, NeitherOverwritesUserFilesNorCompilesWhatCannotWork) {
       << old_arch.err;
   EXPECT_EQ(std::count(old_arch.err.begin(), old_arch.err.end(), '\n'), 1) << old_arch.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/sm75"));
+  std::filesystem::remove_all(dir);
+}
+
+// A write that fails part way (files may not grow past 8 KiB here, as on a
+// nearly full disk: "File too large") names the reason, prints no listing
+// of kernels as if written, and leaves neither half-written files nor the
+// files it had created, so the next emit is not refused for them.
+TEST(CliEmit, AFailedWriteLeavesNothingHalfWritten) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  const std::string dir = testing::make_temp_dir("fusejit-emit-full");
+  auto r = testing::run_command("trap '' XFSZ; ulimit -f 8; " + std::string(FUSEJIT_CLI_PATH) + " emit " + kExamples +
+                                "/bias_gelu_dropout_layernorm.fj --out " + dir + "/k");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("cannot write " + dir + "/k/k0_add_gelu_dropout_layer_norm.cu: File too large"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("registers"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/k"));
+  auto again = testing::run_fusejit("emit " + kExamples + "/bias_gelu_dropout_layernorm.fj --out " + dir + "/k");
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  std::filesystem::remove_all(dir);
+}
+
+// A folder emit may not write into fails before anything is compiled, with
+// the reason. Root writes into a 0555 folder anyway: then the check runs as
+// the unprivileged `nobody`, where the system has one.
+TEST(CliEmit, AnUnwritableFolderFailsBeforeCompiling) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  const std::string dir = testing::make_temp_dir("fusejit-emit-ro");
+  std::filesystem::permissions(dir, std::filesystem::perms::all);  // nobody reaches the graph and the folder
+  const std::string graph = dir + "/g.fj";
+  testing::write_file(graph, "input x: f32[4, 8]\ny = gelu(x)\noutput y\n");
+  std::filesystem::create_directory(dir + "/ro");
+  std::filesystem::permissions(dir + "/ro", std::filesystem::perms(0555));
+  std::string command = std::string(FUSEJIT_CLI_PATH) + " emit " + graph + " --out " + dir + "/ro";
+  if (geteuid() == 0) {
+    if (testing::run_command("su nobody -s /bin/sh -c 'test -x " + std::string(FUSEJIT_CLI_PATH) + "'").exit_code != 0) {
+      GTEST_SKIP() << "running as root, and the user nobody cannot run fusejit here";
+    }
+    command = "su nobody -s /bin/sh -c 'FUSEJIT_CACHE_DIR=" + dir + "/ro/cache " + command + "'";
+  }
+  auto r = testing::run_command(command);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("--out " + dir + "/ro: cannot create files in it: Permission denied"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  std::filesystem::permissions(dir + "/ro", std::filesystem::perms::all);
   std::filesystem::remove_all(dir);
 }
 

@@ -137,7 +137,7 @@ TEST(Compare, ADtypeMismatchIsAMismatch) {
   out.dtype = DType::kBF16;
   const Comparison c = compare_tensors(out, ref);
   EXPECT_TRUE(std::isnan(c.relative_error));
-  EXPECT_EQ(c.mismatch, "dtype bf16 vs f32");
+  EXPECT_EQ(c.mismatch, "dtype bf16 where the reference has f32");
   EXPECT_FALSE(c.within(DType::kBF16));
 }
 

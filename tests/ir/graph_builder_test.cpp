@@ -136,6 +136,9 @@ TEST(GraphBuilder, AttributeAndGraphErrorsNameTheOperands) {
             "layer_norm(x: f32[4, 8]): eps must be > 0, got -1");
   EXPECT_EQ(error_of([&] { rms_norm(x, std::nullopt, 1e-50); }).substr(0, 68),
             "rms_norm(x: f32[4, 8]): eps: 1e-50 is below float32's smallest norma");
+  // 0 is suggested where it is allowed: for a literal, not for eps (> 0).
+  EXPECT_EQ(error_of([&] { rms_norm(x, std::nullopt, 1e-50); }).find("write 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { x * 1e-50; }).find("(write 0 for zero)"), std::string::npos);
   EXPECT_EQ(error_of([&] { x * 1e39; }).substr(0, 55), "mul(x: f32[4, 8], 1e+39): literal operand 2: 1e+39 is p");
   // What float32 holds passes, up to the largest finite value, rounding included.
   EXPECT_EQ(error_of([&] { (void)(x * 3.4028235e38); }), "no error");

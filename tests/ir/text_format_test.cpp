@@ -208,6 +208,16 @@ TEST(TextFormatTest, AcceptsEveryDecimalLiteralForm) {
   for (int i = 0; i < 7; ++i) EXPECT_EQ(g.node(i + 1).operands[1].literal, expected[i]) << i;
 }
 
+// Columns count characters, as an editor shows them: two snowmen (3 bytes
+// each) before 'q' put it at column 13, not at byte 17.
+TEST(TextFormatTest, ColumnsCountCharactersNotBytes) {
+  absl::StatusOr<Graph> g = parse_graph("input x: f32[4]\nz = add(\u2603\u2603, q)\noutput z\n", "u.fj");
+  ASSERT_FALSE(g.ok());
+  const std::string message(g.status().message());
+  EXPECT_NE(message.find("u.fj:2:9: error: '\u2603\u2603' is not a valid name"), std::string::npos) << message;
+  EXPECT_NE(message.find("u.fj:2:13: error: undefined name 'q'"), std::string::npos) << message;
+}
+
 // A leading '+' is read as Python reads it, in literals, attributes and
 // extents; the canonical form drops it.
 TEST(TextFormatTest, AcceptsAPlusSignOnNumbers) {

@@ -46,5 +46,27 @@ TEST(BenchReport, AnUnknownCacheSizeIsSaidToBeUnknown) {
   EXPECT_TRUE(bench_json(r)["last_level_cache_bytes"].is_null());
 }
 
+// Repetitions of uneven length (a busy machine) are called out, plan by
+// plan; even ones are not. The JSON names the graph and the inputs' seed.
+TEST(BenchReport, UnevenRepetitionsAreCalledOut) {
+  BenchResult r = result_with_cache(int64_t{32} << 20);
+  r.unfused.measured_us_median = 300;
+  r.unfused.measured_us_min = 100;
+  r.fused.measured_us_median = 101;
+  r.fused.measured_us_min = 100;
+  const std::string text = format_bench(r);
+  EXPECT_NE(text.find("note: repetitions took uneven times (median over min: unfused 3.00x)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("timing: 3 repetitions after a warm-up"), std::string::npos) << text;
+  r.unfused.measured_us_median = 110;
+  EXPECT_EQ(format_bench(r).find("uneven"), std::string::npos) << format_bench(r);
+  r.reps = 1;
+  EXPECT_NE(format_bench(r).find("timing: 1 repetition after"), std::string::npos) << format_bench(r);
+  r.seed = 17;
+  r.graph_source = "g.fj";
+  EXPECT_EQ(bench_json(r)["seed"], 17);
+  EXPECT_EQ(bench_json(r)["graph"], "g.fj");
+}
+
 }  // namespace
 }  // namespace fusejit

@@ -55,5 +55,24 @@ TEST(Fuzz, FixedSeedRunFindsNoMismatch) {
   for (const FuzzFailure& f : r.failures) ADD_FAILURE() << "seed " << f.seed << ": " << f.what << "\n" << f.graph;
 }
 
+// A stop asked for while a graph is checked (an interrupt, which may have
+// killed that graph's compiler) ends the run without counting that graph:
+// a killed compile must not pass for a mismatch, nor the graph for checked.
+TEST(Fuzz, AStopDuringAGraphLeavesItUncounted) {
+  FuzzOptions options;
+  options.graphs = 50;
+  options.seed = 7;
+  options.cuda_compile = false;  // nothing runs: only the plans are made
+  int asked = 0;
+  options.stop_requested = [&] { return ++asked > 5; };  // before graph 1, after it, before 2, after it, before 3
+  const FuzzResult r = run_fuzz(options);
+  EXPECT_EQ(r.graphs, 2);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.mismatches, 0);
+  options.stop_requested = nullptr;
+  options.graphs = 3;
+  EXPECT_FALSE(run_fuzz(options).stopped);
+}
+
 }  // namespace
 }  // namespace fusejit

@@ -83,7 +83,11 @@ TEST(SharedLibrary, AFailureQuotesTheLoaderOnceAndListsFoldersThatLackTheFile) {
   const std::string message(library.status().message());
   EXPECT_EQ(message,
             "libfusejit_missing.so.3: cannot open shared object file: No such file or directory; "
-            "not in /nonexistent-a, /nonexistent-b");
+            "no such file in /nonexistent-a, /nonexistent-b");
+  // One path, as FUSEJIT_CUDA_DRIVER names: the path itself.
+  absl::StatusOr<SharedLibrary> one = SharedLibrary::open({"/nonexistent-a/x.so"});
+  ASSERT_FALSE(one.ok());
+  EXPECT_EQ(one.status().message(), "/nonexistent-a/x.so: no such file");
 }
 
 }  // namespace
