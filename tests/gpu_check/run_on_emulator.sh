@@ -78,6 +78,7 @@ for graph in "$work"/graphs/*.fj; do
 done
 shapes=$(ls "$work"/details/demo-threads-*.json | wc -l)
 ((shapes == 5)) || fail "$shapes demo shapes measured, not 5"
+grep -q "^    f32 demo: fused .* speedup" "$report" || fail "the report has no line for the f32 demo"
 grep -q "no gnuplot here" "$report" || fail "the report does not say why there is no chart"
 grep -q "^    measured:" "$report" || fail "the report has no measured figures from the demo"
 grep -q "^    k0_add_gelu_dropout_layer_norm .* loop instructions, .* per element" "$report" ||
