@@ -252,8 +252,13 @@ int emit(const EmitOptions& opt) {
     sources.push_back(emit_cuda_kernel(plan, i, access));
     programs.push_back({sources.back().name, sources.back().source});
   }
+  // A big plan compiles for seconds: on a terminal, say so meanwhile (the
+  // listing comes only once the files are written).
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty) fmt::print(stderr, "compiling {} with NVRTC for {}...", counted(std::ssize(programs), "kernel"), opt.arch);
   absl::StatusOr<std::vector<CompiledKernel>> compiled =
       compile_cuda_all(programs, compile_options, &KernelCache::global());
+  if (tty) fmt::print(stderr, "\r\033[K");
   if (!compiled.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
     return 1;
