@@ -1,6 +1,4 @@
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <absl/strings/str_join.h>
@@ -40,36 +37,6 @@ struct EmitOptions {
   bool json = false;
   bool overwrite = false;
 };
-
-// Whether files can be created in `dir`, found before minutes of compiling
-// rather than after: creates and removes a temporary file there.
-absl::Status check_writable(const std::filesystem::path& dir) {
-  const std::string probe = temporary_path_beside((dir / "plan.txt").string());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::PermissionDeniedError(fmt::format("cannot create files in it: {}", std::strerror(errno)));
-  ::close(fd);
-  std::error_code ec;
-  std::filesystem::remove(probe, ec);
-  return absl::OkStatus();
-}
-
-// Writes `files` into `dir`, each through a temporary file renamed over it
-// (replace_file), so none is ever left half written. Should one fail, the
-// files this call created are removed again: what was there before stays,
-// and nothing half-emitted blocks the next emit.
-absl::Status write_files(const std::filesystem::path& dir, const std::map<std::string, std::string>& files) {
-  std::vector<std::filesystem::path> created;
-  for (const auto& [name, text] : files) {
-    std::error_code ec;
-    const bool existed = std::filesystem::exists(dir / name, ec);
-    if (absl::Status s = replace_file((dir / name).string(), text); !s.ok()) {
-      for (const std::filesystem::path& path : created) std::filesystem::remove(path, ec);
-      return s;
-    }
-    if (!existed) created.push_back(dir / name);
-  }
-  return absl::OkStatus();
-}
 
 // The kernel's theoretical occupancy on the architecture it was compiled
 // for; none for a PTX-only compile (no ptxas, so no register count).
@@ -232,8 +199,9 @@ int emit(const EmitOptions& opt) {
     fmt::print(stderr, "fusejit: error: --out {}: cannot create the directory: {}\n", opt.out, ec.message());
     return 1;
   }
-  if (absl::Status s = check_writable(dir); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: --out {}: {}\n", opt.out, status_text(s));
+  // Found before minutes of compiling rather than after.
+  if (absl::Status s = check_can_create_files(opt.out); !s.ok()) {
+    fmt::print(stderr, "fusejit: error: --out: {}\n", status_text(s));
     return 1;
   }
   CudaCompileOptions compile_options;
@@ -307,16 +275,14 @@ int emit(const EmitOptions& opt) {
                  cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }
-  // The kernels, then the manifest (should a write fail, the earlier
-  // manifest still lists what the earlier emit wrote), then what the earlier
-  // emit wrote that this plan lacks.
+  // The kernels and the manifest as one group (replace_files): should a
+  // write fail (a full disk), the folder stays as it was, earlier manifest
+  // included, and no listing is printed. Then what the earlier emit wrote
+  // that this plan lacks is removed.
   std::string manifest = std::string(kManifestHeader) + "\n";
   for (const auto& [name, text] : files) manifest += fmt::format("{}  {}\n", sha256_hex(text), name);
-  if (absl::Status s = write_files(dir, files); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: --out {}: {}\n", opt.out, status_text(s));
-    return 1;
-  }
-  if (absl::Status s = replace_file((dir / kManifest).string(), manifest); !s.ok()) {
+  files[kManifest] = manifest;
+  if (absl::Status s = replace_files(opt.out, files); !s.ok()) {
     fmt::print(stderr, "fusejit: error: --out {}: {}\n", opt.out, status_text(s));
     return 1;
   }

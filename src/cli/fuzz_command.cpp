@@ -31,30 +31,34 @@ struct FuzzCommandOptions {
   std::vector<std::string> files;  // --check: these graphs instead of random ones
 };
 
-// Set by SIGINT or SIGTERM during a random-graph run.
+// The signal (SIGINT or SIGTERM) that asked a random-graph run to stop; 0 if none.
 volatile std::sig_atomic_t interrupted = 0;
 
 // Catches SIGINT and SIGTERM while it lives: the first asks the run to stop
-// (interrupted), and the handler resets itself, so a second one kills.
+// (interrupted), and the handler resets itself, so a second one kills. A
+// signal the process was started ignoring (a background job of a script
+// ignores SIGINT) stays ignored.
 class StopSignals {
  public:
   StopSignals() {
     struct sigaction action = {};
-    action.sa_handler = [](int) { interrupted = 1; };
+    action.sa_handler = [](int signal) { interrupted = signal; };
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
+    for (int i = 0; i < 2; ++i) {
+      sigaction(kSignals[i], nullptr, &old_[i]);
+      if (old_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
+    }
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
   ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
+    for (int i = 0; i < 2; ++i) sigaction(kSignals[i], &old_[i], nullptr);
   }
 
  private:
-  struct sigaction old_int_ = {}, old_term_ = {};
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  struct sigaction old_[2] = {};
 };
 
 void print_failure(const FuzzFailure& f) {
@@ -186,7 +190,7 @@ int fuzz(const FuzzCommandOptions& opt) {
                          : "");
   }
   if (r.mismatches > 0) return 1;
-  return r.stopped ? 130 : 0;  // 128 + SIGINT, as a shell reports an interrupted command
+  return r.stopped ? 128 + interrupted : 0;  // as a shell reports a command the signal ended: 130, 143
 }
 
 }  // namespace

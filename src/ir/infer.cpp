@@ -191,8 +191,9 @@ NodeCheck make_node(const Graph& graph, const OpInfo& info, std::span<const Oper
   if (n < info.min_operands || n > info.max_operands) {
     check.error = fmt::format("{}: {} takes {}, got {}", call_text(graph, info, operands), info.name,
                               arity_text(info), n);
-    // dropout(x, 0.1): a number where an attribute was meant, written by position.
-    if (n > info.max_operands && operands[info.max_operands].is_literal() && !info.attrs.empty()) {
+    // dropout(x, 0.1): a number where a numeric attribute was meant, written by position.
+    if (n > info.max_operands && operands[info.max_operands].is_literal() && !info.attrs.empty() &&
+        (info.attrs.front().type == AttrType::kFloat || info.attrs.front().type == AttrType::kInt)) {
       check.error += fmt::format(" (attributes go by name: {}={})", info.attrs.front().name,
                                  format_attr_value(AttrValue(operands[info.max_operands].literal)));
     }

@@ -234,16 +234,16 @@ std::optional<int64_t> Parser::extent(const Token& token) {
   const std::string_view text = fusejit::text::without_plus_sign(token.text);
   const std::string_view digits = text.starts_with('-') ? text.substr(1) : text;
   if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    error(token.col, fmt::format("an extent must be a positive integer, got {}", quoted(text)));
+    error(token.col, fmt::format("an extent must be a positive integer, got {}", quoted(token.text)));
     return std::nullopt;
   }
   int64_t value = 0;
   if (std::from_chars(digits.data(), digits.data() + digits.size(), value).ec != std::errc()) {
-    error(token.col, fmt::format("extent {} does not fit in a 64-bit integer", quoted(text)));
+    error(token.col, fmt::format("extent {} does not fit in a 64-bit integer", quoted(token.text)));
     return std::nullopt;
   }
   if (text.starts_with('-') || value == 0) {
-    error(token.col, fmt::format("extents must be positive, got {}", quoted(text)));
+    error(token.col, fmt::format("extents must be positive, got {}", quoted(token.text)));
     return std::nullopt;
   }
   return value;
@@ -506,16 +506,16 @@ std::optional<int> Parser::defined_later(std::string_view name) {
 std::optional<double> Parser::literal(const Token& token) {
   const std::string_view text = fusejit::text::without_plus_sign(token.text);
   if (is_non_finite_word(text)) {
-    error(token.col, fmt::format("{} is not supported: literals must be finite decimal numbers", quoted(text)));
+    error(token.col, fmt::format("{} is not supported: literals must be finite decimal numbers", quoted(token.text)));
     return std::nullopt;
   }
   if (!is_decimal(text)) {
-    error(token.col, fmt::format("invalid number {}", quoted(text)));
+    error(token.col, fmt::format("invalid number {}", quoted(token.text)));
     return std::nullopt;
   }
   double value = 0;
   if (std::from_chars(text.data(), text.data() + text.size(), value).ec != std::errc()) {
-    error(token.col, fmt::format("number {} is out of the range of a 64-bit float", quoted(text)));
+    error(token.col, fmt::format("number {} is out of the range of a 64-bit float", quoted(token.text)));
     return std::nullopt;
   }
   return value;

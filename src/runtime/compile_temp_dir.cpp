@@ -1,5 +1,7 @@
 #include "runtime/compile_temp_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <string_view>
@@ -31,18 +34,36 @@ pid_t owner_pid(std::string_view name) {
   return ec == std::errc() && ptr == name.data() + dash && pid > 0 ? pid : 0;
 }
 
+constexpr std::string_view kLockFile = "/.lock";
+// A compile never leaves its directory unchanged this long.
+constexpr time_t kAbandonedAfterSeconds = 10 * 60;
+
+// Whether nobody holds the lock of directory `dir` (one without a lock file
+// is an older fusejit's, or not fusejit's: treated as held).
+bool lock_is_free(const std::string& dir) {
+  const int fd = ::open((dir + std::string(kLockFile)).c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);  // releases the lock taken just now
+  return free;
+}
+
 }  // namespace
 
 int remove_abandoned_compile_dirs(const std::string& parent) {
   int removed = 0;
   std::error_code ec;
+  const time_t now = std::time(nullptr);
   for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
     const pid_t pid = owner_pid(entry.path().filename().string());
     if (pid == 0 || pid == ::getpid()) continue;
     struct stat info;
     if (::lstat(entry.path().c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::geteuid()) continue;
-    // Alive (or another user's, which this user may not signal): kept.
+    if (now - info.st_mtime < kAbandonedAfterSeconds) continue;
+    // Its process alive on this machine (or another user's, which this user may not signal): kept.
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    // A process of that id on another machine sharing the directory holds its lock.
+    if (!lock_is_free(entry.path().string())) continue;
     std::error_code remove_ec;
     if (std::filesystem::remove_all(entry.path(), remove_ec) > 0 && !remove_ec) ++removed;
   }
@@ -57,16 +78,23 @@ absl::StatusOr<CompileTempDir> CompileTempDir::make() {
   if (mkdtemp(pattern.data()) == nullptr) {
     return absl::UnavailableError(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
   }
-  return CompileTempDir(pattern);
+  // Held until the directory is removed; a failure to lock only makes the
+  // directory look like an older fusejit's, which no sweep removes.
+  const int lock_fd = ::open((pattern + std::string(kLockFile)).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX | LOCK_NB);
+  return CompileTempDir(pattern, lock_fd);
 }
 
-CompileTempDir::CompileTempDir(CompileTempDir&& other) noexcept : path_(std::move(other.path_)) {
+CompileTempDir::CompileTempDir(CompileTempDir&& other) noexcept
+    : path_(std::move(other.path_)), lock_fd_(other.lock_fd_) {
   other.path_.clear();
+  other.lock_fd_ = -1;
 }
 
 CompileTempDir::~CompileTempDir() {
   std::error_code ec;
   if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 }  // namespace fusejit

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <random>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -27,6 +29,14 @@ absl::Status errno_status(int err, std::string_view what, const std::string& pat
 }
 
 // Closes the descriptor on every path out of a function.
+// `status` with the temporary file's name replaced by the file the user
+// asked for.
+absl::Status named_as(const absl::Status& status, const std::string& temporary, const std::string& path) {
+  std::string message(status.message());
+  if (const size_t at = message.find(temporary); at != std::string::npos) message.replace(at, temporary.size(), path);
+  return absl::Status(status.code(), message);
+}
+
 class FileDescriptor {
  public:
   explicit FileDescriptor(int fd) : fd_(fd) {}
@@ -104,16 +114,51 @@ absl::Status replace_file(const std::string& path, std::string_view data, const 
   absl::Status status = writer(temporary, data);
   if (!status.ok()) {
     std::remove(temporary.c_str());
-    // Named as the file the user asked for, not its temporary name.
-    std::string message(status.message());
-    if (const size_t at = message.find(temporary); at != std::string::npos) message.replace(at, temporary.size(), path);
-    return absl::Status(status.code(), message);
+    return named_as(status, temporary, path);
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     status = errno_status(errno, "rename", path);
     std::remove(temporary.c_str());
   }
   return status;
+}
+
+absl::Status check_can_create_files(const std::string& dir) {
+  const std::string probe = temporary_path_beside((std::filesystem::path(dir) / ".fusejit-probe").string());
+  FileDescriptor fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) {
+    const int err = errno;
+    return absl::Status(errno_status(err, "", "").code(),
+                        fmt::format("cannot create files in {}: {}", dir, errno_text(err)));
+  }
+  fd.close();
+  std::remove(probe.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status replace_files(const std::string& dir, const std::map<std::string, std::string>& files) {
+  std::vector<std::pair<std::string, std::string>> written;  // (temporary, final path)
+  auto remove_temporaries = [&] {
+    for (const auto& [temporary, path] : written) std::remove(temporary.c_str());
+  };
+  for (const auto& [name, data] : files) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    const std::string temporary = temporary_path_beside(path);
+    if (absl::Status s = write_whole_file(temporary, data); !s.ok()) {
+      std::remove(temporary.c_str());
+      remove_temporaries();
+      return named_as(s, temporary, path);
+    }
+    written.emplace_back(temporary, path);
+  }
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (std::rename(written[i].first.c_str(), written[i].second.c_str()) != 0) {
+      const absl::Status s = errno_status(errno, "rename", written[i].second);
+      for (size_t j = i; j < written.size(); ++j) std::remove(written[j].first.c_str());
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ensure_directory(const std::string& dir) {

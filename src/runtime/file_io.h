@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,17 @@ std::string temporary_path_beside(const std::string& path, std::string_view exte
 // so concurrent readers and writers see the old file or the new one, never a
 // mixture. On failure the temporary file is removed.
 absl::Status replace_file(const std::string& path, std::string_view data, const FileWriter& writer = write_whole_file);
+
+// Whether files can be created in `dir`, found by creating and removing a
+// temporary one there: checked before long work whose results go there.
+// PermissionDenied (or the errno's kind) with "cannot create files in DIR: WHY".
+absl::Status check_can_create_files(const std::string& dir);
+
+// Writes every file (name -> content) into `dir` as a group: each to a
+// temporary name first, then, only if all of them were written, each renamed
+// over its name. A failed write (a full disk) removes the temporaries and
+// leaves `dir` as it was; the error names the file, not its temporary name.
+absl::Status replace_files(const std::string& dir, const std::map<std::string, std::string>& files);
 
 // Creates dir and its parents if needed; the message names the directory.
 absl::Status ensure_directory(const std::string& dir);

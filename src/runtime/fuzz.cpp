@@ -400,12 +400,19 @@ FuzzResult run_fuzz(const FuzzOptions& options) {
     if (what.empty()) continue;
     ++result.mismatches;
     int64_t ignored = 0;
-    const std::string shrunk = shrink_graph_text(
-        text, [&](const std::string& t) { return !stop() && !check_graph_text(t, options, &ignored).empty(); });
+    // A candidate counts as failing only if no stop came while it was
+    // checked: the interrupt may have killed its compiler.
+    const std::string shrunk = shrink_graph_text(text, [&](const std::string& t) {
+      if (stop()) return false;
+      const bool fails = !check_graph_text(t, options, &ignored).empty();
+      return fails && !stop();
+    });
     const std::string shrunk_what = check_graph_text(shrunk, options, &ignored);
-    result.failures.push_back({seed, shrunk_what.empty() ? what : shrunk_what, shrunk,
+    // Should the shrunk graph pass after all, the original is the reproducer.
+    const std::string& reproducer = shrunk_what.empty() ? text : shrunk;
+    result.failures.push_back({seed, shrunk_what.empty() ? what : shrunk_what, reproducer,
                                static_cast<int>(GraphText::parse(text).names.size()),
-                               static_cast<int>(GraphText::parse(shrunk).names.size())});
+                               static_cast<int>(GraphText::parse(reproducer).names.size())});
     if (options.on_failure) options.on_failure(result.failures.back());
   }
   result.stopped = result.graphs < options.graphs;

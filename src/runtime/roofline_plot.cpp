@@ -115,6 +115,9 @@ absl::Status check_roofline_plot_target(const std::string& path, bool overwrite)
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
     return absl::NotFoundError(fmt::format("--plot {}: the folder {} does not exist", path, parent.string()));
   }
+  if (absl::Status s = check_can_create_files(parent.empty() ? "." : parent.string()); !s.ok()) {
+    return absl::Status(s.code(), fmt::format("--plot {}: {}", path, std::string(s.message())));
+  }
   if (!on_path("gnuplot")) {
     return absl::UnavailableError(
         fmt::format("--plot {}: drawing the chart needs gnuplot, which is not on PATH (scripts/setup.sh installs it)",
@@ -132,7 +135,11 @@ absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) 
   // only once drawn: a failed drawing leaves what was there untouched.
   const std::string drawing = temporary_path_beside(path, extension);
   const std::string script_path = temporary_path_beside(path, ".gnuplot");
-  if (absl::Status s = write_whole_file(script_path, roofline_gnuplot_script(r, drawing)); !s.ok()) return s;
+  if (absl::Status s = write_whole_file(script_path, roofline_gnuplot_script(r, drawing)); !s.ok()) {
+    std::remove(script_path.c_str());
+    return absl::Status(s.code(), fmt::format("--plot {}: cannot write the chart's gnuplot script beside it: {}", path,
+                                              std::string(s.message())));
+  }
   std::string shell_quoted = "'";
   for (char c : script_path) shell_quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   shell_quoted += "'";

@@ -175,14 +175,14 @@ TEST(Cli, FuzzRefusesWhatItCannotCheck) {
 }
 
 // SIGTERM (or Ctrl-C) ends a long random run after the graph in progress,
-// with the summary, what was not checked and how to check it, exit 130.
+// with the summary, what was not checked and how to check it, exit 128 + the signal (143).
 TEST(Cli, FuzzStopsCleanlyWhenInterrupted) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   // NVRTC compiles only: no CPU calibration at start, which the signal must not
   // find before the handler is set.
   auto r = testing::run_command("timeout --preserve-status -s TERM 6 " + std::string(FUSEJIT_CLI_PATH) +
-                       " fuzz --graphs 100000 --seed 5 --backend none --cuda-compile");
-  EXPECT_EQ(r.exit_code, 130) << r.out << r.err;
+                                " fuzz --graphs 100000 --seed 5 --backend none --cuda-compile");
+  EXPECT_EQ(r.exit_code, 143) << r.out << r.err;
   EXPECT_NE(r.out.find("0 mismatches; interrupted: graphs "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" to 100000 were not checked (--seed "), std::string::npos) << r.out;
 }
@@ -608,22 +608,40 @@ TEST(CliEmit, NeitherOverwritesUserFilesNorCompilesWhatCannotWork) {
   std::filesystem::remove_all(dir);
 }
 
-// A write that fails part way (files may not grow past 8 KiB here, as on a
-// nearly full disk: "File too large") names the reason, prints no listing
-// of kernels as if written, and leaves neither half-written files nor the
-// files it had created, so the next emit is not refused for them.
-TEST(CliEmit, AFailedWriteLeavesNothingHalfWritten) {
+// A write that fails part way (files may not grow past 8 or 16 KiB here,
+// as on a nearly full disk: "File too large") names the reason, prints no
+// listing of kernels as if written, and leaves the folder as it was: the
+// file written before the failing .cu (emitted.txt, in name order) is not
+// kept, an earlier emit's files and manifest are untouched, and nothing
+// half-written stays to block the next emit.
+TEST(CliEmit, AFailedWriteLeavesTheFolderAsItWas) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   const std::string dir = testing::make_temp_dir("fusejit-emit-full");
-  auto r = testing::run_command("trap '' XFSZ; ulimit -f 8; " + std::string(FUSEJIT_CLI_PATH) + " emit " + kExamples +
-                                "/bias_gelu_dropout_layernorm.fj --out " + dir + "/k");
+  const std::string emit = std::string(FUSEJIT_CLI_PATH) + " emit " + kExamples + "/bias_gelu_dropout_layernorm.fj";
+  // ulimit -f counts 512 bytes in dash, 1024 in bash: the manifest (under
+  // 1 KiB) fits either way, the .cu (over 20 KiB) does not.
+  const std::string limited = "trap '' XFSZ; ulimit -f 16; ";
+  auto r = testing::run_command(limited + emit + " --out " + dir + "/k");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.err.find("cannot write " + dir + "/k/k0_add_gelu_dropout_layer_norm.cu: File too large"), std::string::npos)
+  EXPECT_NE(r.err.find("cannot write " + dir + "/k/k0_add_gelu_dropout_layer_norm.cu: File too large"),
+            std::string::npos)
       << r.err;
   EXPECT_EQ(r.out.find("registers"), std::string::npos) << r.out;
   EXPECT_TRUE(std::filesystem::is_empty(dir + "/k"));
-  auto again = testing::run_fusejit("emit " + kExamples + "/bias_gelu_dropout_layernorm.fj --out " + dir + "/k");
-  EXPECT_EQ(again.exit_code, 0) << again.err;
+  // Over an earlier emit, with --overwrite: that emit's files stay as they were.
+  auto earlier = testing::run_command(emit + " --out " + dir + "/k");
+  ASSERT_EQ(earlier.exit_code, 0) << earlier.err;
+  const std::string manifest = testing::read_file(dir + "/k/emitted.txt");
+  const std::string source = testing::read_file(dir + "/k/k0_add_gelu_dropout_layer_norm.cu");
+  testing::write_file(dir + "/k/k0_add_gelu_dropout_layer_norm.cu", source + "// tuned\n");
+  testing::write_file(dir + "/k/emitted.txt", manifest + "# mine\n");
+  auto failed = testing::run_command(limited + emit + " --overwrite --out " + dir + "/k");
+  EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
+  EXPECT_EQ(testing::read_file(dir + "/k/k0_add_gelu_dropout_layer_norm.cu"), source + "// tuned\n");
+  EXPECT_EQ(testing::read_file(dir + "/k/emitted.txt"), manifest + "# mine\n");
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/k")) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -647,7 +665,7 @@ TEST(CliEmit, AnUnwritableFolderFailsBeforeCompiling) {
   }
   auto r = testing::run_command(command);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.err.find("--out " + dir + "/ro: cannot create files in it: Permission denied"), std::string::npos)
+  EXPECT_NE(r.err.find("--out: cannot create files in " + dir + "/ro: Permission denied"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.out, "");
   std::filesystem::permissions(dir + "/ro", std::filesystem::perms::all);

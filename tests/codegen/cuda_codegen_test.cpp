@@ -112,16 +112,25 @@ TEST(CudaCodegen, F32DropoutTakesAWholePhiloxBlockPerThreadWhereRowsAllow) {
     EXPECT_TRUE(g.ok()) << g.status();
     return emit_cuda(make_fused_plan(*g))[0];
   };
+  // The generated code, helpers left out (they define both fj_dropout8 and
+  // fj_dropout4): a row kernel calls the one its width takes; a pointwise
+  // kernel's width is its kVec (its body has a branch for either).
   const std::string pointwise = "input x: f32[64, {}]\ny = dropout(x, p=0.1, seed=5)\noutput y\n";
   const std::string row = "input x: f32[64, {}]\nd = dropout(x, p=0.1, seed=5)\ny = layer_norm(d)\noutput y\n";
   for (const std::string& text : {pointwise, row}) {
     const CudaKernelSource eight = kernel_for(fmt::format(fmt::runtime(text), 4096));
-    EXPECT_EQ(eight.vector_width, 8) << text;
-    EXPECT_NE(eight.source.find("fj_dropout8("), std::string::npos) << text;
     const CudaKernelSource four = kernel_for(fmt::format(fmt::runtime(text), 4100));
+    EXPECT_EQ(eight.vector_width, 8) << text;
     EXPECT_EQ(four.vector_width, 4) << text;
-    EXPECT_NE(four.source.find("fj_dropout4("), std::string::npos) << text;
+    EXPECT_NE(without_helpers(eight.source).find("constexpr int kVec = 8;"), std::string::npos) << text;
+    EXPECT_NE(without_helpers(four.source).find("constexpr int kVec = 4;"), std::string::npos) << text;
   }
+  const std::string row_eight = without_helpers(kernel_for(fmt::format(fmt::runtime(row), 4096)).source);
+  const std::string row_four = without_helpers(kernel_for(fmt::format(fmt::runtime(row), 4100)).source);
+  EXPECT_NE(row_eight.find("fj_dropout8("), std::string::npos);
+  EXPECT_EQ(row_eight.find("fj_dropout4("), std::string::npos);
+  EXPECT_NE(row_four.find("fj_dropout4("), std::string::npos);
+  EXPECT_EQ(row_four.find("fj_dropout8("), std::string::npos);
   // Without dropout an f32 kernel keeps one 16-byte access per thread and step.
   EXPECT_EQ(kernel_for("input x: f32[64, 4096]\ny = gelu(x)\noutput y\n").vector_width, 4);
 }

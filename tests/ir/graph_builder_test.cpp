@@ -136,6 +136,11 @@ TEST(GraphBuilder, AttributeAndGraphErrorsNameTheOperands) {
             "layer_norm(x: f32[4, 8]): eps must be > 0, got -1");
   EXPECT_EQ(error_of([&] { rms_norm(x, std::nullopt, 1e-50); }).substr(0, 68),
             "rms_norm(x: f32[4, 8]): eps: 1e-50 is below float32's smallest norma");
+  // A number given by position where an attribute was meant: named as one
+  // only where that attribute is a number (dropout's p, not cast's dtype).
+  EXPECT_EQ(error_of([&] { apply(Op::kDropout, {x, 0.5}); }),
+            "dropout(x: f32[4, 8], 0.5): dropout takes 1 operand, got 2 (attributes go by name: p=0.5)");
+  EXPECT_EQ(error_of([&] { apply(Op::kCast, {x, 16.0}); }), "cast(x: f32[4, 8], 16): cast takes 1 operand, got 2");
   // 0 is suggested where it is allowed: for a literal, not for eps (> 0).
   EXPECT_EQ(error_of([&] { rms_norm(x, std::nullopt, 1e-50); }).find("write 0"), std::string::npos);
   EXPECT_NE(error_of([&] { x * 1e-50; }).find("(write 0 for zero)"), std::string::npos);

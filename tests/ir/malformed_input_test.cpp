@@ -37,7 +37,7 @@ const Case kCases[] = {
     {"TooFewOperands", PRELUDE "y = add(x)\noutput y\n", "3:5", "add takes 2 operands, got 1"},
     {"NoOperands", PRELUDE "y = exp()\noutput y\n", "3:5", "exp takes 1 operand, got 0"},
     {"TooManyOperands", PRELUDE "y = exp(x, b)\noutput y\n", "3:12", "exp takes 1 operand, got 2"},
-    {"Utf16", "\xFF\xFEi\0n\0p\0", "1:1", "the file is UTF-16"},
+    {"Utf16", std::string("\xFF\xFEi\0n\0p\0u\0t\0", 12), "1:1", "the file is UTF-16"},
     {"CarriageReturnsAlone", "input x: f32[4]\ry = exp(x)\routput y\r", "1:1",
      "the lines end in a carriage return alone"},
     {"PlainAssignment", PRELUDE "y = x\noutput y\n", "3:5",
