@@ -28,7 +28,8 @@
 # outright still brings back all but the last section.
 #
 # GPU_CHECK_GRAPHS (a folder of .fj files, default examples/graphs),
-# GPU_CHECK_DEMO_ARGS (added to every `fusejit demo`, e.g. "--rows 128") and
+# GPU_CHECK_DEMO_ARGS (added to every `fusejit demo`, e.g. "--rows 128"),
+# GPU_CHECK_F32_ROWS (rows of the f32 dropout graphs, default 16384) and
 # GPU_CHECK_TIME_SCALE (see within() below) let
 # tests/gpu_check/run_on_emulator.sh run the whole script small on the
 # CUDA emulator, so that it works the first time a GPU is lent.
@@ -303,6 +304,29 @@ else
   status=1
   note "f32 demo failed ($(why $rc)): $(tail -n 1 "$out/demo-f32.err")"
 fi
+# The same question in isolation: f32 dropout alone with rows of 4096 (8 to a
+# thread, two accesses) and of 4100 (4 to a thread, one access, half of
+# each Philox call unused): bandwidth of each beside the copy's.
+f32_rows=${GPU_CHECK_F32_ROWS:-16384}
+for cols in 4096 4100; do
+  printf 'input x: f32[%s, %s]\ny = dropout(x, p=0.1, seed=3)\noutput y\n' "$f32_rows" "$cols" >"$tools/dropout-$cols.fj"
+  within 60 "$fusejit" bench "$tools/dropout-$cols.fj" --backend cuda --reps 20 --no-counters --json \
+    >"$out/bench-dropout-f32-$cols.json" 2>"$out/bench-dropout-f32-$cols.err"
+  rc=$?
+  if ((rc == 0)); then
+    python3 - "$out/bench-dropout-f32-$cols.json" "$cols" >>"$report" 2>&1 <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+f = j["fused"]
+width = "8 to a thread" if int(sys.argv[2]) % 8 == 0 else "4 to a thread"
+print(f"    f32 dropout, rows of {sys.argv[2]} ({width}): {f['measured_us_median']:8.1f} us, "
+      f"{f['effective_gbps']:.0f} GB/s = {100 * f['effective_gbps'] / j['ceiling_gbps']:.0f}% of the copy")
+PY
+  else
+    status=1
+    note "f32 dropout, rows of $cols: bench failed ($(why $rc)): $(tail -n 1 "$out/bench-dropout-f32-$cols.err")"
+  fi
+done
 
 section "Peers: PyTorch eager and torch.compile on the same graphs"
 # PyTorch runs with the environment it came with (its own CUDA libraries).

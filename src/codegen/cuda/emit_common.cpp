@@ -33,7 +33,9 @@ void choose_access(CudaKernelSource& out, const Kernel& kernel, CudaAccess reque
 
 std::string access_description(const CudaKernelSource& out) {
   if (out.access == CudaAccess::kVector) {
-    return fmt::format("{}-wide 16-byte accesses (the variant for 16-byte aligned buffers)", out.vector_width);
+    return fmt::format("{} elements to a thread per step, in 16-byte accesses (the variant for 16-byte aligned "
+                       "buffers)",
+                       out.vector_width);
   }
   return out.has_vector_path ? "scalar accesses (the variant for buffers that are not 16-byte aligned)"
                              : "scalar accesses";

@@ -31,8 +31,10 @@ std::string pointer_args(const std::vector<KernelParam>& params);
 // `requested`) and out.name (the kernel's name, "_scalar" added for the
 // scalar variant of a kernel that has both).
 void choose_access(CudaKernelSource& out, const Kernel& kernel, CudaAccess requested);
-// For the kernel's header comment: "8-wide 16-byte accesses, the variant for
-// 16-byte aligned buffers", or what the scalar variant is for.
+// For the kernel's header comment: "8 elements to a thread per step, in
+// 16-byte accesses (the variant for 16-byte aligned buffers)" (an f32
+// thread with 8 takes two accesses per tensor), or what the scalar variant
+// is for.
 std::string access_description(const CudaKernelSource& out);
 
 // The device helpers, between marker lines (kHelpersBegin, kHelpersEnd)
