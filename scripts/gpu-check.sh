@@ -19,9 +19,10 @@
 # is left, a step that no longer fits is skipped and says so, and the steps
 # that matter most come first: a first launch (which stops the script when
 # the GPU cannot be used at all), the demo at its full size with the HBM
-# counters, the GPU tests, `fusejit bench` of every example, the demo kernel
-# in other shapes, PyTorch eager and torch.compile beside fusejit
-# (bench/peers/torch_peers.py), every example's kernels compiled for the
+# counters, the GPU tests, `fusejit bench` of every example, PyTorch eager
+# and torch.compile beside fusejit (bench/peers/torch_peers.py; issue 5
+# asks for them), the demo kernel in other shapes and in f32, every
+# example's kernels compiled for the
 # GPU, and their SASS instructions per element (bench/sass_count.py, where
 # the toolkit has cuobjdump) beside the cost model's estimate
 # (bench/instruction_model.py). details.tar.gz is rewritten after each section, so a run killed
@@ -259,6 +260,19 @@ for graph in "$graphs_dir"/*.fj; do
   fi
 done
 
+section "Peers: PyTorch eager and torch.compile on the same graphs"
+# PyTorch runs with the environment it came with (its own CUDA libraries).
+if timeout 90 python3 -c "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'" \
+  >"$out/peers-probe.txt" 2>&1; then
+  PYTHONUNBUFFERED=1 within 150 python3 bench/peers/torch_peers.py --fusejit "$fusejit" \
+    --device cuda --fusejit-results "$out" --json "$out/peers.json" "$graphs_dir"/*.fj >"$out/peers.txt" 2>&1
+  rc=$?
+  ((rc == 0)) || { status=1; note "peers: $(why $rc)"; }
+  sed 's/^/    /' "$out/peers.txt" >>"$report"
+else
+  note "PyTorch with CUDA is not available here; peers skipped: $(tail -n 1 "$out/peers-probe.txt")"
+fi
+
 section "The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW_PREFETCH)"
 # The default gives each of 512 threads one 16-byte chunk of the row and
 # loads a row only when the last one is done; the alternatives trade
@@ -327,19 +341,6 @@ PY
     note "f32 dropout, rows of $cols: bench failed ($(why $rc)): $(tail -n 1 "$out/bench-dropout-f32-$cols.err")"
   fi
 done
-
-section "Peers: PyTorch eager and torch.compile on the same graphs"
-# PyTorch runs with the environment it came with (its own CUDA libraries).
-if timeout 90 python3 -c "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'" \
-  >"$out/peers-probe.txt" 2>&1; then
-  PYTHONUNBUFFERED=1 within 150 python3 bench/peers/torch_peers.py --fusejit "$fusejit" \
-    --device cuda --fusejit-results "$out" --json "$out/peers.json" "$graphs_dir"/*.fj >"$out/peers.txt" 2>&1
-  rc=$?
-  ((rc == 0)) || { status=1; note "peers: $(why $rc)"; }
-  sed 's/^/    /' "$out/peers.txt" >>"$report"
-else
-  note "PyTorch with CUDA is not available here; peers skipped: $(tail -n 1 "$out/peers-probe.txt")"
-fi
 
 section "Kernels of every example, compiled for this GPU"
 arch=$(timeout 20 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '.')
