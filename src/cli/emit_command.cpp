@@ -269,10 +269,10 @@ int emit(const EmitOptions& opt) {
                                   occupancy->blocks_per_sm, occupancy->limited_by)
                     : std::string("occupancy unknown (no ptxas report)");
       listing += fmt::format("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n",
-                             kernel.name,
-                 c.compile_ms, c.cache_hit ? "hit" : "miss",
-                 reported ? std::to_string(c.ptxas.registers) : "-", reported ? std::to_string(spills) : "-", resident,
-                 cuda_variant_name(source.variant), cuda_access_name(source.access));
+                             kernel.name, c.compile_ms, c.cache_hit ? "hit" : "miss",
+                             reported ? std::to_string(c.ptxas.registers) : "-",
+                             reported ? std::to_string(spills) : "-", resident, cuda_variant_name(source.variant),
+                             cuda_access_name(source.access));
     }
   }
   // The kernels and the manifest as one group (replace_files): should a
@@ -280,9 +280,13 @@ int emit(const EmitOptions& opt) {
   // included, and no listing is printed. Then what the earlier emit wrote
   // that this plan lacks is removed.
   std::string manifest = std::string(kManifestHeader) + "\n";
-  for (const auto& [name, text] : files) manifest += fmt::format("{}  {}\n", sha256_hex(text), name);
-  files[kManifest] = manifest;
-  if (absl::Status s = replace_files(opt.out, files); !s.ok()) {
+  std::map<std::string, std::string_view> paths;  // path -> content
+  for (const auto& [name, text] : files) {
+    manifest += fmt::format("{}  {}\n", sha256_hex(text), name);
+    paths[(dir / name).string()] = text;
+  }
+  paths[(dir / kManifest).string()] = manifest;
+  if (absl::Status s = replace_files(paths); !s.ok()) {
     fmt::print(stderr, "fusejit: error: --out {}: {}\n", opt.out, status_text(s));
     return 1;
   }

@@ -72,6 +72,14 @@ std::string expected_text(const AttrSpec& spec) {
   }
   return std::string(attr_type_name(spec.type));
 }
+// from_chars() on `text`, a '+' before the number allowed ("+2", as the
+// text format's literals take it: text::without_plus_sign).
+template <typename T>
+std::from_chars_result read_number(std::string_view text, T& value) {
+  const std::string_view digits = fusejit::text::without_plus_sign(text);
+  return std::from_chars(digits.data(), digits.data() + digits.size(), value);
+}
+
 }  // namespace
 
 absl::StatusOr<AttrValue> parse_attr_value(const AttrSpec& spec, std::string_view text) {
@@ -82,17 +90,14 @@ absl::StatusOr<AttrValue> parse_attr_value(const AttrSpec& spec, std::string_vie
   switch (spec.type) {
     case AttrType::kFloat: {
       double v = 0;
-      const std::string_view digits = fusejit::text::without_plus_sign(text);
-      const char* end = digits.data() + digits.size();
-      auto [ptr, ec] = std::from_chars(digits.data(), end, v);
-      if (ec != std::errc() || ptr != end || text.empty()) return bad();
+      const auto [ptr, ec] = read_number(text, v);
+      if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return bad();
       return AttrValue(v);
     }
     case AttrType::kInt: {
       int64_t v = 0;
-      const std::string_view digits = fusejit::text::without_plus_sign(text);
-      const char* end = digits.data() + digits.size();
-      auto [ptr, ec] = std::from_chars(digits.data(), end, v);
+      const auto [ptr, ec] = read_number(text, v);
+      const char* end = text.data() + text.size();
       if (ec == std::errc::result_out_of_range) {
         return absl::InvalidArgumentError(
             text.starts_with('-')

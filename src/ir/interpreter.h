@@ -32,8 +32,8 @@ enum class Rounding {
 struct InterpretOptions {
   Rounding rounding = Rounding::kEveryOp;
   std::vector<int32_t> stored;  // node ids, for Rounding::kStoredNodes
-  // When > 0 (it must be finite and >= 0), each computed node's float64 values are moved by
-  // perturbation * u * magnitude, u uniform in [-1, 1] and drawn per element
+  // Finite and >= 0. When > 0, each computed node's float64 values are moved
+  // by perturbation * u * magnitude, u uniform in [-1, 1] and drawn per element
   // from `perturbation_seed`, before they are rounded. The magnitude is the
   // value itself, or for a reduction or matmul of n terms the same op over
   // the absolute values of its terms times sqrt(n) (what its rounding error

@@ -42,10 +42,8 @@ bool is_invisible(uint32_t cp) {
          (cp >= 0x2028 && cp <= 0x202F) || (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0xFEFF;
 }
 
-}  // namespace
-
 // Characters from byte `from` up to byte `to` of `line`.
-static int characters_between(std::string_view line, size_t from, size_t to) {
+int characters_between(std::string_view line, size_t from, size_t to) {
   int count = 0;
   while (from < to) {
     const size_t n = std::max<size_t>(utf8_length(line.substr(from)), 1);
@@ -54,6 +52,8 @@ static int characters_between(std::string_view line, size_t from, size_t to) {
   }
   return count;
 }
+
+}  // namespace
 
 int column_at(std::string_view line, size_t byte_offset) { return 1 + characters_between(line, 0, byte_offset); }
 

@@ -20,23 +20,33 @@ namespace {
 
 std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-absl::Status errno_status(int err, std::string_view what, const std::string& path) {
-  const std::string message = fmt::format("cannot {} {}: {}", what, path, errno_text(err));
-  if (err == ENOENT) return absl::NotFoundError(message);
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
-  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
-  return absl::UnavailableError(message);
+// The kind of failure an errno is, for callers that tell a full disk or a
+// missing permission from the rest.
+absl::StatusCode errno_code(int err) {
+  if (err == ENOENT) return absl::StatusCode::kNotFound;
+  if (err == ENOSPC || err == EDQUOT) return absl::StatusCode::kResourceExhausted;
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::StatusCode::kPermissionDenied;
+  return absl::StatusCode::kUnavailable;
 }
 
-// Closes the descriptor on every path out of a function.
-// `status` with the temporary file's name replaced by the file the user
-// asked for.
-absl::Status named_as(const absl::Status& status, const std::string& temporary, const std::string& path) {
+absl::Status errno_status(int err, std::string_view what, const std::string& path) {
+  return absl::Status(errno_code(err), fmt::format("cannot {} {}: {}", what, path, errno_text(err)));
+}
+
+// Writes `data` to a new temporary file beside `path` and returns its name;
+// on failure removes it and names `path`, the file the user asked for, in
+// the error.
+absl::StatusOr<std::string> write_temporary(const std::string& path, std::string_view data, const FileWriter& writer) {
+  const std::string temporary = temporary_path_beside(path);
+  const absl::Status status = writer(temporary, data);
+  if (status.ok()) return temporary;
+  std::remove(temporary.c_str());
   std::string message(status.message());
   if (const size_t at = message.find(temporary); at != std::string::npos) message.replace(at, temporary.size(), path);
   return absl::Status(status.code(), message);
 }
 
+// Closes the descriptor on every path out of a function.
 class FileDescriptor {
  public:
   explicit FileDescriptor(int fd) : fd_(fd) {}
@@ -110,17 +120,7 @@ std::string temporary_path_beside(const std::string& path, std::string_view exte
 }
 
 absl::Status replace_file(const std::string& path, std::string_view data, const FileWriter& writer) {
-  const std::string temporary = temporary_path_beside(path);
-  absl::Status status = writer(temporary, data);
-  if (!status.ok()) {
-    std::remove(temporary.c_str());
-    return named_as(status, temporary, path);
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    status = errno_status(errno, "rename", path);
-    std::remove(temporary.c_str());
-  }
-  return status;
+  return replace_files({{path, data}}, writer);
 }
 
 absl::Status check_can_create_files(const std::string& dir) {
@@ -128,33 +128,30 @@ absl::Status check_can_create_files(const std::string& dir) {
   FileDescriptor fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) {
     const int err = errno;
-    return absl::Status(errno_status(err, "", "").code(),
-                        fmt::format("cannot create files in {}: {}", dir, errno_text(err)));
+    return absl::Status(errno_code(err), fmt::format("cannot create files in {}: {}", dir, errno_text(err)));
   }
   fd.close();
   std::remove(probe.c_str());
   return absl::OkStatus();
 }
 
-absl::Status replace_files(const std::string& dir, const std::map<std::string, std::string>& files) {
+absl::Status replace_files(const std::map<std::string, std::string_view>& files, const FileWriter& writer) {
   std::vector<std::pair<std::string, std::string>> written;  // (temporary, final path)
-  auto remove_temporaries = [&] {
-    for (const auto& [temporary, path] : written) std::remove(temporary.c_str());
+  auto remove_temporaries = [&](size_t from) {
+    for (size_t i = from; i < written.size(); ++i) std::remove(written[i].first.c_str());
   };
-  for (const auto& [name, data] : files) {
-    const std::string path = (std::filesystem::path(dir) / name).string();
-    const std::string temporary = temporary_path_beside(path);
-    if (absl::Status s = write_whole_file(temporary, data); !s.ok()) {
-      std::remove(temporary.c_str());
-      remove_temporaries();
-      return named_as(s, temporary, path);
+  for (const auto& [path, data] : files) {
+    absl::StatusOr<std::string> temporary = write_temporary(path, data, writer);
+    if (!temporary.ok()) {
+      remove_temporaries(0);
+      return temporary.status();
     }
-    written.emplace_back(temporary, path);
+    written.emplace_back(*std::move(temporary), path);
   }
   for (size_t i = 0; i < written.size(); ++i) {
     if (std::rename(written[i].first.c_str(), written[i].second.c_str()) != 0) {
       const absl::Status s = errno_status(errno, "rename", written[i].second);
-      for (size_t j = i; j < written.size(); ++j) std::remove(written[j].first.c_str());
+      remove_temporaries(i);
       return s;
     }
   }

@@ -29,19 +29,20 @@ std::string temporary_path_beside(const std::string& path, std::string_view exte
 // Writes data to a uniquely named temporary file beside path (pid and a random
 // number), then renames it over path: rename() is atomic within a directory,
 // so concurrent readers and writers see the old file or the new one, never a
-// mixture. On failure the temporary file is removed.
+// mixture. On failure the temporary file is removed; the error names path.
 absl::Status replace_file(const std::string& path, std::string_view data, const FileWriter& writer = write_whole_file);
+
+// replace_file for several files (path -> content) as a group: each is
+// written to its temporary name first, and only once all of them are
+// written is each renamed over its path. A failed write (a full disk)
+// removes the temporaries and leaves every path as it was.
+absl::Status replace_files(const std::map<std::string, std::string_view>& files,
+                           const FileWriter& writer = write_whole_file);
 
 // Whether files can be created in `dir`, found by creating and removing a
 // temporary one there: checked before long work whose results go there.
 // PermissionDenied (or the errno's kind) with "cannot create files in DIR: WHY".
 absl::Status check_can_create_files(const std::string& dir);
-
-// Writes every file (name -> content) into `dir` as a group: each to a
-// temporary name first, then, only if all of them were written, each renamed
-// over its name. A failed write (a full disk) removes the temporaries and
-// leaves `dir` as it was; the error names the file, not its temporary name.
-absl::Status replace_files(const std::string& dir, const std::map<std::string, std::string>& files);
 
 // Creates dir and its parents if needed; the message names the directory.
 absl::Status ensure_directory(const std::string& dir);

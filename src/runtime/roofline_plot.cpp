@@ -109,7 +109,9 @@ absl::Status check_roofline_plot_target(const std::string& path, bool overwrite)
     if (!std::filesystem::is_regular_file(status)) {
       return absl::AlreadyExistsError(fmt::format("--plot {} exists and is not a file", path));
     }
-    if (!overwrite) return absl::AlreadyExistsError(fmt::format("--plot {} already exists; pass --overwrite to replace it", path));
+    if (!overwrite) {
+      return absl::AlreadyExistsError(fmt::format("--plot {} already exists; pass --overwrite to replace it", path));
+    }
   }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
@@ -162,7 +164,8 @@ absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) 
                  ? absl::UnavailableError("--plot needs gnuplot, which is not installed (scripts/setup.sh installs it)")
                  : absl::InternalError(fmt::format("gnuplot failed to draw {}: {}", path, output));
   } else if (std::rename(drawing.c_str(), path.c_str()) != 0) {
-    result = absl::InternalError(fmt::format("--plot {}: cannot replace it with the chart: {}", path, std::strerror(errno)));
+    result =
+        absl::InternalError(fmt::format("--plot {}: cannot replace it with the chart: {}", path, std::strerror(errno)));
   }
   if (!result.ok()) std::filesystem::remove(drawing, ec);
   return result;
