@@ -31,8 +31,15 @@ namespace {
 // value derived from it that a kernel wants precomputed (dropout's integer
 // threshold and float scale). Dropout's 32-bit key halves (philox.h:
 // dropout_key) come from the seed the kernel takes as an argument
-// (kernel_names.h: seed_name).
+// (kernel_names.h: seed_name). GeLU's helper follows its approximate
+// attribute, and the exact one has a cheaper variant for a result the graph
+// rounds to 16 bits, accurate far below what that rounding discards
+// (codegen/cuda/fj_math.cuh).
 std::string placeholder_value(const Node& node, std::string_view name) {
+  if (node.op == Op::kGelu && name == "gelu_variant") {
+    const std::string approximate(node.attrs.get_enum("approximate"));
+    return approximate == "none" && dtype_size(node.dtype) == 2 ? "none_16bit" : approximate;
+  }
   if (node.op == Op::kDropout) {
     const double p = node.attrs.get_float("p");
     if (name == "threshold") return fmt::format("{}", dropout_threshold(p));

@@ -10,13 +10,18 @@ namespace {
 
 double stream_cost(const Node& n) { return dtype_size(n.dtype) >= 4 ? kStream4Byte : kStream2Byte; }
 
-// The op table's weight, but for GeLU's tanh form: the table holds one
-// weight per op, the erf form's 20, and the tanh form is one ex2 and one
-// rcp (fj_gelu_tanh in codegen/cuda/fj_math.cuh).
+// The op table's weight, but for GeLU's other helpers: the table holds one
+// weight per op, the erf form's 17 (a degree-10 polynomial and one ex2).
+// The tanh form is one ex2 and one rcp, and the erf form of a result the
+// graph rounds to 16 bits a degree-6 polynomial (codegen/cuda/fj_math.cuh;
+// single-op kernels, bench/sass_count.py: f32 19.8 and bf16 16.5, less the
+// loop and streams).
 constexpr double kGeluTanhInstructions = 10.5;
+constexpr double kGeluNone16BitInstructions = 13.5;
 
 double op_instructions(const Graph& graph, const Kernel& kernel, const Node& n) {
   if (n.op == Op::kGelu && n.attrs.get_enum("approximate") == "tanh") return kGeluTanhInstructions;
+  if (n.op == Op::kGelu && dtype_size(n.dtype) == 2) return kGeluNone16BitInstructions;
   if (n.op == Op::kDropout && !gpu_has_vector_path(graph, kernel)) {  // one element to a thread
     return n.info().gpu_instructions + kDropoutScalarInstructions;
   }

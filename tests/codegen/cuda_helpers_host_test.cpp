@@ -119,37 +119,54 @@ void for_floats(float from, float to, uint32_t stride, F f) {
   }
 }
 
-// The CUDA GeLU (fj_math.cuh) against the exact 0.5 x erfc(-x / sqrt 2):
+// The CUDA GeLUs (fj_math.cuh) against the exact 0.5 x erfc(-x / sqrt 2):
 // every 13th float of [-4 sqrt 2, -4], where the exponent is largest and the
-// error peaks, every 4099th elsewhere in [-4, 20]. On the host its
+// error peaks, every 4099th elsewhere in [-4, 20]. On the host their
 // ex2.approx is exp2f; ex2.approx's 2 ulp add up to 4 more on the GPU. The
-// bounds are those fj_math.cuh states, so a regression in the fit or the
-// formula (1 + erff cancels for x < 0: millions of ulp by x = -5) fails here.
-TEST(CudaHelpersOnHost, GeluIsAccurateInBothTails) {
+// bounds are those fj_math.cuh states, so a regression in a fit or the
+// formula (1 + erff cancels for x < 0: millions of ulp by x = -5) fails
+// here. The 16-bit helper's bound, 128 ulp (2^-16 relative), is 16 times
+// below the half ulp of f16, the finer of the two 16-bit types.
+struct GeluBounds {
+  const char* name;
+  float (*gelu)(float);
+  double negative_ulps, positive_ulps;
+};
+
+class CudaGelu : public ::testing::TestWithParam<GeluBounds> {};
+
+TEST_P(CudaGelu, IsAccurateInBothTails) {
+  const GeluBounds& bounds = GetParam();
   double worst_negative = 0, worst_positive = 0;
-  const auto sweep = [](float from, float to, uint32_t stride, double& worst) {
+  const auto sweep = [&](float from, float to, uint32_t stride, double& worst) {
     for_floats(from, to, stride, [&](float x) {
       const long double want = 0.5L * x * std::erfc(-static_cast<long double>(x) / std::sqrt(2.0L));
-      worst = std::max(worst, ulps(cuda_on_host::fj_gelu_none(x), want));
+      worst = std::max(worst, ulps(bounds.gelu(x), want));
     });
   };
   sweep(-4.0f, -0x1.6a09e6p+2f, 13, worst_negative);
   sweep(-0x1p-126f, -4.0f, 4099, worst_negative);
   sweep(0.0f, 20.0f, 4099, worst_positive);
-  EXPECT_LE(worst_negative, 44.0);
-  EXPECT_LE(worst_positive, 2.3);
+  EXPECT_LE(worst_negative, bounds.negative_ulps);
+  EXPECT_LE(worst_positive, bounds.positive_ulps);
   EXPECT_GT(worst_negative, 1.0);  // the sweep ran, through the tail
   // Past x = -4 sqrt 2 the result is -0 (|gelu| < 4.4e-8 there), never a
   // growing x * erfc(4).
   for (float x : {-5.6568547f, -5.7f, -100.0f, -1e30f}) {
-    EXPECT_EQ(cuda_on_host::fj_gelu_none(x), 0.0f) << x;
-    EXPECT_TRUE(std::signbit(cuda_on_host::fj_gelu_none(x))) << x;
+    EXPECT_EQ(bounds.gelu(x), 0.0f) << x;
+    EXPECT_TRUE(std::signbit(bounds.gelu(x))) << x;
   }
-  EXPECT_TRUE(std::signbit(cuda_on_host::fj_gelu_none(-0.0f)));
-  EXPECT_EQ(cuda_on_host::fj_gelu_none(INFINITY), INFINITY);
-  EXPECT_TRUE(std::isnan(cuda_on_host::fj_gelu_none(-INFINITY)));  // the formula's -inf * 0
-  EXPECT_TRUE(std::isnan(cuda_on_host::fj_gelu_none(std::nanf(""))));
+  EXPECT_TRUE(std::signbit(bounds.gelu(-0.0f)));
+  EXPECT_EQ(bounds.gelu(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(bounds.gelu(-INFINITY)));  // the formula's -inf * 0
+  EXPECT_TRUE(std::isnan(bounds.gelu(std::nanf(""))));
+  std::printf("%s: worst %.1f ulp for x < 0, %.1f for x >= 0\n", bounds.name, worst_negative, worst_positive);
 }
+
+INSTANTIATE_TEST_SUITE_P(CudaHelpersOnHost, CudaGelu,
+                         ::testing::Values(GeluBounds{"f32", cuda_on_host::fj_gelu_none, 40.5, 2.5},
+                                           GeluBounds{"16bit", cuda_on_host::fj_gelu_none_16bit, 128.0, 128.0}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // sigmoid and silu (one ex2 and one rcp in fj_math.cuh) against the exact
 // functions in long double: every 2053rd float of [-87, 30]. On the host

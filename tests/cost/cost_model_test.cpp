@@ -209,12 +209,12 @@ TEST(CostModel, FusionSavingOfTheDemoChain) {
   g.output("y", layer_norm(dropout(gelu(x + b), 0.1, 42), gamma, beta));
   // The fused kernel's instructions, by hand: per element, the row loop 4,
   // x read and y written 1 each (b, gamma and beta are loaded once per
-  // thread), add 1, GeLU 20, dropout 8.5 (a thread holds 8 bf16 elements:
-  // one Philox block), LayerNorm's mean, sub, square, mean, mul, mul, add
-  // 7; per row, + eps 1 and rsqrt 4; per reduction, 512 threads x 16. That
-  // is 46.5 per element.
+  // thread), add 1, GeLU 13.5 (its result is bf16: the degree-6 helper),
+  // dropout 8.5 (a thread holds 8 bf16 elements: one Philox block),
+  // LayerNorm's mean, sub, square, mean, mul, mul, add 7; per row, + eps 1
+  // and rsqrt 4; per reduction, 512 threads x 16. That is 40 per element.
   const double rows = 8192, cols = 4096;
-  const double instructions = (4 + 2 + 1 + 20 + 8.5 + 7) * rows * cols + 5 * rows + 2 * rows * 512 * 16;
+  const double instructions = (4 + 2 + 1 + 13.5 + 8.5 + 7) * rows * cols + 5 * rows + 2 * rows * 512 * 16;
   for (const char* name : {"h100", "h200", "a100"}) {
     const DeviceSpec device = gpu_device(name);
     const PlanComparison c = compare_plans(make_unfused_plan(g), make_fused_plan(g), device);
@@ -231,22 +231,19 @@ TEST(CostModel, FusionSavingOfTheDemoChain) {
     // to move, on each of these GPUs: fusion saves 4x the bytes but less time.
     EXPECT_TRUE(fused.compute_bound) << name;
     EXPECT_NEAR(fused.predicted_us, instructions / (device.issue_tops * 1e12) * 1e6 + 1.0, 1e-6) << name;
-    // Unfused, each kernel's bytes take longer than its instructions on an
-    // H100 or H200; on an A100, whose FP32 pipes retire half as many, the
-    // GeLU kernel (23.5 per element) is issue-bound too.
-    for (const KernelCost& k : c.unfused.kernels) {
-      const bool a100_gelu = std::string(name) == "a100" && k.name == "k1_gelu";
-      EXPECT_EQ(k.compute_bound, a100_gelu) << name << " " << k.name;
-    }
+    // Unfused, each kernel's bytes take longer than its instructions, even
+    // the GeLU kernel's 17 per element on an A100, whose FP32 pipes retire
+    // half as many (58 us against 66 us for its bytes).
+    for (const KernelCost& k : c.unfused.kernels) EXPECT_FALSE(k.compute_bound) << name << " " << k.name;
     EXPECT_GT(c.predicted_speedup, 1.5) << name;
     EXPECT_LT(c.predicted_speedup, 4.0) << name;
   }
   // H200, by hand: unfused, four memory-bound kernels of ~134 MB at 4.8 TB/s
-  // (+1 us launch each): 115.85 us; fused, 1.560e9 instructions / 33.45e12
+  // (+1 us launch each): 115.85 us; fused, 1.342e9 instructions / 33.45e12
   // per s + 1 us.
   const PlanComparison h200 = compare_plans(make_unfused_plan(g), make_fused_plan(g), gpu_device("h200"));
   EXPECT_NEAR(h200.unfused.predicted_us, 115.85, 0.05);
-  EXPECT_NEAR(h200.fused.predicted_us, 47.64, 0.05);
+  EXPECT_NEAR(h200.fused.predicted_us, 41.12, 0.05);
 }
 
 TEST(CostModel, CpuDeviceIsMeasuredAndCached) {

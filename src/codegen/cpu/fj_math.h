@@ -409,6 +409,12 @@ static inline float fj_gelu_none(float x) {
   return fj_detail_select(x < -16.0f, x * 0.0f, fj_detail_select(x < 0.0f, neg, pos));
 }
 
+// The code generator names this variant for a GeLU whose result the graph
+// rounds to f16 or bf16 (codegen/expr.cpp), so that a target may use a
+// cheaper approximation there; the CUDA helper does. This one is the f32
+// helper above: no cheaper CPU version has been measured yet.
+static inline float fj_gelu_none_16bit(float x) { return fj_gelu_none(x); }
+
 // gelu, approximate = "tanh": 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3).
 // Computed in double as x sigmoid(2z) (the same function, without the
 // cancellation of 1 + tanh(z) for x < 0), with e = exp(-|2z|) in (0, 1]:

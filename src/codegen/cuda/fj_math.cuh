@@ -14,18 +14,23 @@ __device__ __forceinline__ float fj_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ float fj_relu(float x) { return x != x ? x : fmaxf(x, 0.0f); }
 __device__ __forceinline__ float fj_erf(float x) { return erff(x); }
 // gelu, approximate = "none": 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x), as
-//   x < 0:  x * 0.5 e,   x >= 0:  x * (1 - 0.5 e),   e = erfc(|x| / sqrt 2),
-// with erfc(a / sqrt 2) = 2^(a P(a)), a = |x| <= 4 sqrt 2, P of degree 10
-// (fit "gelu_cuda" in scripts/fit_cpu_math.py: 2^-24.6 absolute in the
-// exponent; in a itself, so no rounded a / sqrt 2 feeds it), and 0 beyond,
-// where |gelu| < 4.4e-8. Why not erff: libdevice's erff picks each of its
-// coefficients from two sets with a select, so GeLU cost 27-29 instructions
-// per element, about an H200's whole issue budget for a bf16 element (~28,
+//   x < 0:  x h,   x >= 0:  x (1 - h),   h = 0.5 erfc(|x| / sqrt 2),
+// with 0.5 erfc(a / sqrt 2) = 2^(a P(a) - 1), a = |x| <= 4 sqrt 2, and 0
+// beyond, where |gelu| < 4.4e-8. P is fitted in a itself, so no rounded
+// a / sqrt 2 feeds it ("gelu_cuda" in scripts/fit_cpu_math.py): degree 10,
+// 2^-24.6 absolute in the exponent, for f32 results; degree 6, 2^-17.5, for
+// results the graph rounds to f16 or bf16: within 128 ulp of f32 (2^-16
+// relative), 16 times below the half ulp of f16 (at least 2^-12 relative)
+// that the rounding discards, and 4 instructions fewer per element.
+// Why not erff: libdevice's erff picks each of its coefficients from two
+// sets with a select, so GeLU cost 27-29 instructions per element, about an
+// H200's whole issue budget for a bf16 element (~28,
 // bench/results/2026-11-30-sass-budget.md); this is one Horner chain and one
 // ex2. And 1 + erff(y) cancels for x < 0, losing all relative accuracy below
-// x = -4; erfc does not. Against the exact x Phi(x), with ex2.approx's 2 ulp:
-// <= 48 ulp for x in [-4 sqrt 2, 0) (the exponent's rounding), <= 6.1 ulp
-// for x >= 0 (44 and 2.3 with an exact exp2, as the host test checks).
+// x = -4; erfc does not. Against the exact x Phi(x), with an exact exp2,
+// the f32 helper is within 40.2 ulp for x in [-4 sqrt 2, 0) (the exponent's
+// rounding) and 2.44 ulp for x >= 0, the 16-bit one within 92.9 and 54.9
+// (the host test checks these); ex2.approx's 2 ulp add about 4 on a GPU.
 // NaN -> NaN, +inf -> +inf, -inf -> NaN (the formula's -inf * 0), -0 -> -0,
 // x < -4 sqrt 2 (about -5.657) -> -0.
 // 2^q on the special-function unit (ex2.approx.ftz: 2 ulp, and results
@@ -40,6 +45,27 @@ __device__ __forceinline__ float fj_exp2_ftz(float q) {
   return r < 0x1p-126f ? 0.0f : r;
 #endif
 }
+// a > limit ? above : otherwise, as a select in the PTX. Written as C, NVVM
+// turns GeLU's clamp into a branch around the polynomial, which costs 38
+// loop instructions per 8 elements in the demo's fused kernel.
+__device__ __forceinline__ float fj_select_above(float a, float limit, float above, float otherwise) {
+#ifdef __CUDA_ARCH__
+  float r;
+  asm("{ .reg .pred p; setp.gt.f32 p, %1, %2; selp.f32 %0, %3, %4, p; }"
+      : "=f"(r)
+      : "f"(a), "f"(limit), "f"(above), "f"(otherwise));
+  return r;
+#else
+  return a > limit ? above : otherwise;
+#endif
+}
+// x h or x (1 - h) from a and a P(a), as above. 2^-200 flushes to 0:
+// selecting the exponent rather than the result keeps the polynomial
+// unconditional.
+__device__ __forceinline__ float fj_gelu_from_exponent(float x, float a, float p) {
+  const float h = fj_exp2_ftz(fj_select_above(a, 0x1.6a09e6p+2f, -200.0f, fmaf(a, p, -1.0f)));  // 4 sqrt 2
+  return x * (x < 0.0f ? h : 1.0f - h);
+}
 __device__ __forceinline__ float fj_gelu_none(float x) {
   const float a = fabsf(x);
   float p = 0x1.5f1c24p-29f;
@@ -53,10 +79,18 @@ __device__ __forceinline__ float fj_gelu_none(float x) {
   p = fmaf(p, a, -0x1.adb4e6p-5f);
   p = fmaf(p, a, -0x1.d63c24p-2f);
   p = fmaf(p, a, -0x1.26aed4p+0f);
-  // 2^-200 flushes to 0: selecting the exponent rather than the result
-  // keeps NVVM from branching around the polynomial per element.
-  const float e = fj_exp2_ftz(a > 0x1.6a09e6p+2f ? -200.0f : a * p);  // 4 sqrt 2
-  return x * (x < 0.0f ? 0.5f * e : fmaf(-0.5f, e, 1.0f));
+  return fj_gelu_from_exponent(x, a, p);
+}
+__device__ __forceinline__ float fj_gelu_none_16bit(float x) {
+  const float a = fabsf(x);
+  float p = -0x1.da3b1p-20f;
+  p = fmaf(p, a, 0x1.f9936ap-15f);
+  p = fmaf(p, a, -0x1.e277e2p-11f);
+  p = fmaf(p, a, 0x1.15781ap-7f);
+  p = fmaf(p, a, -0x1.b95c2cp-5f);
+  p = fmaf(p, a, -0x1.d58e68p-2f);
+  p = fmaf(p, a, -0x1.26b5dap+0f);
+  return fj_gelu_from_exponent(x, a, p);
 }
 // 1/x on the special-function unit (rcp.approx.ftz: 1 ulp) for x of
 // ordinary size; the emulator divides.

@@ -70,7 +70,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     // g = gelu(h)
     float v_g[kItems];
     #pragma unroll
-    for (int k = 0; k < kItems; ++k) v_g[k] = fj_gelu_none((v_h[k]));
+    for (int k = 0; k < kItems; ++k) v_g[k] = fj_gelu_none_16bit((v_h[k]));
     // d = dropout(g, p=0.1)  (seed: s_d)
     float v_d[kItems];
     #pragma unroll
