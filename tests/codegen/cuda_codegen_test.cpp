@@ -135,6 +135,27 @@ TEST(CudaCodegen, F32DropoutTakesAWholePhiloxBlockPerThreadWhereRowsAllow) {
   EXPECT_EQ(kernel_for("input x: f32[64, 4096]\ny = gelu(x)\noutput y\n").vector_width, 4);
 }
 
+// The exact GeLU of a result the graph rounds to 16 bits takes the shorter
+// polynomial (fj_math.cuh: fj_gelu_none_16bit); an f32 result keeps the
+// f32-accurate one, and the tanh form has one helper. Both bounds are
+// checked on the host (CudaHelpersOnHost/CudaGelu).
+TEST(CudaCodegen, GeluTakesTheShorterPolynomialOnlyForA16BitResult) {
+  auto body_for = [](const std::string& dtype, const std::string& approximate) {
+    absl::StatusOr<Graph> g = parse_graph(fmt::format("input x: {}[64, 4096]\ny = gelu(x, approximate={})\noutput y\n",
+                                                      dtype, approximate));
+    EXPECT_TRUE(g.ok()) << g.status();
+    return without_helpers(emit_cuda(make_fused_plan(*g))[0].source);
+  };
+  EXPECT_NE(body_for("f32", "none").find("fj_gelu_none(("), std::string::npos);
+  for (const char* dtype : {"f16", "bf16"}) {
+    EXPECT_NE(body_for(dtype, "none").find("fj_gelu_none_16bit(("), std::string::npos) << dtype;
+    EXPECT_EQ(body_for(dtype, "none").find("fj_gelu_none(("), std::string::npos) << dtype;
+  }
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    EXPECT_NE(body_for(dtype, "tanh").find("fj_gelu_tanh(("), std::string::npos) << dtype;
+  }
+}
+
 TEST(CudaCodegen, SixtyFourBitIndicesFromTwoToTheThirtyOneElements) {
   auto pointwise = [](int64_t rows) {
     Graph g;
@@ -256,6 +277,32 @@ TEST_F(CudaNvrtcTest, MaximumIsOneInstructionAndBlockReductionsShuffleLog2WarpsT
   absl::StatusOr<CompiledKernel> dc = compile_cuda(d.name, d.source, {.arch = "sm_90"}, nullptr);
   ASSERT_TRUE(dc.ok()) << status_text(dc.status());
   EXPECT_EQ(count_of(dc->ptx, "shfl.sync.bfly"), 2 * (5 + 4));
+}
+
+// GeLU's clamp (|x| past 4 sqrt 2) is a select, so its polynomial runs
+// unconditionally: NVVM once made it a branch around the polynomial in the
+// demo kernel, 38 more instructions per 8 elements
+// (bench/results/2026-12-01-gelu-16-bit.md). The demo kernel has no more
+// branches in its PTX with its GeLU (bf16: the 16-bit helper) or in f32
+// than with a negation in its place.
+TEST_F(CudaNvrtcTest, GeluInTheDemoKernelIsBranchFree) {
+  const Graph demo = parse_or_die(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  auto branches_of = [&](DType dtype, bool negation) {
+    std::string text = print_graph(demo);
+    const size_t gelu = text.find("gelu(");
+    EXPECT_NE(gelu, std::string::npos) << text;
+    if (negation && gelu != std::string::npos) text.replace(gelu, 5, "neg(");
+    const Graph g = testing::with_input_dtype(testing::parse_or_throw(text), dtype);
+    const CudaKernelSource k = emit_cuda(make_fused_plan(g))[0];
+    absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
+    EXPECT_TRUE(c.ok()) << status_text(c.status());
+    return c.ok() ? count_of(c->ptx, "bra") : -1;
+  };
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const int neg = branches_of(dtype, true);
+    EXPECT_GT(neg, 0) << dtype_name(dtype);  // the row loop has its own
+    EXPECT_EQ(branches_of(dtype, false), neg) << dtype_name(dtype);
+  }
 }
 
 // The demo kernel at its GPU size with FUSEJIT_ROW_PREFETCH=1: the next

@@ -45,9 +45,10 @@ __device__ __forceinline__ float fj_exp2_ftz(float q) {
   return r < 0x1p-126f ? 0.0f : r;
 #endif
 }
-// a > limit ? above : otherwise, as a select in the PTX. Written as C, NVVM
-// turns GeLU's clamp into a branch around the polynomial, which costs 38
-// loop instructions per 8 elements in the demo's fused kernel.
+// a > limit ? above : otherwise, as a select in the PTX. Written as C in
+// fj_gelu_none, GeLU's clamp became a branch around the polynomial (NVVM's
+// choice, 38 more loop instructions per 8 elements in the demo's fused
+// kernel); in PTX it stays a select whatever shape the code around it takes.
 __device__ __forceinline__ float fj_select_above(float a, float limit, float above, float otherwise) {
 #ifdef __CUDA_ARCH__
   float r;
