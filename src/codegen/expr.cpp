@@ -33,12 +33,10 @@ namespace {
 // dropout_key) come from the seed the kernel takes as an argument
 // (kernel_names.h: seed_name). GeLU's helper follows its approximate
 // attribute, and the exact one has a cheaper variant for a result the graph
-// rounds to 16 bits, accurate far below what that rounding discards
-// (codegen/cuda/fj_math.cuh).
+// rounds to 16 bits (Node::is_16bit_exact_gelu).
 std::string placeholder_value(const Node& node, std::string_view name) {
   if (node.op == Op::kGelu && name == "gelu_variant") {
-    const std::string approximate(node.attrs.get_enum("approximate"));
-    return approximate == "none" && dtype_size(node.dtype) == 2 ? "none_16bit" : approximate;
+    return node.is_16bit_exact_gelu() ? "none_16bit" : node.attrs.get_enum("approximate");
   }
   if (node.op == Op::kDropout) {
     const double p = node.attrs.get_float("p");

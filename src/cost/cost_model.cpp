@@ -27,7 +27,7 @@ void add_node_flops(const Graph& graph, const Node& n, double times, std::array<
       return;
     }
     default:
-      out[static_cast<int>(info.cost_class)] += times * static_cast<double>(n.shape.numel()) * info.flops;
+      out[static_cast<int>(n.cost_class())] += times * static_cast<double>(n.shape.numel()) * info.flops;
       return;
   }
 }

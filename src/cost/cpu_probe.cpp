@@ -290,6 +290,9 @@ DeviceSpec measure_cpu_device() {
       }));
   set(CostClass::kExpLog, measure_class_tflops(weight(Op::kExp), [](float x, uint64_t) { return std::exp(x); }));
   set(CostClass::kErf, measure_class_tflops(weight(Op::kErf), [](float x, uint64_t) { return std::erf(x); }));
+  // Library math has no cheaper GeLU for 16-bit results; the CPU backend's
+  // calibration (runtime/cpu_calibration.h) measures its own.
+  set(CostClass::kGelu16Bit, d.class_tflops[static_cast<int>(CostClass::kErf)]);
   set(CostClass::kPow, measure_class_tflops(weight(Op::kPow), [](float x, uint64_t) { return std::pow(x, 1.7f); }));
   set(CostClass::kPhilox, measure_class_tflops(weight(Op::kDropout), [](float x, uint64_t i) {
         return dropout_keeps(42, i, 0.1) ? x * dropout_scale(0.1) : 0.0f;

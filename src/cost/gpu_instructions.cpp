@@ -21,7 +21,7 @@ constexpr double kGeluNone16BitInstructions = 13.5;
 
 double op_instructions(const Graph& graph, const Kernel& kernel, const Node& n) {
   if (n.op == Op::kGelu && n.attrs.get_enum("approximate") == "tanh") return kGeluTanhInstructions;
-  if (n.op == Op::kGelu && dtype_size(n.dtype) == 2) return kGeluNone16BitInstructions;
+  if (n.is_16bit_exact_gelu()) return kGeluNone16BitInstructions;
   if (n.op == Op::kDropout && !gpu_has_vector_path(graph, kernel)) {  // one element to a thread
     return n.info().gpu_instructions + kDropoutScalarInstructions;
   }

@@ -14,6 +14,10 @@ bool Operand::operator==(const Operand& o) const {
   return node == o.node && std::bit_cast<uint64_t>(literal) == std::bit_cast<uint64_t>(o.literal);
 }
 
+bool Node::is_16bit_exact_gelu() const {
+  return op == Op::kGelu && dtype_size(dtype) == 2 && attrs.get_enum("approximate") == "none";
+}
+
 bool Node::same_as(const Node& o) const {
   return op == o.op && name == o.name && dtype == o.dtype && shape == o.shape && operands == o.operands &&
          attrs == o.attrs;

@@ -60,6 +60,13 @@ struct Node {
   bool auto_named = false;  // named by the C++ builder, may be renamed by output()
 
   const OpInfo& info() const { return op_info(op); }
+  // A GeLU of the erf form whose result the graph rounds to f16 or bf16.
+  // Code generators give it a cheaper helper, accurate far below what that
+  // rounding discards (codegen/cuda/fj_math.cuh: fj_gelu_none_16bit), so
+  // the cost models price it apart.
+  bool is_16bit_exact_gelu() const;
+  // The op's cost class, kGelu16Bit for such a GeLU.
+  CostClass cost_class() const { return is_16bit_exact_gelu() ? CostClass::kGelu16Bit : info().cost_class; }
   // Equal op, name, type, operands and attributes (source location ignored).
   bool same_as(const Node& other) const;
 };

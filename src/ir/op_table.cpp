@@ -93,6 +93,7 @@ std::string_view cost_class_name(CostClass c) {
     case CostClass::kDivSqrt: return "div_sqrt";
     case CostClass::kExpLog: return "exp_log";
     case CostClass::kErf: return "erf";
+    case CostClass::kGelu16Bit: return "gelu_16bit";
     case CostClass::kPow: return "pow";
     case CostClass::kPhilox: return "philox";
     case CostClass::kMatmul: return "matmul";

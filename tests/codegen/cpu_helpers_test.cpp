@@ -185,6 +185,36 @@ std::vector<UnaryCase> unary_cases() {
   };
 }
 
+// The GeLU for results rounded to 16 bits (fj_gelu_none_16bit): within its
+// stated 128 ulp of the exact function from x = -4 sqrt 2 up, -0 below
+// (where |gelu| < 4.4e-8), and the f32 helper's special values.
+void expect_16bit_gelu_accurate(const std::vector<float>& xs, const std::vector<float>& got) {
+  const float clamp = -0x1.6a09e6p+2f;  // -4 sqrt 2
+  std::vector<float> in_range, in_range_got;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i] >= clamp || std::isnan(xs[i])) {
+      in_range.push_back(xs[i]);
+      in_range_got.push_back(got[i]);
+    } else if (xs[i] != -kInf) {
+      ASSERT_TRUE(got[i] == 0.0f && std::signbit(got[i])) << "gelu_none_16bit(" << hex(xs[i]) << ") = " << hex(got[i]);
+    } else {
+      EXPECT_TRUE(std::isnan(got[i])) << "gelu_none_16bit(-inf), the formula's -inf * 0";
+    }
+  }
+  const UlpResult r = compare_ulps(in_range, in_range_got, gelu_exact);
+  expect_within("gelu_none_16bit", r, 128);
+  EXPECT_GT(r.worst, 16) << "the sweep reached the negative tail";
+}
+
+TEST(CpuMath, SixteenBitGeluIsWithinItsBound) {
+  const std::vector<float>& xs = sample_inputs();
+  std::vector<float> got(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) got[i] = fj_gelu_none_16bit(xs[i]);
+  expect_16bit_gelu_accurate(xs, got);
+  EXPECT_TRUE(std::signbit(fj_gelu_none_16bit(-0.0f)));
+  EXPECT_EQ(fj_gelu_none_16bit(kInf), kInf);
+}
+
 TEST(CpuMath, UlpErrorOverSampledRange) {
   const std::vector<float>& xs = sample_inputs();
   std::vector<float> got(xs.size());
@@ -569,8 +599,8 @@ struct JitLoop {
 
 std::vector<JitLoop> jit_loops() {
   std::vector<JitLoop> loops;
-  for (const char* f : {"exp", "log", "tanh", "erf", "sigmoid", "silu", "gelu_none", "gelu_tanh", "sqrt", "rsqrt",
-                        "reciprocal", "abs", "relu", "round_f16", "round_bf16"}) {
+  for (const char* f : {"exp", "log", "tanh", "erf", "sigmoid", "silu", "gelu_none", "gelu_none_16bit", "gelu_tanh",
+                        "sqrt", "rsqrt", "reciprocal", "abs", "relu", "round_f16", "round_bf16"}) {
     loops.push_back({f, "void jit_" + std::string(f) + "(const float* x, float* y, int64_t n) { " +
                             "for (int64_t c = 0; c < n; ++c) y[c] = fj_" + f + "(x[c]); }"});
   }
@@ -591,7 +621,7 @@ std::vector<JitLoop> jit_loops() {
   // What a fused kernel looks like: load bf16, compute, store bf16.
   loops.push_back({"bf16_gelu_bf16", "void jit_bf16_gelu_bf16(const fj_bf16* x, fj_bf16* y, int64_t n) { "
                                      "for (int64_t c = 0; c < n; ++c) y[c] = "
-                                     "fj_from_float<fj_bf16>(fj_gelu_none(fj_to_float(x[c])) * 2.0f + 1.0f); }"});
+                                     "fj_from_float<fj_bf16>(fj_gelu_none_16bit(fj_to_float(x[c])) * 2.0f + 1.0f); }"});
   // The dropout group loop: one Philox call per 8 elements.
   loops.push_back({"dropout8", "void jit_dropout8(const float* x, float* y, int64_t groups, unsigned long long index, "
                                "uint32_t t, float s, uint32_t k0, uint32_t k1) { for (int64_t g = 0; g < groups; ++g) "
@@ -736,6 +766,10 @@ void CpuHelpersJit::expect_accurate() const {
     f(xs.data(), got.data(), n);
     expect_within(c.name, compare_ulps(xs, got, c.reference), c.bound);
   }
+  Unary gelu_16bit = sym<Unary>("jit_gelu_none_16bit");
+  ASSERT_TRUE(gelu_16bit);
+  gelu_16bit(xs.data(), got.data(), n);
+  expect_16bit_gelu_accurate(xs, got);
   // Binary functions on pairs of the samples (the second reversed).
   const std::vector<float> b(xs.rbegin(), xs.rend());
   Binary pow = sym<Binary>("jit_pow"), maximum = sym<Binary>("jit_maximum"), minimum = sym<Binary>("jit_minimum");

@@ -76,6 +76,33 @@ TEST(CostModel, LayerNormIntensityIsAbout2) {
   EXPECT_FALSE(c.compute_bound);
 }
 
+// An erf-form GeLU rounded to 16 bits runs a helper of its own (about
+// twice as fast on a CPU), so its FLOPs go to the gelu_16bit class, which a
+// CPU measures apart; f32 and tanh-form GeLUs stay in erf.
+TEST(CostModel, A16BitExactGeluIsACostClassOfItsOwn) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const char* approximate : {"none", "tanh"}) {
+      Graph g;
+      auto x = g.input("x", dtype, {64, 1024});
+      g.output("y", gelu(x, approximate));
+      const bool own = dtype != DType::kF32 && std::string(approximate) == "none";
+      const Node& n = g.node(g.num_nodes() - 1);
+      ASSERT_EQ(n.op, Op::kGelu);
+      EXPECT_EQ(n.is_16bit_exact_gelu(), own) << dtype_name(dtype) << " " << approximate;
+      EXPECT_EQ(n.cost_class(), own ? CostClass::kGelu16Bit : CostClass::kErf) << dtype_name(dtype) << " " << approximate;
+      DeviceSpec cpu = cpu_identity();
+      cpu.bandwidth_gbps = 1e6;  // compute-bound: the class rates decide
+      cpu.class_tflops.fill(1.0);
+      cpu.class_tflops[static_cast<int>(CostClass::kGelu16Bit)] = 2.0;
+      const KernelCost c = only_kernel(g, cpu);
+      const double flops = 20.0 * 64 * 1024;
+      EXPECT_DOUBLE_EQ(c.class_flops[static_cast<int>(CostClass::kGelu16Bit)], own ? flops : 0.0);
+      EXPECT_DOUBLE_EQ(c.class_flops[static_cast<int>(CostClass::kErf)], own ? 0.0 : flops);
+    }
+  }
+  EXPECT_EQ(cost_class_name(CostClass::kGelu16Bit), "gelu_16bit");
+}
+
 TEST(CostModel, AnUnknownGpuNameIsAnError) {
   EXPECT_THROW(gpu_device("xyz"), Error);  // not the H100's figures under another name
   EXPECT_FALSE(find_device("xyz").ok());
