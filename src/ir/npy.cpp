@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/link_target.h"
+
 namespace fusejit {
 namespace {
 
@@ -373,8 +375,10 @@ absl::Status write_npy(const std::string& path, const HostTensor& tensor) {
   bytes.append(reinterpret_cast<const char*>(length), v1 ? 2 : 4);
   bytes += header;
 
+  // A link stays a link: the file it points to is replaced.
+  const std::string target = link_target(path);
   static std::atomic<uint64_t> counter{0};
-  const std::string temp = fmt::format("{}.tmp.{}.{}", path, getpid(), counter++);
+  const std::string temp = fmt::format("{}.tmp.{}.{}", target, getpid(), counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return npy_error(path, fmt::format("cannot create {}: {}", temp, errno_text(errno)));
   File file(fdopen(fd, "wb"));
@@ -415,7 +419,7 @@ absl::Status write_npy(const std::string& path, const HostTensor& tensor) {
     ::unlink(temp.c_str());
     return npy_error(path, fmt::format("cannot write {}: {}", temp, errno_text(err)));
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+  if (std::rename(temp.c_str(), target.c_str()) != 0) {
     const int err = errno;
     ::unlink(temp.c_str());
     return npy_error(path, fmt::format("cannot rename {} to the destination: {}", temp, errno_text(err)));

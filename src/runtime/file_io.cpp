@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/link_target.h"
+
 namespace fusejit {
 namespace {
 
@@ -141,12 +143,13 @@ absl::Status replace_files(const std::map<std::string, std::string_view>& files,
     for (size_t i = from; i < written.size(); ++i) std::remove(written[i].first.c_str());
   };
   for (const auto& [path, data] : files) {
-    absl::StatusOr<std::string> temporary = write_temporary(path, data, writer);
+    const std::string target = link_target(path);  // a link stays a link
+    absl::StatusOr<std::string> temporary = write_temporary(target, data, writer);
     if (!temporary.ok()) {
       remove_temporaries(0);
       return temporary.status();
     }
-    written.emplace_back(*std::move(temporary), path);
+    written.emplace_back(*std::move(temporary), target);
   }
   for (size_t i = 0; i < written.size(); ++i) {
     if (std::rename(written[i].first.c_str(), written[i].second.c_str()) != 0) {

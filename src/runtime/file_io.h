@@ -35,7 +35,9 @@ absl::Status replace_file(const std::string& path, std::string_view data, const 
 // replace_file for several files (path -> content) as a group: each is
 // written to its temporary name first, and only once all of them are
 // written is each renamed over its path. A failed write (a full disk)
-// removes the temporaries and leaves every path as it was.
+// removes the temporaries and leaves every path as it was. A path that is
+// a symbolic link keeps it: the file it points to is replaced
+// (ir/link_target.h).
 absl::Status replace_files(const std::map<std::string, std::string_view>& files,
                            const FileWriter& writer = write_whole_file);
 

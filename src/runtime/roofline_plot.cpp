@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/link_target.h"
 #include "runtime/file_io.h"
 
 namespace fusejit {
@@ -113,7 +114,8 @@ absl::Status check_roofline_plot_target(const std::string& path, bool overwrite)
       return absl::AlreadyExistsError(fmt::format("--plot {} already exists; pass --overwrite to replace it", path));
     }
   }
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  // A link is written through (write_roofline_plot): the chart lands where it points.
+  const std::filesystem::path parent = std::filesystem::path(link_target(path)).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
     return absl::NotFoundError(fmt::format("--plot {}: the folder {} does not exist", path, parent.string()));
   }
@@ -134,9 +136,11 @@ absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) 
     return absl::InvalidArgumentError(fmt::format("--plot {}: the file must end in .svg or .png", path));
   }
   // gnuplot draws into a temporary file beside the chart, renamed over it
-  // only once drawn: a failed drawing leaves what was there untouched.
-  const std::string drawing = temporary_path_beside(path, extension);
-  const std::string script_path = temporary_path_beside(path, ".gnuplot");
+  // only once drawn: a failed drawing leaves what was there untouched. A
+  // link stays a link: the file it points to is replaced.
+  const std::string target = link_target(path);
+  const std::string drawing = temporary_path_beside(target, extension);
+  const std::string script_path = temporary_path_beside(target, ".gnuplot");
   if (absl::Status s = write_whole_file(script_path, roofline_gnuplot_script(r, drawing)); !s.ok()) {
     std::remove(script_path.c_str());
     return absl::Status(s.code(), fmt::format("--plot {}: cannot write the chart's gnuplot script beside it: {}", path,
@@ -163,7 +167,7 @@ absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) 
     result = WIFEXITED(status) && WEXITSTATUS(status) == 127
                  ? absl::UnavailableError("--plot needs gnuplot, which is not installed (scripts/setup.sh installs it)")
                  : absl::InternalError(fmt::format("gnuplot failed to draw {}: {}", path, output));
-  } else if (std::rename(drawing.c_str(), path.c_str()) != 0) {
+  } else if (std::rename(drawing.c_str(), target.c_str()) != 0) {
     result =
         absl::InternalError(fmt::format("--plot {}: cannot replace it with the chart: {}", path, std::strerror(errno)));
   }

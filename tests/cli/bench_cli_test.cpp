@@ -195,6 +195,28 @@ TEST(BenchCli, AFailedDrawingLeavesTheOldChart) {
   }
 }
 
+// --plot over a symbolic link draws into the file it points to and keeps
+// the link (gnuplot here is a stand-in that writes a line where the script
+// says, so any machine runs this).
+TEST(BenchCli, PlotThroughALinkKeepsTheLink) {
+  const std::string dir = make_temp_dir("fusejit-bench-plotlink");
+  std::filesystem::create_directories(dir + "/bin");
+  std::filesystem::create_directories(dir + "/charts");
+  write_file(dir + "/bin/gnuplot",
+             "#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\necho drawn > \"$out\"\n");
+  std::filesystem::permissions(dir + "/bin/gnuplot", std::filesystem::perms::owner_all);
+  write_file(dir + "/charts/r.svg", "old chart");
+  std::filesystem::create_symlink("charts/r.svg", dir + "/r.svg");
+  auto r = run_command("PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " +
+                       tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + dir + "/r.svg");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/r.svg"));
+  EXPECT_EQ(testing::read_file(dir + "/charts/r.svg"), "drawn\n");
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/charts")) {
+    EXPECT_EQ(entry.path().filename(), "r.svg") << "a temporary file is left: " << entry.path();
+  }
+}
+
 // Without gnuplot, --plot fails before the benchmark runs and writes nothing.
 TEST(BenchCli, PlotWithoutGnuplotFailsFirst) {
   const std::string dir = make_temp_dir("fusejit-bench-nognuplot");

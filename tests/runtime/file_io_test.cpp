@@ -1,0 +1,62 @@
+// Replacing files through symbolic links: every writer that renames a
+// temporary over its destination (replace_files, write_npy; --plot goes
+// through link_target the same way) keeps a user's link a link and gives
+// the file it points to the new content.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "ir/host_tensor.h"
+#include "ir/link_target.h"
+#include "ir/npy.h"
+#include "runtime/file_io.h"
+#include "support/run_command.h"
+
+namespace fusejit {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(LinkTarget, FollowsRelativeAbsoluteAndChainedLinks) {
+  const fs::path dir = testing::make_temp_dir("fusejit-link-target");
+  fs::create_directory(dir / "real");
+  const std::string file = (dir / "real" / "data.txt").string();
+  ASSERT_TRUE(write_whole_file(file, "x").ok());
+  EXPECT_EQ(link_target(file), file);                                  // a plain file is itself
+  EXPECT_EQ(link_target((dir / "new.txt").string()), (dir / "new.txt").string());  // so is a missing one
+  fs::create_symlink("real/data.txt", dir / "relative");                // read against the link's folder
+  EXPECT_EQ(fs::path(link_target((dir / "relative").string())), dir / "real/data.txt");
+  fs::create_symlink(dir / "relative", dir / "chained");               // absolute, to another link
+  EXPECT_EQ(fs::path(link_target((dir / "chained").string())), dir / "real/data.txt");
+  fs::create_symlink("real/missing.txt", dir / "dangling");             // where a write would create it
+  EXPECT_EQ(fs::path(link_target((dir / "dangling").string())), dir / "real/missing.txt");
+  fs::create_symlink("loop_b", dir / "loop_a");                         // a cycle ends, as the kernel's limit does
+  fs::create_symlink("loop_a", dir / "loop_b");
+  const std::string loop = link_target((dir / "loop_a").string());
+  EXPECT_TRUE(fs::path(loop).filename() == "loop_a" || fs::path(loop).filename() == "loop_b") << loop;
+}
+
+TEST(ReplaceFiles, WriteThroughALinkAndKeepIt) {
+  const fs::path dir = testing::make_temp_dir("fusejit-replace-link");
+  fs::create_directory(dir / "real");
+  ASSERT_TRUE(write_whole_file((dir / "real" / "plan.txt").string(), "old").ok());
+  fs::create_symlink("real/plan.txt", dir / "plan.txt");
+  ASSERT_TRUE(replace_file((dir / "plan.txt").string(), "new").ok());
+  EXPECT_TRUE(fs::is_symlink(dir / "plan.txt"));
+  EXPECT_EQ(*read_whole_file((dir / "real" / "plan.txt").string()), "new");
+  // The temporary was written beside the target and renamed: nothing is left over.
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir / "real")) ++entries;
+  EXPECT_EQ(entries, 1);
+
+  // write_npy too.
+  const HostTensor t{DType::kF32, {2}, {1.0, 2.0}};
+  ASSERT_TRUE(write_npy((dir / "real" / "y.npy").string(), t).ok());
+  fs::create_symlink("real/y.npy", dir / "y.npy");
+  ASSERT_TRUE(write_npy((dir / "y.npy").string(), HostTensor{DType::kF32, {1}, {7.0}}).ok());
+  EXPECT_TRUE(fs::is_symlink(dir / "y.npy"));
+  EXPECT_EQ(read_npy((dir / "real" / "y.npy").string(), DType::kF32)->values, std::vector<double>{7.0});
+}
+
+}  // namespace
+}  // namespace fusejit
