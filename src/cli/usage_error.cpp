@@ -30,6 +30,17 @@ std::string lowercase_start(std::string text) {
   return text;
 }
 
+// CLI11 lists the arguments it did not expect last first ("c b a" for
+// "a b c"); in the order the user typed them they are easier to find.
+std::string unexpected_in_order(const CLI::App& command, const CLI::ParseError& error) {
+  const std::vector<std::string> extras = command.remaining();
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr || extras.empty()) {
+    return lowercase_start(error.what());
+  }
+  return fmt::format("the following argument{} not expected: {}", extras.size() > 1 ? "s were" : " was",
+                     absl::StrJoin(extras, " "));
+}
+
 }  // namespace
 
 std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
@@ -70,7 +81,7 @@ std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, 
     const std::string name(arg.substr(0, arg.find('=')));
     if (sub->get_option_no_throw(name) == nullptr) hint = did_you_mean(name, options);
   }
-  return fmt::format("{}{}; see fusejit {} --help", lowercase_start(error.what()), hint, command);
+  return fmt::format("{}{}; see fusejit {} --help", unexpected_in_order(*sub, error), hint, command);
 }
 
 }  // namespace fusejit::cli

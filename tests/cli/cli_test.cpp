@@ -72,6 +72,18 @@ TEST(Cli, MisspellingsGetASuggestion) {
   EXPECT_NE(nothing_close.err.find("emit"), std::string::npos) << "lists the commands:\n" << nothing_close.err;
 }
 
+// Arguments a command does not take are listed in the order they were typed.
+TEST(Cli, UnexpectedArgumentsAreListedInOrder) {
+  auto several = run_fusejit("plan " + kExamples + "/softmax.fj first second third");
+  EXPECT_EQ(several.exit_code, 2);
+  EXPECT_NE(several.err.find("the following arguments were not expected: first second third; see fusejit plan --help"),
+            std::string::npos)
+      << several.err;
+  auto one = run_fusejit("check " + kExamples + "/softmax.fj stray");
+  EXPECT_EQ(one.exit_code, 2);
+  EXPECT_NE(one.err.find("the following argument was not expected: stray;"), std::string::npos) << one.err;
+}
+
 // Options whose mistakes would only show after a long run are refused first.
 TEST(Cli, OptionMistakesAreFoundBeforeAnythingRuns) {
   const std::string dir = make_temp_dir("fusejit-cli-early");  // --plot: BenchCli.PlotIsDrawnAndNeverOverwrittenUnasked
