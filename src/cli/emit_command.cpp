@@ -221,12 +221,25 @@ int emit(const EmitOptions& opt) {
     programs.push_back({sources.back().name, sources.back().source});
   }
   // A big plan compiles for seconds: on a terminal, say so meanwhile (the
-  // listing comes only once the files are written).
+  // listing comes only once the files are written). Warnings given meanwhile
+  // (an unwritable cache) are held until the line is cleared, or they would
+  // be printed onto it.
   const bool tty = isatty(STDERR_FILENO) != 0;
-  if (tty) fmt::print(stderr, "compiling {} with NVRTC for {}...", counted(std::ssize(programs), "kernel"), opt.arch);
-  absl::StatusOr<std::vector<CompiledKernel>> compiled =
-      compile_cuda_all(programs, compile_options, &KernelCache::global());
-  if (tty) fmt::print(stderr, "\r\033[K");
+  std::vector<std::string> held_warnings;
+  absl::StatusOr<std::vector<CompiledKernel>> compiled;
+  {
+    std::optional<ScopedWarningSink> hold;
+    if (tty) {
+      hold.emplace();
+      fmt::print(stderr, "compiling {} with NVRTC for {}...", counted(std::ssize(programs), "kernel"), opt.arch);
+    }
+    compiled = compile_cuda_all(programs, compile_options, &KernelCache::global());
+    if (tty) {
+      fmt::print(stderr, "\r\033[K");
+      held_warnings = hold->messages();
+    }
+  }
+  for (const std::string& w : held_warnings) warn(w);
   if (!compiled.ok()) {
     fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
     return 1;

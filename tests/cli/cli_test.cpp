@@ -703,6 +703,28 @@ TEST(CliEmit, PtxOnlyTargetsReportUnknownResourcesAsUnknown) {
 
 // The variant for buffers that are not 16-byte aligned: a different entry
 // point, compiled and cached apart from the vector one, with no 16-byte access.
+// On a terminal emit shows "compiling N kernels..." and clears it; a
+// warning given meanwhile (an unusable cache) comes after the clearing, on
+// its own line, not glued to the progress text. script(1) provides the
+// terminal.
+TEST(CliEmit, WarningsDuringTheProgressLineComeAfterIt) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  if (testing::run_command("command -v script").exit_code != 0) GTEST_SKIP() << "no script(1) to make a terminal";
+  const std::string dir = testing::make_temp_dir("fusejit-emit-tty");
+  testing::write_file(dir + "/not_a_folder", "");
+  const std::string inner = "FUSEJIT_CACHE_DIR=" + dir + "/not_a_folder/cache " + std::string(FUSEJIT_CLI_PATH) +
+                            " emit " + kExamples + "/softmax.fj --arch sm_90 --out " + dir + "/out";
+  auto r = testing::run_command("script -qec '" + inner + "' /dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const size_t progress = r.out.find("compiling 1 kernel with NVRTC for sm_90...");
+  const size_t cleared = r.out.find("\r\033[K", progress);
+  const size_t warning = r.out.find("fusejit: warning: cannot write the kernel cache");
+  ASSERT_NE(progress, std::string::npos) << r.out;
+  ASSERT_NE(warning, std::string::npos) << r.out;
+  EXPECT_LT(cleared, warning) << r.out;
+  EXPECT_EQ(r.out.find("...fusejit: warning"), std::string::npos) << r.out;
+}
+
 TEST(CliEmit, ScalarVariantIsWrittenOnRequest) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   const std::string dir = testing::make_temp_dir("fusejit-emit-scalar");
