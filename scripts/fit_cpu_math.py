@@ -13,9 +13,9 @@ float-coefficient polynomial evaluated exactly (float evaluation adds its own
 rounding, measured by tests/codegen/cpu_helpers_test.cpp).
 
 Usage: python3 scripts/fit_cpu_math.py [name ...]   (default: all; names:
-exp, log, tanh, erf, erfc, erfc_double, gelu_cuda). Prints the coefficients, lowest
-degree first, as C++ hex-float literals, with the achieved error. Needs
-mpmath; takes a few minutes.
+exp, log, tanh, erf, erfc, erfc_double, gelu_cuda, gelu_16bit). Prints the
+coefficients, lowest degree first, as C++ hex-float literals, with the
+achieved error. Needs mpmath; takes a few minutes.
 """
 import struct
 import sys
@@ -208,7 +208,10 @@ def fit_gelu_cuda(a_max=4 * mp.sqrt(2), degree=10):
            powers, c)
 
 FITS = {"exp": fit_exp, "log": fit_log, "tanh": fit_tanh, "erf": fit_erf_small, "erfc": fit_erfc, "erfc_double": fit_erfc_double,
-        "gelu_cuda": fit_gelu_cuda}
+        "gelu_cuda": fit_gelu_cuda,
+        # The GeLU from which only 16-bit values are computed (CUDA and CPU
+        # fj_gelu_none_16bit): the same function, degree 6, 2^-17.5.
+        "gelu_16bit": lambda: fit_gelu_cuda(degree=6)}
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(FITS)

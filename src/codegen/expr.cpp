@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include <absl/strings/str_replace.h>
 #include <fmt/format.h>
 
 #include "codegen/kernel_names.h"
@@ -31,13 +32,8 @@ namespace {
 // value derived from it that a kernel wants precomputed (dropout's integer
 // threshold and float scale). Dropout's 32-bit key halves (philox.h:
 // dropout_key) come from the seed the kernel takes as an argument
-// (kernel_names.h: seed_name). GeLU's helper follows its approximate
-// attribute, and the exact one has a cheaper variant for a result the graph
-// rounds to 16 bits (Node::is_16bit_exact_gelu).
+// (kernel_names.h: seed_name).
 std::string placeholder_value(const Node& node, std::string_view name) {
-  if (node.op == Op::kGelu && name == "gelu_variant") {
-    return node.is_16bit_exact_gelu() ? "none_16bit" : node.attrs.get_enum("approximate");
-  }
   if (node.op == Op::kDropout) {
     const double p = node.attrs.get_float("p");
     if (name == "threshold") return fmt::format("{}", dropout_threshold(p));
@@ -76,12 +72,22 @@ std::string substitute(std::string_view code, const Node& node, std::span<const 
 
 }  // namespace
 
-std::string node_expression(const Node& node, std::span<const std::string> operands, std::string_view index) {
+std::string node_expression(const Graph& graph, int32_t id, std::span<const std::string> operands,
+                            std::string_view index) {
+  const Node& node = graph.node(id);
   std::vector<std::string> printed(operands.begin(), operands.end());
   for (size_t i = 0; i < node.operands.size() && i < printed.size(); ++i) {
     if (node.operands[i].is_literal()) printed[i] = float_literal(node.operands[i].literal);
   }
-  return substitute(node.info().code, node, printed, index, "");
+  // GeLU's helper is its approximate form's, or for the exact form the
+  // cheaper one where only 16-bit values are computed from it
+  // (Graph::is_16bit_gelu); the rest of the graph does not matter to other ops.
+  std::string code(node.info().code);
+  if (node.op == Op::kGelu) {
+    code = absl::StrReplaceAll(code, {{"{gelu_variant}", graph.is_16bit_gelu(id) ? std::string("none_16bit")
+                                                                                   : node.attrs.get_enum("approximate")}});
+  }
+  return substitute(code, node, printed, index, "");
 }
 
 std::string dropout_vector_call(const Node& node, int width, std::string_view in, std::string_view out,

@@ -16,10 +16,11 @@ namespace fusejit {
 // that it reads back exactly ("0.1f", "2.0f", "1e-05f").
 std::string float_literal(double value);
 
-// The expression computing `node` from its operands' expressions. Literal
-// operands are printed with float_literal(); `index` is the global element
-// index (used by dropout).
-std::string node_expression(const Node& node, std::span<const std::string> operands, std::string_view index);
+// The expression computing node `id` of `graph` from its operands'
+// expressions. Literal operands are printed with float_literal(); `index`
+// is the global element index (used by dropout).
+std::string node_expression(const Graph& graph, int32_t id, std::span<const std::string> operands,
+                            std::string_view index);
 
 // For dropout over `width` (8 or 4) consecutive elements whose first index
 // is a multiple of `width`: one call that draws one Philox block for them

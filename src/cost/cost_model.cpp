@@ -12,7 +12,8 @@ namespace {
 int64_t tensor_bytes(const Node& n) { return n.shape.numel() * dtype_size(n.dtype); }
 
 // FLOPs of one node, split by cost class.
-void add_node_flops(const Graph& graph, const Node& n, double times, std::array<double, kNumCostClasses>& out) {
+void add_node_flops(const Graph& graph, int32_t id, double times, std::array<double, kNumCostClasses>& out) {
+  const Node& n = graph.node(id);
   const OpInfo& info = n.info();
   switch (info.kind) {
     case OpKind::kInput: return;
@@ -27,7 +28,7 @@ void add_node_flops(const Graph& graph, const Node& n, double times, std::array<
       return;
     }
     default:
-      out[static_cast<int>(n.cost_class())] += times * static_cast<double>(n.shape.numel()) * info.flops;
+      out[static_cast<int>(graph.cost_class(id))] += times * static_cast<double>(n.shape.numel()) * info.flops;
       return;
   }
 }
@@ -58,7 +59,7 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
 
   const std::vector<int> counts = compute_counts(graph, kernel);  // a re-reading kernel recomputes
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
-    add_node_flops(graph, graph.node(kernel.nodes[i]), counts[i], cost.class_flops);
+    add_node_flops(graph, kernel.nodes[i], counts[i], cost.class_flops);
   }
   double compute_seconds = 0;
   for (int c = 0; c < kNumCostClasses; ++c) {

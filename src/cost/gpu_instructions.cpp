@@ -12,16 +12,17 @@ double stream_cost(const Node& n) { return dtype_size(n.dtype) >= 4 ? kStream4By
 
 // The op table's weight, but for GeLU's other helpers: the table holds one
 // weight per op, the erf form's 17 (a degree-10 polynomial and one ex2).
-// The tanh form is one ex2 and one rcp, and the erf form of a result the
-// graph rounds to 16 bits a degree-6 polynomial (codegen/cuda/fj_math.cuh;
+// The tanh form is one ex2 and one rcp, and the erf form where only 16-bit
+// values are computed from it (Graph::is_16bit_gelu) a degree-6 polynomial (codegen/cuda/fj_math.cuh;
 // single-op kernels, bench/sass_count.py: f32 19.8 and bf16 16.5, less the
 // loop and streams).
 constexpr double kGeluTanhInstructions = 10.5;
 constexpr double kGeluNone16BitInstructions = 13.5;
 
-double op_instructions(const Graph& graph, const Kernel& kernel, const Node& n) {
+double op_instructions(const Graph& graph, const Kernel& kernel, int32_t id) {
+  const Node& n = graph.node(id);
   if (n.op == Op::kGelu && n.attrs.get_enum("approximate") == "tanh") return kGeluTanhInstructions;
-  if (n.is_16bit_exact_gelu()) return kGeluNone16BitInstructions;
+  if (graph.is_16bit_gelu(id)) return kGeluNone16BitInstructions;
   if (n.op == Op::kDropout && !gpu_has_vector_path(graph, kernel)) {  // one element to a thread
     return n.info().gpu_instructions + kDropoutScalarInstructions;
   }
@@ -76,7 +77,7 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
     const Node& n = graph.node(kernel.nodes[i]);
     const double rounding = rounds_in_kernel(graph, kernel, kernel.nodes[i]) ? kRoundInKernel : 0;
-    total += counts[i] * op_elements(graph, n) * (op_instructions(graph, kernel, n) + rounding);
+    total += counts[i] * op_elements(graph, n) * (op_instructions(graph, kernel, kernel.nodes[i]) + rounding);
   }
   if (row) {
     const GpuRowShape shape = gpu_row_shape(kernel.iteration.last(), kernel.row_strategy);

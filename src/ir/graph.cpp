@@ -14,10 +14,6 @@ bool Operand::operator==(const Operand& o) const {
   return node == o.node && std::bit_cast<uint64_t>(literal) == std::bit_cast<uint64_t>(o.literal);
 }
 
-bool Node::is_16bit_exact_gelu() const {
-  return op == Op::kGelu && dtype_size(dtype) == 2 && attrs.get_enum("approximate") == "none";
-}
-
 bool Node::same_as(const Node& o) const {
   return op == o.op && name == o.name && dtype == o.dtype && shape == o.shape && operands == o.operands &&
          attrs == o.attrs;
@@ -45,16 +41,22 @@ bool exceeds_value_limit(DType dtype, const Shape& shape) {
 }
 
 Graph::Graph(const Graph& other)
-    : nodes_(other.nodes_), outputs_(other.outputs_), by_name_(other.by_name_), source_file_(other.source_file_) {}
+    : nodes_(other.nodes_),
+      feeds_f32_(other.feeds_f32_),
+      outputs_(other.outputs_),
+      by_name_(other.by_name_),
+      source_file_(other.source_file_) {}
 
 Graph::Graph(Graph&& other) noexcept
     : nodes_(std::move(other.nodes_)),
+      feeds_f32_(std::move(other.feeds_f32_)),
       outputs_(std::move(other.outputs_)),
       by_name_(std::move(other.by_name_)),
       source_file_(std::move(other.source_file_)),
       identity_(std::move(other.identity_)) {
   if (identity_) *identity_ = this;  // Values of `other` now see another address: stale
   other.nodes_.clear();
+  other.feeds_f32_.clear();
   other.outputs_.clear();
   other.by_name_.clear();
   other.source_file_.clear();
@@ -63,6 +65,7 @@ Graph::Graph(Graph&& other) noexcept
 Graph& Graph::operator=(const Graph& other) {
   if (this == &other) return *this;
   nodes_ = other.nodes_;
+  feeds_f32_ = other.feeds_f32_;
   outputs_ = other.outputs_;
   by_name_ = other.by_name_;
   source_file_ = other.source_file_;
@@ -73,12 +76,14 @@ Graph& Graph::operator=(const Graph& other) {
 Graph& Graph::operator=(Graph&& other) noexcept {
   if (this == &other) return *this;
   nodes_ = std::move(other.nodes_);
+  feeds_f32_ = std::move(other.feeds_f32_);
   outputs_ = std::move(other.outputs_);
   by_name_ = std::move(other.by_name_);
   source_file_ = std::move(other.source_file_);
   identity_ = std::move(other.identity_);
   if (identity_) *identity_ = this;
   other.nodes_.clear();
+  other.feeds_f32_.clear();
   other.outputs_.clear();
   other.by_name_.clear();
   other.source_file_.clear();
@@ -139,8 +144,32 @@ void Graph::output(std::string_view name, Value value) {
 int32_t Graph::append(Node node) {
   const auto id = static_cast<int32_t>(nodes_.size());
   by_name_.try_emplace(node.name, id);  // first definition wins; verify() reports the duplicate
+  const bool f32 = node.dtype == DType::kF32;
   nodes_.push_back(std::move(node));
+  feeds_f32_.push_back(false);
+  // Operands come before their users (an id out of range is verify()'s to
+  // report), so the walk ends; a node already marked has its operands marked.
+  std::vector<int32_t> pending;
+  if (f32) pending.push_back(id);
+  while (!pending.empty()) {
+    const int32_t at = pending.back();
+    pending.pop_back();
+    if (feeds_f32_[at]) continue;
+    feeds_f32_[at] = true;
+    for (const Operand& o : nodes_[at].operands) {
+      if (!o.is_literal() && o.node < at) pending.push_back(o.node);
+    }
+  }
   return id;
+}
+
+bool Graph::is_16bit_gelu(int32_t id) const {
+  const Node& n = nodes_[id];
+  return n.op == Op::kGelu && !feeds_f32_[id] && n.attrs.get_enum("approximate") == "none";
+}
+
+CostClass Graph::cost_class(int32_t id) const {
+  return is_16bit_gelu(id) ? CostClass::kGelu16Bit : nodes_[id].info().cost_class;
 }
 
 void Graph::rename(int32_t id, std::string name) {

@@ -60,13 +60,6 @@ struct Node {
   bool auto_named = false;  // named by the C++ builder, may be renamed by output()
 
   const OpInfo& info() const { return op_info(op); }
-  // A GeLU of the erf form whose result the graph rounds to f16 or bf16.
-  // Code generators give it a cheaper helper, accurate far below what that
-  // rounding discards (codegen/cuda/fj_math.cuh: fj_gelu_none_16bit), so
-  // the cost models price it apart.
-  bool is_16bit_exact_gelu() const;
-  // The op's cost class, kGelu16Bit for such a GeLU.
-  CostClass cost_class() const { return is_16bit_exact_gelu() ? CostClass::kGelu16Bit : info().cost_class; }
   // Equal op, name, type, operands and attributes (source location ignored).
   bool same_as(const Node& other) const;
 };
@@ -115,6 +108,19 @@ class Graph {
   std::optional<int32_t> find(std::string_view name) const;
   bool is_output(int32_t id) const;
 
+  // Whether node `id` is f32 or an f32 value is computed from it.
+  bool feeds_f32(int32_t id) const { return feeds_f32_[id]; }
+  // A GeLU of the erf form whose value reaches only f16 and bf16 values:
+  // itself and everything computed from it are 16-bit, so every output it
+  // affects is judged at a 16-bit tolerance (4e-3 for f16, ir/compare.h).
+  // Code generators give it a cheaper helper, within 2^-16 relative
+  // (codegen/cuda/fj_math.cuh: fj_gelu_none_16bit), which an f32 value
+  // computed from it, cast or promoted, would show.
+  bool is_16bit_gelu(int32_t id) const;
+  // Node `id`'s cost class: its op's, or kGelu16Bit for such a GeLU, which
+  // the cost models price apart.
+  CostClass cost_class(int32_t id) const;
+
   // Name of the file the graph was read from ("" when built in C++), used
   // to prefix diagnostics with FILE:LINE:COL.
   const std::string& source_file() const { return source_file_; }
@@ -133,6 +139,9 @@ class Graph {
 
  private:
   std::vector<Node> nodes_;
+  // feeds_f32() of each node, kept by append(): an f32 node marks itself
+  // and every node it is computed from, each at most once.
+  std::vector<bool> feeds_f32_;
   std::vector<int32_t> outputs_;
   absl::flat_hash_map<std::string, int32_t> by_name_;
   std::string source_file_;

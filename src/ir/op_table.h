@@ -23,9 +23,10 @@ enum class OpKind : uint8_t {
 };
 
 // Ops whose per-element throughput a device measures together. A GeLU
-// (erf form) whose result is f16 or bf16 is not its op's class but
-// kGelu16Bit: generated code computes it with a shorter polynomial and no
-// division, about twice as fast on a CPU (Node::cost_class).
+// (erf form) from which only f16 and bf16 values are computed is not its
+// op's class but kGelu16Bit: generated code computes it with a shorter
+// polynomial and no division, about twice as fast on a CPU
+// (Graph::cost_class).
 enum class CostClass : uint8_t { kSimple, kDivSqrt, kExpLog, kErf, kGelu16Bit, kPow, kPhilox, kMatmul };
 inline constexpr int kNumCostClasses = 8;
 std::string_view cost_class_name(CostClass c);

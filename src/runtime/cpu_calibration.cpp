@@ -51,7 +51,8 @@ constexpr Probe kProbes[] = {
     {CostClass::kDivSqrt, "y = rsqrt(x)"},
     {CostClass::kExpLog, "y = exp(x)"},
     {CostClass::kErf, "y = erf(x)"},
-    // A GeLU rounded to 16 bits has a helper of its own (Node::cost_class).
+    // A GeLU from which only 16-bit values are computed has a helper of its
+    // own (Graph::cost_class).
     // A chain of 4, so that widening x and rounding y (about 13 vector
     // operations, against about 36 per GeLU) weigh little in the figure.
     {CostClass::kGelu16Bit, "a = gelu(x)\nb = gelu(a)\nc = gelu(b)\ny = gelu(c)", nullptr, "bf16"},

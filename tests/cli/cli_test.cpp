@@ -701,8 +701,6 @@ TEST(CliEmit, PtxOnlyTargetsReportUnknownResourcesAsUnknown) {
   std::filesystem::remove_all(dir);
 }
 
-// The variant for buffers that are not 16-byte aligned: a different entry
-// point, compiled and cached apart from the vector one, with no 16-byte access.
 // On a terminal emit shows "compiling N kernels..." and clears it; a
 // warning given meanwhile (an unusable cache) comes after the clearing, on
 // its own line, not glued to the progress text. script(1) provides the
@@ -725,6 +723,8 @@ TEST(CliEmit, WarningsDuringTheProgressLineComeAfterIt) {
   EXPECT_EQ(r.out.find("...fusejit: warning"), std::string::npos) << r.out;
 }
 
+// The variant for buffers that are not 16-byte aligned: a different entry
+// point, compiled and cached apart from the vector one, with no 16-byte access.
 TEST(CliEmit, ScalarVariantIsWrittenOnRequest) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   const std::string dir = testing::make_temp_dir("fusejit-emit-scalar");

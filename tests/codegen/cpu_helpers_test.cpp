@@ -185,9 +185,10 @@ std::vector<UnaryCase> unary_cases() {
   };
 }
 
-// The GeLU for results rounded to 16 bits (fj_gelu_none_16bit): within its
-// stated 128 ulp of the exact function from x = -4 sqrt 2 up, -0 below
-// (where |gelu| < 4.4e-8), and the f32 helper's special values.
+// The GeLU from which only 16-bit values are computed (fj_gelu_none_16bit):
+// within 110 ulp of the exact function from x = -4 sqrt 2 up (it states 128
+// and reaches 105), -0 below (where |gelu| < 4.4e-8), and the f32 helper's
+// special values.
 void expect_16bit_gelu_accurate(const std::vector<float>& xs, const std::vector<float>& got) {
   const float clamp = -0x1.6a09e6p+2f;  // -4 sqrt 2
   std::vector<float> in_range, in_range_got;
@@ -202,7 +203,7 @@ void expect_16bit_gelu_accurate(const std::vector<float>& xs, const std::vector<
     }
   }
   const UlpResult r = compare_ulps(in_range, in_range_got, gelu_exact);
-  expect_within("gelu_none_16bit", r, 128);
+  expect_within("gelu_none_16bit", r, 110);
   EXPECT_GT(r.worst, 16) << "the sweep reached the negative tail";
 }
 

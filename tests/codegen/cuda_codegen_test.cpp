@@ -135,10 +135,11 @@ TEST(CudaCodegen, F32DropoutTakesAWholePhiloxBlockPerThreadWhereRowsAllow) {
   EXPECT_EQ(kernel_for("input x: f32[64, 4096]\ny = gelu(x)\noutput y\n").vector_width, 4);
 }
 
-// The exact GeLU of a result the graph rounds to 16 bits takes the shorter
-// polynomial (fj_math.cuh: fj_gelu_none_16bit); an f32 result keeps the
-// f32-accurate one, and the tanh form has one helper. Both bounds are
-// checked on the host (CudaHelpersOnHost/CudaGelu).
+// The exact GeLU from which only 16-bit values are computed takes the
+// shorter polynomial (fj_math.cuh: fj_gelu_none_16bit); an f32 one, or a
+// 16-bit one an f32 value is computed from, keeps the f32-accurate one, and
+// the tanh form has one helper. Both bounds are checked on the host
+// (CudaHelpersOnHost/CudaGelu).
 TEST(CudaCodegen, GeluTakesTheShorterPolynomialOnlyForA16BitResult) {
   auto body_for = [](const std::string& dtype, const std::string& approximate) {
     absl::StatusOr<Graph> g = parse_graph(fmt::format("input x: {}[64, 4096]\ny = gelu(x, approximate={})\noutput y\n",
@@ -154,6 +155,14 @@ TEST(CudaCodegen, GeluTakesTheShorterPolynomialOnlyForA16BitResult) {
   for (const char* dtype : {"f32", "f16", "bf16"}) {
     EXPECT_NE(body_for(dtype, "tanh").find("fj_gelu_tanh(("), std::string::npos) << dtype;
   }
+  // An f32 output computed from a bf16 GeLU: judged at f32's tolerance.
+  absl::StatusOr<Graph> cast = parse_graph(
+      "input x: bf16[64, 4096]\ng = gelu(x)\ngf = cast(g, dtype=f32)\nxf = cast(x, dtype=f32)\ny = sub(gf, xf)\n"
+      "output y\n");
+  ASSERT_TRUE(cast.ok()) << cast.status();
+  const std::string body = without_helpers(emit_cuda(make_fused_plan(*cast))[0].source);
+  EXPECT_NE(body.find("fj_gelu_none(("), std::string::npos) << body;
+  EXPECT_EQ(body.find("fj_gelu_none_16bit(("), std::string::npos) << body;
 }
 
 TEST(CudaCodegen, SixtyFourBitIndicesFromTwoToTheThirtyOneElements) {

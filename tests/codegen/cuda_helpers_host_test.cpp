@@ -125,8 +125,9 @@ void for_floats(float from, float to, uint32_t stride, F f) {
 // ex2.approx is exp2f; ex2.approx's 2 ulp add up to 4 more on the GPU. The
 // bounds are those fj_math.cuh states, so a regression in a fit or the
 // formula (1 + erff cancels for x < 0: millions of ulp by x = -5) fails
-// here. The 16-bit helper's bound, 128 ulp (2^-16 relative), is 16 times
-// below the half ulp of f16, the finer of the two 16-bit types.
+// here. The 16-bit helper's stated bound is 128 ulp (2^-16 relative), 16
+// times below the half ulp of f16; it is held to a little above what it
+// reaches (92.9 and 54.9), so that a worse fit shows.
 struct GeluBounds {
   const char* name;
   float (*gelu)(float);
@@ -165,7 +166,7 @@ TEST_P(CudaGelu, IsAccurateInBothTails) {
 
 INSTANTIATE_TEST_SUITE_P(CudaHelpersOnHost, CudaGelu,
                          ::testing::Values(GeluBounds{"f32", cuda_on_host::fj_gelu_none, 40.5, 2.5},
-                                           GeluBounds{"16bit", cuda_on_host::fj_gelu_none_16bit, 128.0, 128.0}),
+                                           GeluBounds{"16bit", cuda_on_host::fj_gelu_none_16bit, 96.0, 60.0}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // sigmoid and silu (one ex2 and one rcp in fj_math.cuh) against the exact

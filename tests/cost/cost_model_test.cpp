@@ -76,9 +76,10 @@ TEST(CostModel, LayerNormIntensityIsAbout2) {
   EXPECT_FALSE(c.compute_bound);
 }
 
-// An erf-form GeLU rounded to 16 bits runs a helper of its own (about
-// twice as fast on a CPU), so its FLOPs go to the gelu_16bit class, which a
-// CPU measures apart; f32 and tanh-form GeLUs stay in erf.
+// An erf-form GeLU from which only 16-bit values are computed runs a helper
+// of its own (about twice as fast on a CPU), so its FLOPs go to the
+// gelu_16bit class, which a CPU measures apart; f32 and tanh-form GeLUs stay
+// in erf.
 TEST(CostModel, A16BitExactGeluIsACostClassOfItsOwn) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (const char* approximate : {"none", "tanh"}) {
@@ -86,10 +87,10 @@ TEST(CostModel, A16BitExactGeluIsACostClassOfItsOwn) {
       auto x = g.input("x", dtype, {64, 1024});
       g.output("y", gelu(x, approximate));
       const bool own = dtype != DType::kF32 && std::string(approximate) == "none";
-      const Node& n = g.node(g.num_nodes() - 1);
-      ASSERT_EQ(n.op, Op::kGelu);
-      EXPECT_EQ(n.is_16bit_exact_gelu(), own) << dtype_name(dtype) << " " << approximate;
-      EXPECT_EQ(n.cost_class(), own ? CostClass::kGelu16Bit : CostClass::kErf) << dtype_name(dtype) << " " << approximate;
+      const int32_t id = g.num_nodes() - 1;
+      ASSERT_EQ(g.node(id).op, Op::kGelu);
+      EXPECT_EQ(g.is_16bit_gelu(id), own) << dtype_name(dtype) << " " << approximate;
+      EXPECT_EQ(g.cost_class(id), own ? CostClass::kGelu16Bit : CostClass::kErf) << dtype_name(dtype) << " " << approximate;
       DeviceSpec cpu = cpu_identity();
       cpu.bandwidth_gbps = 1e6;  // compute-bound: the class rates decide
       cpu.class_tflops.fill(1.0);
@@ -101,6 +102,56 @@ TEST(CostModel, A16BitExactGeluIsACostClassOfItsOwn) {
     }
   }
   EXPECT_EQ(cost_class_name(CostClass::kGelu16Bit), "gelu_16bit");
+}
+
+// The cheaper helper's error (2^-16 relative) is far below a 16-bit
+// output's tolerance but not an f32 one's: a bf16 GeLU from which an f32
+// value is computed (cast, or promoted with an f32 operand), however far
+// downstream, takes the f32 helper; one whose values stay 16-bit through a
+// LayerNorm keeps the cheap one.
+TEST(Graph, A16BitGeluFeedingAnF32ValueIsNotTreatedAs16Bit) {
+  auto gelu_of = [](Graph& g) {
+    for (int32_t id = 0; id < g.num_nodes(); ++id) {
+      if (g.node(id).op == Op::kGelu) return id;
+    }
+    return -1;
+  };
+  {
+    Graph g;
+    auto x = g.input("x", DType::kBF16, {8, 64});
+    auto gamma = g.input("gamma", DType::kBF16, {64});
+    g.output("y", layer_norm(dropout(gelu(x), 0.1, 1), gamma));
+    EXPECT_TRUE(g.is_16bit_gelu(gelu_of(g)));
+    EXPECT_FALSE(g.feeds_f32(gelu_of(g)));
+  }
+  {
+    Graph g;
+    auto x = g.input("x", DType::kBF16, {8, 64});
+    g.output("y", cast(gelu(x), DType::kF32) - cast(x, DType::kF32));
+    EXPECT_FALSE(g.is_16bit_gelu(gelu_of(g)));
+    EXPECT_TRUE(g.feeds_f32(0));  // x too
+  }
+  {
+    Graph g;
+    auto x = g.input("x", DType::kF16, {8, 64});
+    auto b = g.input("b", DType::kF32, {64});
+    auto h = gelu(x) * 2.0;       // still f16 here
+    g.output("h", h);
+    g.output("y", sum(h + b));    // promoted to f32 two ops later
+    EXPECT_FALSE(g.is_16bit_gelu(gelu_of(g)));
+  }
+  {
+    // An f32 value computed from x but not from the GeLU leaves it 16-bit.
+    Graph g;
+    auto x = g.input("x", DType::kBF16, {8, 64});
+    g.output("y", gelu(x));
+    g.output("z", cast(x, DType::kF32));
+    EXPECT_TRUE(g.is_16bit_gelu(gelu_of(g)));
+    // Copies keep the marks.
+    const Graph copy = g;
+    EXPECT_TRUE(copy.is_16bit_gelu(gelu_of(g)));
+    EXPECT_TRUE(copy.feeds_f32(0));
+  }
 }
 
 TEST(CostModel, AnUnknownGpuNameIsAnError) {

@@ -186,7 +186,7 @@ void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::str
     std::vector<std::string> operands;
     for (const Operand& o : n.operands) operands.push_back(operand(o, group));
     const std::string expression =
-        node_expression(n, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index));
+        node_expression(g_, id, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index));
     const std::string value = value_name(g_, id);
     const bool stored_here =
         std::find(kernel_.writes.begin(), kernel_.writes.end(), id) != kernel_.writes.end() && !streamed(id);
@@ -234,7 +234,7 @@ void ElementLoops::write(SourceWriter& w) const {
       case Step::kScalar:
         w.line("const float {} = {};", value_name(g_, id),
                emit::as_computed(g_, kernel_, id,
-                                 node_expression(n, operands, fmt::format("(unsigned long long)({})", space_.single_index))));
+                                 node_expression(g_, id, operands, fmt::format("(unsigned long long)({})", space_.single_index))));
         break;
       case Step::kDropout:
         w.line("{};", dropout_span_call(n, array_of(operands[0]), array_name(g_, id), space_.count,

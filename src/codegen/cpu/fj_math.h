@@ -409,16 +409,17 @@ static inline float fj_gelu_none(float x) {
   return fj_detail_select(x < -16.0f, x * 0.0f, fj_detail_select(x < 0.0f, neg, pos));
 }
 
-// gelu, approximate = "none", for a result the graph rounds to f16 or bf16
-// (the code generator picks it: codegen/expr.cpp): the CUDA helper's form,
+// gelu, approximate = "none", where only f16 and bf16 values are computed
+// from the result (the code generator picks it: Graph::is_16bit_gelu): the
+// CUDA helper's form,
 // x h for x < 0 and x (1 - h) for x >= 0 with h = 0.5 erfc(|x| / sqrt 2) =
 // 2^(a P(a) - 1), a = |x| <= 4 sqrt 2, and 0 beyond (|gelu| < 4.4e-8). P is
-// the CUDA helper's degree-6 fit (fit_gelu_cuda in scripts/fit_cpu_math.py:
+// the CUDA helper's degree-6 fit ("gelu_16bit" in scripts/fit_cpu_math.py:
 // 2^-17.5 in the exponent); 2^q is exp(q ln 2) through fj_detail_exp_reduce,
 // with no division and no second polynomial: about half the f32 helper's
 // time. Within 128 ulp of f32 (2^-16 relative; 105 at worst over the test's
-// samples), 16 times below the half ulp of f16 that rounding to the
-// result's dtype discards. gelu(+inf) = +inf, gelu(-inf) = NaN (the
+// samples, which it is held to 110 of), 16 times below the half ulp of f16,
+// and every output it reaches is judged at a 16-bit tolerance. gelu(+inf) = +inf, gelu(-inf) = NaN (the
 // formula's -inf * 0), -0 -> -0, x < -4 sqrt 2 -> -0.
 static inline float fj_gelu_none_16bit(float x) {
   const float a = fj_detail_fabs(x);
@@ -426,7 +427,7 @@ static inline float fj_gelu_none_16bit(float x) {
   const float ac = fj_detail_select(a > kClamp, kClamp, a);  // NaN passes
   const float p = fj_detail_horner(ac, -0x1.26b5dap+0f, -0x1.d58e68p-2f, -0x1.b95c2cp-5f, 0x1.15781ap-7f,
                                    -0x1.e277e2p-11f, 0x1.f9936ap-15f, -0x1.da3b1p-20f);
-  int32_t n;  // in [-28, -1]: 2^n is a normal float
+  int32_t n;  // in [-27, -1]: 2^n is a normal float
   const float s = fj_detail_exp_reduce(0x1.62e430p-1f * fj_detail_fma(ac, p, -1.0f), n);  // ln 2
   const float h = fj_detail_select(a > kClamp, 0.0f, (1.0f + s) * fj_detail_pow2i(n));
   return x * fj_detail_select(x < 0.0f, h, 1.0f - h);

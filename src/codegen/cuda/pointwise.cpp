@@ -51,7 +51,7 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
     w.line("float {}[kV];", value_name(g, id));
     const std::string element =
         fmt::format("for (int e = 0; e < kV; ++e) {}[e] = {};", value_name(g, id),
-                    as_computed(g, kernel, id, node_expression(n, operands, "(unsigned long long)(i + e)")));
+                    as_computed(g, kernel, id, node_expression(g, id, operands, "(unsigned long long)(i + e)")));
     if (n.op == Op::kDropout) {
       // Vector groups start at multiples of kV (4 or 8): one Philox call per
       // 8 elements where a thread holds 8 (16-bit data), else per 4.

@@ -180,7 +180,7 @@ class RowEmitter {
     for (const Operand& o : n.operands) operands.push_back(operand_text(o, slot));
     const std::string index = row_shaped(id) ? fmt::format("(unsigned long long)(row * kN + {})", column)
                                              : std::string("(unsigned long long)row");
-    return as_computed(g_, kernel_, id, node_expression(n, operands, index));
+    return as_computed(g_, kernel_, id, node_expression(g_, id, operands, index));
   }
 
   std::string reduce_call(const Node& n, const std::string& acc) const {
