@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include <absl/strings/str_replace.h>
 #include <fmt/format.h>
 
 #include "codegen/kernel_names.h"
@@ -32,8 +31,13 @@ namespace {
 // value derived from it that a kernel wants precomputed (dropout's integer
 // threshold and float scale). Dropout's 32-bit key halves (philox.h:
 // dropout_key) come from the seed the kernel takes as an argument
-// (kernel_names.h: seed_name).
-std::string placeholder_value(const Node& node, std::string_view name) {
+// (kernel_names.h: seed_name). GeLU's helper is its approximate form's, or
+// for the exact form the cheaper one where only 16-bit values are computed
+// from it (`is_16bit_gelu`: Graph::is_16bit_gelu, which needs the graph).
+std::string placeholder_value(const Node& node, std::string_view name, bool is_16bit_gelu = false) {
+  if (node.op == Op::kGelu && name == "gelu_variant") {
+    return is_16bit_gelu ? std::string("none_16bit") : node.attrs.get_enum("approximate");
+  }
   if (node.op == Op::kDropout) {
     const double p = node.attrs.get_float("p");
     if (name == "threshold") return fmt::format("{}", dropout_threshold(p));
@@ -46,7 +50,7 @@ std::string placeholder_value(const Node& node, std::string_view name) {
 }
 
 std::string substitute(std::string_view code, const Node& node, std::span<const std::string> operands,
-                       std::string_view index, std::string_view acc) {
+                       std::string_view index, std::string_view acc, bool is_16bit_gelu = false) {
   std::string out;
   for (size_t i = 0; i < code.size(); ++i) {
     const char c = code[i];
@@ -61,7 +65,7 @@ std::string substitute(std::string_view code, const Node& node, std::span<const 
       i += 3;
     } else if (c == '{') {
       const size_t close = code.find('}', i);
-      out += placeholder_value(node, code.substr(i + 1, close - i - 1));
+      out += placeholder_value(node, code.substr(i + 1, close - i - 1), is_16bit_gelu);
       i = close;
     } else {
       out += c;
@@ -79,15 +83,7 @@ std::string node_expression(const Graph& graph, int32_t id, std::span<const std:
   for (size_t i = 0; i < node.operands.size() && i < printed.size(); ++i) {
     if (node.operands[i].is_literal()) printed[i] = float_literal(node.operands[i].literal);
   }
-  // GeLU's helper is its approximate form's, or for the exact form the
-  // cheaper one where only 16-bit values are computed from it
-  // (Graph::is_16bit_gelu); the rest of the graph does not matter to other ops.
-  std::string code(node.info().code);
-  if (node.op == Op::kGelu) {
-    code = absl::StrReplaceAll(code, {{"{gelu_variant}", graph.is_16bit_gelu(id) ? std::string("none_16bit")
-                                                                                   : node.attrs.get_enum("approximate")}});
-  }
-  return substitute(code, node, printed, index, "");
+  return substitute(node.info().code, node, printed, index, "", graph.is_16bit_gelu(id));
 }
 
 std::string dropout_vector_call(const Node& node, int width, std::string_view in, std::string_view out,

@@ -13,9 +13,9 @@ double stream_cost(const Node& n) { return dtype_size(n.dtype) >= 4 ? kStream4By
 // The op table's weight, but for GeLU's other helpers: the table holds one
 // weight per op, the erf form's 17 (a degree-10 polynomial and one ex2).
 // The tanh form is one ex2 and one rcp, and the erf form where only 16-bit
-// values are computed from it (Graph::is_16bit_gelu) a degree-6 polynomial (codegen/cuda/fj_math.cuh;
-// single-op kernels, bench/sass_count.py: f32 19.8 and bf16 16.5, less the
-// loop and streams).
+// values are computed from it (Graph::is_16bit_gelu) a degree-6 polynomial
+// (codegen/cuda/fj_math.cuh; single-op kernels, bench/sass_count.py: f32
+// 19.8 and bf16 16.5, less the loop and streams).
 constexpr double kGeluTanhInstructions = 10.5;
 constexpr double kGeluNone16BitInstructions = 13.5;
 

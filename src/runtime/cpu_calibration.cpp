@@ -52,9 +52,9 @@ constexpr Probe kProbes[] = {
     {CostClass::kExpLog, "y = exp(x)"},
     {CostClass::kErf, "y = erf(x)"},
     // A GeLU from which only 16-bit values are computed has a helper of its
-    // own (Graph::cost_class).
-    // A chain of 4, so that widening x and rounding y (about 13 vector
-    // operations, against about 36 per GeLU) weigh little in the figure.
+    // own (Graph::cost_class): a chain of 4 of them, so that widening x and
+    // rounding y (about 13 vector operations, against about 36 per GeLU)
+    // weigh little in the figure.
     {CostClass::kGelu16Bit, "a = gelu(x)\nb = gelu(a)\nc = gelu(b)\ny = gelu(c)", nullptr, "bf16"},
     {CostClass::kPow, "y = pow(x, 1.7)"},
     {CostClass::kPhilox,

@@ -410,17 +410,17 @@ static inline float fj_gelu_none(float x) {
 }
 
 // gelu, approximate = "none", where only f16 and bf16 values are computed
-// from the result (the code generator picks it: Graph::is_16bit_gelu): the
-// CUDA helper's form,
-// x h for x < 0 and x (1 - h) for x >= 0 with h = 0.5 erfc(|x| / sqrt 2) =
-// 2^(a P(a) - 1), a = |x| <= 4 sqrt 2, and 0 beyond (|gelu| < 4.4e-8). P is
-// the CUDA helper's degree-6 fit ("gelu_16bit" in scripts/fit_cpu_math.py:
-// 2^-17.5 in the exponent); 2^q is exp(q ln 2) through fj_detail_exp_reduce,
-// with no division and no second polynomial: about half the f32 helper's
-// time. Within 128 ulp of f32 (2^-16 relative; 105 at worst over the test's
-// samples, which it is held to 110 of), 16 times below the half ulp of f16,
-// and every output it reaches is judged at a 16-bit tolerance. gelu(+inf) = +inf, gelu(-inf) = NaN (the
-// formula's -inf * 0), -0 -> -0, x < -4 sqrt 2 -> -0.
+// from the result (the code generator picks it: Graph::is_16bit_gelu), in
+// the CUDA helper's form: x h for x < 0 and x (1 - h) for x >= 0 with
+// h = 0.5 erfc(|x| / sqrt 2) = 2^(a P(a) - 1), a = |x| <= 4 sqrt 2, and 0
+// beyond (|gelu| < 4.4e-8). P is the CUDA helper's degree-6 fit
+// ("gelu_16bit" in scripts/fit_cpu_math.py: 2^-17.5 in the exponent); 2^q
+// is exp(q ln 2) through fj_detail_exp_reduce, with no division and no
+// second polynomial: about half the f32 helper's time. Within 128 ulp of
+// f32 (2^-16 relative; 105 at worst over the test's samples, which it is
+// held to 110 of), 16 times below the half ulp of f16, and every output it
+// reaches is judged at a 16-bit tolerance. gelu(+inf) = +inf, gelu(-inf) =
+// NaN (the formula's -inf * 0), -0 -> -0, x < -4 sqrt 2 -> -0.
 static inline float fj_gelu_none_16bit(float x) {
   const float a = fj_detail_fabs(x);
   const float kClamp = 0x1.6a09e6p+2f;  // 4 sqrt 2
