@@ -17,6 +17,7 @@
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
 #include "runtime/runtime_test_util.h"
+#include "support/example_graphs.h"
 #include "support/graph_variants.h"
 #include "support/run_command.h"
 
@@ -25,25 +26,10 @@ namespace {
 
 const std::string kSource = FUSEJIT_SOURCE_DIR;
 
-std::vector<std::filesystem::path> example_files() {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(kSource + "/examples/graphs")) {
-    if (entry.path().extension() == ".fj") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-Graph parse_or_die(const std::string& path) {
-  absl::StatusOr<Graph> g = parse_graph_file(path);
-  if (!g.ok()) throw std::runtime_error(std::string(status_text(g.status())));
-  return *g;
-}
-
 TEST(CudaGolden, ExampleKernelsMatchTheirGoldenFiles) {
   const bool update = std::getenv("FUSEJIT_UPDATE_GOLDEN") != nullptr;
-  for (const auto& file : example_files()) {
-    const FusionPlan plan = make_fused_plan(parse_or_die(file.string()), fusion_options_for(gpu_device("h100")));
+  for (const auto& file : testing::example_graph_files()) {
+    const FusionPlan plan = make_fused_plan(testing::parse_file_or_throw(file), fusion_options_for(gpu_device("h100")));
     const std::filesystem::path dir = std::filesystem::path(kSource) / "tests/golden/cuda" / file.stem();
     for (const CudaKernelSource& k : emit_cuda(plan)) {
       const std::filesystem::path golden = dir / (k.name + ".cu");
@@ -62,7 +48,7 @@ TEST(CudaGolden, ExampleKernelsMatchTheirGoldenFiles) {
 }
 
 TEST(CudaCodegen, GeneratedSourceIsDeterministicAndNamesItsOps) {
-  const Graph g = parse_or_die(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  const Graph g = testing::parse_file_or_throw(testing::example_graph_dir() / "bias_gelu_dropout_layernorm.fj");
   const std::vector<CudaKernelSource> a = emit_cuda(make_fused_plan(g));
   const std::vector<CudaKernelSource> b = emit_cuda(make_fused_plan(g));
   ASSERT_EQ(a.size(), 1u);
@@ -207,8 +193,8 @@ int compile_all(const Graph& graph, const std::string& arch, std::set<std::strin
 TEST_F(CudaNvrtcTest, EveryExampleKernelInEveryDtypeCompilesForSm80AndSm90) {
   std::set<std::string> seen;
   int compiled = 0;
-  for (const auto& file : example_files()) {
-    const Graph g = parse_or_die(file.string());
+  for (const auto& file : testing::example_graph_files()) {
+    const Graph g = testing::parse_file_or_throw(file);
     for (DType dtype : kAllDTypes) {
       for (const char* arch : {"sm_80", "sm_90"}) compiled += compile_all(testing::with_input_dtype(g, dtype), arch, seen);
     }
@@ -235,7 +221,7 @@ TEST_F(CudaNvrtcTest, EveryKernelOfTheFusionTestGraphsCompiles) {
 }
 
 TEST_F(CudaNvrtcTest, FusedDemoKernelHasNoSpillsAndUses16ByteLoads) {
-  const Graph g = parse_or_die(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  const Graph g = testing::parse_file_or_throw(testing::example_graph_dir() / "bias_gelu_dropout_layernorm.fj");
   const CudaKernelSource k = emit_cuda(make_fused_plan(g))[0];
   for (const char* arch : {"sm_80", "sm_90"}) {
     CudaCompileOptions options;
@@ -280,7 +266,7 @@ TEST_F(CudaNvrtcTest, MaximumIsOneInstructionAndBlockReductionsShuffleLog2WarpsT
   ASSERT_TRUE(t4.ok()) << status_text(t4.status());
   EXPECT_EQ(t4->ptx.find("max.NaN"), std::string::npos);
 
-  const Graph demo = parse_or_die(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  const Graph demo = testing::parse_file_or_throw(testing::example_graph_dir() / "bias_gelu_dropout_layernorm.fj");
   const CudaKernelSource d = emit_cuda(make_fused_plan(demo, fusion_options_for(gpu_device("h100"))))[0];
   ASSERT_EQ(d.block_threads, 512);
   absl::StatusOr<CompiledKernel> dc = compile_cuda(d.name, d.source, {.arch = "sm_90"}, nullptr);
@@ -295,7 +281,7 @@ TEST_F(CudaNvrtcTest, MaximumIsOneInstructionAndBlockReductionsShuffleLog2WarpsT
 // branches in its PTX with its GeLU (bf16: the 16-bit helper) or in f32
 // than with a negation in its place.
 TEST_F(CudaNvrtcTest, GeluInTheDemoKernelIsBranchFree) {
-  const Graph demo = parse_or_die(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  const Graph demo = testing::parse_file_or_throw(testing::example_graph_dir() / "bias_gelu_dropout_layernorm.fj");
   auto branches_of = [&](DType dtype, bool negation) {
     std::string text = print_graph(demo);
     const size_t gelu = text.find("gelu(");

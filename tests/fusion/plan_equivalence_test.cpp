@@ -3,11 +3,11 @@
 // exactly the values its kernels write; the results must agree within the
 // rounding of the dtypes involved.
 #include <cmath>
-#include <filesystem>
 
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
+#include "support/example_graphs.h"
 #include "support/graph_variants.h"
 
 namespace fusejit {
@@ -36,12 +36,9 @@ void expect_same_values(const Graph& graph, const FusionOptions& options = {}) {
 }
 
 TEST(PlanEquivalence, EveryExampleGraphShrunk) {
-  const std::string dir = std::string(FUSEJIT_SOURCE_DIR) + "/examples/graphs";
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".fj") continue;
-    absl::StatusOr<Graph> g = parse_graph_file(entry.path().string());
-    ASSERT_TRUE(g.ok()) << g.status();
-    expect_same_values(testing::shrink(*g));
+  for (const auto& file : testing::example_graph_files()) {
+    SCOPED_TRACE(file.string());
+    expect_same_values(testing::shrink(testing::parse_file_or_throw(file)));
   }
 }
 

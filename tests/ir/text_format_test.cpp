@@ -8,11 +8,12 @@
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
+#include "support/example_graphs.h"
 
 namespace fusejit {
 namespace {
 
-const std::filesystem::path kExampleDir = std::filesystem::path(FUSEJIT_SOURCE_DIR) / "examples" / "graphs";
+const std::filesystem::path kExampleDir = testing::example_graph_dir();
 
 constexpr std::string_view kIssueExample = R"(input x: bf16[8192, 4096]
 input b: bf16[4096]
@@ -41,11 +42,7 @@ void expect_round_trip(const Graph& g) {
 }
 
 TEST(TextFormatTest, EveryExampleGraphParsesVerifiesAndRoundTrips) {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(kExampleDir)) {
-    if (entry.path().extension() == ".fj") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<std::filesystem::path> files = testing::example_graph_files();
   EXPECT_GE(files.size(), 5u) << "examples in " << kExampleDir;
   for (const auto& path : files) {
     SCOPED_TRACE(path.string());

@@ -22,6 +22,7 @@
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
 #include "runtime/runtime_test_util.h"
+#include "support/example_graphs.h"
 #include "support/graph_variants.h"
 
 namespace fusejit {
@@ -32,24 +33,10 @@ using cuda_backend::all_aligned;
 using cuda_backend::device_spec_for;
 using cuda_backend::launch_config;
 using cuda_backend::LaunchConfig;
+using testing::example_graph_dir;
+using testing::example_graph_files;
+using testing::parse_file_or_throw;
 using testing::parse_or_throw;
-
-const std::string kSource = FUSEJIT_SOURCE_DIR;
-
-std::vector<std::filesystem::path> example_files() {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(kSource + "/examples/graphs")) {
-    if (entry.path().extension() == ".fj") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-Graph parse_file_or_throw(const std::string& path) {
-  absl::StatusOr<Graph> g = parse_graph_file(path);
-  if (!g.ok()) throw std::runtime_error(std::string(status_text(g.status())));
-  return *std::move(g);
-}
 
 // ---- Everywhere ----
 
@@ -472,8 +459,8 @@ Graph shrink_even(const Graph& g) {
 constexpr DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
 
 TEST_F(GpuBackend, EveryExampleInEveryDtypeMatchesTheReference) {
-  for (const auto& file : example_files()) {
-    const Graph g = parse_file_or_throw(file.string());
+  for (const auto& file : example_graph_files()) {
+    const Graph g = parse_file_or_throw(file);
     for (DType dtype : kDtypes) {
       const Graph typed = testing::with_input_dtype(g, dtype);
       const std::string label = fmt::format("{} in {}", file.filename().string(), dtype);  // NOLINT
@@ -485,7 +472,7 @@ TEST_F(GpuBackend, EveryExampleInEveryDtypeMatchesTheReference) {
 
 TEST_F(GpuBackend, DemoExampleAtItsRealSize) {
   if (cuda_driver_is_emulator()) GTEST_SKIP() << "33.5M elements would take the CUDA emulator tens of minutes";
-  const Graph g = parse_file_or_throw(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj");
+  const Graph g = parse_file_or_throw(example_graph_dir() / "bias_gelu_dropout_layernorm.fj");
   expect_both_plans_match(g, "bias_gelu_dropout_layernorm.fj, [8192, 4096] bf16");
 }
 
@@ -513,8 +500,8 @@ TEST_F(GpuBackend, OddColumnCounts) {
 }
 
 TEST_F(GpuBackend, MisalignedPointersTakeTheScalarPath) {
-  for (const auto& file : example_files()) {
-    const Graph g = parse_file_or_throw(file.string());
+  for (const auto& file : example_graph_files()) {
+    const Graph g = parse_file_or_throw(file);
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       const Graph even = shrink_even(testing::with_input_dtype(g, dtype));
       const std::string label = fmt::format("{} in {}, misaligned by 4 bytes", file.filename().string(), dtype);
@@ -641,7 +628,7 @@ TEST_F(GpuBackend, MatmulRunsOnCublas) {
 }
 
 TEST_F(GpuBackend, KernelsReportCompileAndRegisters) {
-  const Graph g = testing::shrink(parse_file_or_throw(kSource + "/examples/graphs/mlp_block.fj"));
+  const Graph g = testing::shrink(parse_file_or_throw(example_graph_dir() / "mlp_block.fj"));
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(make_fused_plan(g));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   for (const LoadedKernelInfo& k : (*loaded)->kernels()) {
@@ -655,7 +642,7 @@ TEST_F(GpuBackend, KernelsReportCompileAndRegisters) {
 }
 
 TEST_F(GpuBackend, TimingAndCopyBandwidthArePositive) {
-  const Graph g = testing::shrink(parse_file_or_throw(kSource + "/examples/graphs/bias_gelu_dropout_layernorm.fj"));
+  const Graph g = testing::shrink(parse_file_or_throw(example_graph_dir() / "bias_gelu_dropout_layernorm.fj"));
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(make_fused_plan(g));
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   ASSERT_TRUE((*loaded)->set_inputs(random_inputs(g, 5)).ok());
