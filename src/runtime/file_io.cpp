@@ -35,16 +35,24 @@ absl::Status errno_status(int err, std::string_view what, const std::string& pat
   return absl::Status(errno_code(err), fmt::format("cannot {} {}: {}", what, path, errno_text(err)));
 }
 
-// Writes `data` to a new temporary file beside `path` and returns its name;
-// on failure removes it and names `path`, the file the user asked for, in
-// the error.
-absl::StatusOr<std::string> write_temporary(const std::string& path, std::string_view data, const FileWriter& writer) {
-  const std::string temporary = temporary_path_beside(path);
+// How errors name a destination: the path the user gave and, where that is
+// a link, the file it points to, which is the one being replaced.
+std::string destination_name(const std::string& path, const std::string& target) {
+  return target == path ? path : fmt::format("{} (a link to {})", path, target);
+}
+
+// Writes `data` to a new temporary file beside `target` and returns its
+// name; on failure removes it and names the destination in the error.
+absl::StatusOr<std::string> write_temporary(const std::string& target, const std::string& destination,
+                                            std::string_view data, const FileWriter& writer) {
+  const std::string temporary = temporary_path_beside(target);
   const absl::Status status = writer(temporary, data);
   if (status.ok()) return temporary;
   std::remove(temporary.c_str());
   std::string message(status.message());
-  if (const size_t at = message.find(temporary); at != std::string::npos) message.replace(at, temporary.size(), path);
+  if (const size_t at = message.find(temporary); at != std::string::npos) {
+    message.replace(at, temporary.size(), destination);
+  }
   return absl::Status(status.code(), message);
 }
 
@@ -138,22 +146,28 @@ absl::Status check_can_create_files(const std::string& dir) {
 }
 
 absl::Status replace_files(const std::map<std::string, std::string_view>& files, const FileWriter& writer) {
-  std::vector<std::pair<std::string, std::string>> written;  // (temporary, final path)
+  struct Written {
+    std::string temporary;
+    std::string target;       // the file replaced: the path, or the end of its link chain
+    std::string destination;  // how errors name it
+  };
+  std::vector<Written> written;
   auto remove_temporaries = [&](size_t from) {
-    for (size_t i = from; i < written.size(); ++i) std::remove(written[i].first.c_str());
+    for (size_t i = from; i < written.size(); ++i) std::remove(written[i].temporary.c_str());
   };
   for (const auto& [path, data] : files) {
     const std::string target = link_target(path);  // a link stays a link
-    absl::StatusOr<std::string> temporary = write_temporary(target, data, writer);
+    const std::string destination = destination_name(path, target);
+    absl::StatusOr<std::string> temporary = write_temporary(target, destination, data, writer);
     if (!temporary.ok()) {
       remove_temporaries(0);
       return temporary.status();
     }
-    written.emplace_back(*std::move(temporary), target);
+    written.push_back({*std::move(temporary), target, destination});
   }
   for (size_t i = 0; i < written.size(); ++i) {
-    if (std::rename(written[i].first.c_str(), written[i].second.c_str()) != 0) {
-      const absl::Status s = errno_status(errno, "rename", written[i].second);
+    if (std::rename(written[i].temporary.c_str(), written[i].target.c_str()) != 0) {
+      const absl::Status s = errno_status(errno, "replace", written[i].destination);
       remove_temporaries(i);
       return s;
     }

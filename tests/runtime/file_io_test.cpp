@@ -58,5 +58,18 @@ TEST(ReplaceFiles, WriteThroughALinkAndKeepIt) {
   EXPECT_EQ(read_npy((dir / "real" / "y.npy").string(), DType::kF32)->values, std::vector<double>{7.0});
 }
 
+TEST(ReplaceFiles, AFailedWriteThroughALinkNamesTheLinkAndItsTarget) {
+  const fs::path dir = testing::make_temp_dir("fusejit-replace-link-error");
+  fs::create_symlink("gone/plan.txt", dir / "plan.txt");  // its folder does not exist
+  const absl::Status s = replace_file((dir / "plan.txt").string(), "new");
+  ASSERT_FALSE(s.ok());
+  const std::string message(s.message());
+  EXPECT_NE(message.find((dir / "plan.txt").string() + " (a link to " + (dir / "gone/plan.txt").string() + ")"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find(".tmp"), std::string::npos) << "the temporary's name is not the user's concern: " << message;
+  EXPECT_TRUE(fs::is_symlink(dir / "plan.txt"));
+}
+
 }  // namespace
 }  // namespace fusejit
