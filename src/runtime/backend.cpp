@@ -1,5 +1,7 @@
 #include "runtime/backend.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "ir/counted.h"
@@ -7,12 +9,42 @@
 
 namespace fusejit {
 
-absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) const {
-  const size_t n = plan().kernels.size();
+namespace {
+
+// For each kernel of `plan`, the (kernel, tensor) pairs of the tensors it
+// reads that another kernel writes.
+std::vector<std::vector<std::pair<size_t, int32_t>>> kernel_producers(const FusionPlan& plan) {
+  std::map<int32_t, size_t> writer;
+  for (size_t j = 0; j < plan.kernels.size(); ++j) {
+    for (int32_t id : plan.kernels[j].writes) writer.emplace(id, j);
+  }
+  std::vector<std::vector<std::pair<size_t, int32_t>>> producers(plan.kernels.size());
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    for (int32_t id : plan.kernels[k].reads) {
+      const auto it = writer.find(id);
+      if (it != writer.end() && it->second != k) producers[k].emplace_back(it->second, id);
+    }
+  }
+  return producers;
+}
+
+}  // namespace
+
+absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) {
+  const FusionPlan& p = plan();
+  const size_t n = p.kernels.size();
   if (k >= n) return absl::OutOfRangeError(fmt::format("{}({}): the plan has {}", what, k, counted(n, "kernel")));
   if (!inputs_set_) {
     return absl::FailedPreconditionError(
-        fmt::format("{}({}) before set_inputs(): kernel {} has no inputs to read", what, k, plan().kernels[k].name));
+        fmt::format("{}({}) before set_inputs(): kernel {} has no inputs to read", what, k, p.kernels[k].name));
+  }
+  for (const auto& [j, id] : producers_[k]) {
+    if (!ran_[j]) {
+      return absl::FailedPreconditionError(
+          fmt::format("{}({}) before kernel {} ({}), which writes {} for kernel {} ({}), ran on the inputs of "
+                      "the last set_inputs(): run the plan's kernels in order",
+                      what, k, j, p.kernels[j].name, p.graph->node(id).name, k, p.kernels[k].name));
+    }
   }
   return absl::OkStatus();
 }
@@ -22,6 +54,7 @@ absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
   // input set, which must not pass for results.
   inputs_set_ = false;
   ran_.assign(plan().kernels.size(), false);
+  if (producers_.empty()) producers_ = kernel_producers(plan());
   if (absl::Status s = do_set_inputs(inputs); !s.ok()) return s;
   inputs_set_ = true;
   return absl::OkStatus();

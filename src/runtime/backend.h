@@ -69,7 +69,10 @@ class LoadedPlan {
   // read right after it show the poison itself).
   absl::Status poison_outputs();
   // Runs kernel k (in plan order) and waits for it to finish.
-  // FailedPrecondition before set_inputs(); OutOfRange for a k past the plan.
+  // FailedPrecondition before set_inputs() or before every kernel that
+  // writes a tensor kernel k reads ran since then (it would read what they
+  // wrote for other inputs, or nothing); OutOfRange for a k past the plan.
+  // time_kernel and measure_kernel_bytes check the same.
   absl::Status run_kernel(size_t k);
   // Runs kernel k and returns how long it took, in microseconds: CUDA
   // events around the launch on a GPU, the steady clock on the CPU.
@@ -99,11 +102,15 @@ class LoadedPlan {
   virtual absl::StatusOr<double> do_measure_kernel_bytes(size_t k) = 0;
   virtual absl::StatusOr<TensorMap> do_outputs() = 0;
 
-  // OK when kernel k exists and the inputs are set; `what` names the call.
-  absl::Status check_runnable(size_t k, std::string_view what) const;
+  // OK when kernel k exists, the inputs are set and the kernels writing
+  // what k reads ran since; `what` names the call.
+  absl::Status check_runnable(size_t k, std::string_view what);
 
   bool inputs_set_ = false;
   std::vector<bool> ran_;  // per kernel: run since the last set_inputs()
+  // Per kernel: (kernel, tensor id) for each tensor it reads that an earlier
+  // kernel writes. Built at the first set_inputs().
+  std::vector<std::vector<std::pair<size_t, int32_t>>> producers_;
 };
 
 class Backend {

@@ -628,9 +628,24 @@ TEST(CpuBackend, CallsOutOfOrderAreRefusedWithTheReason) {
   absl::StatusOr<TensorMap> first = p.outputs();
   ASSERT_TRUE(first.ok()) << first.status();
 
-  // New inputs make the old outputs stale until the plan runs on them.
-  ASSERT_TRUE(p.set_inputs(inputs).ok());
+  // New inputs make the old outputs stale until the plan runs on them, and
+  // the old intermediates too: kernel 1 would read exp of the old inputs.
+  const TensorMap other = random_inputs(g, 4);
+  ASSERT_TRUE(p.set_inputs(other).ok());
   expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "before kernel 0 (k0_exp) ran");
+  for (absl::Status s : {p.run_kernel(1), p.time_kernel(1).status(), p.measure_kernel_bytes(1).status()}) {
+    expect_refused(s, absl::StatusCode::kFailedPrecondition,
+                   "before kernel 0 (k0_exp), which writes y for kernel 1 (k1_softmax), ran on the inputs");
+  }
+  ASSERT_TRUE(p.run_kernel(0).ok());
+  ASSERT_TRUE(p.run_kernel(1).ok());
+  absl::StatusOr<TensorMap> on_other = p.outputs();
+  ASSERT_TRUE(on_other.ok()) << on_other.status();
+  absl::StatusOr<TensorMap> other_ref = interpret_plan(plan, other);
+  ASSERT_TRUE(other_ref.ok()) << other_ref.status();
+  EXPECT_TRUE(compare_tensors(on_other->at("z"), other_ref->at("z")).within(DType::kF32));
+
+  ASSERT_TRUE(p.set_inputs(inputs).ok());
   ASSERT_TRUE(p.run().ok());
   absl::StatusOr<TensorMap> again = p.outputs();
   ASSERT_TRUE(again.ok()) << again.status();
