@@ -1,5 +1,8 @@
 // fusejit: check, plan, emit, run and benchmark fused kernels for graphs of
 // memory-bound tensor ops.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 
@@ -8,7 +11,9 @@
 #include "cli/commands.h"
 #include "fusejit.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_command_line(int argc, char** argv) {
   CLI::App app{"fusejit: a kernel-fusion code generator and JIT for memory-bound tensor ops"};
   app.name("fusejit");
   app.set_version_flag("--version", fmt::format("fusejit {} (CUDA toolkit at build time: {})", FUSEJIT_VERSION,
@@ -43,3 +48,22 @@ int main(int argc, char** argv) {
   }
   return exit_code;
 }
+
+// What stdio still buffers is written at exit, where a failure (a full
+// disk, a file system gone) would pass without a word and exit 0: a script
+// running `fusejit bench --json > r.json` would get a truncated file. So the
+// buffer is flushed here, and a failed write is an error.
+int flush_standard_output(int exit_code) {
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    const int err = errno;
+    fmt::print(stderr, "fusejit: error: cannot write the standard output: {}\n",
+               err != 0 ? std::strerror(err) : "write error");
+    return exit_code != 0 ? exit_code : 1;
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return flush_standard_output(run_command_line(argc, argv)); }
