@@ -114,6 +114,10 @@ class Parser {
   std::optional<absl::flat_hash_map<std::string, int>> definitions_;
   // Names whose defining statement failed, and its line.
   absl::flat_hash_map<std::string, int> poisoned_;
+  // First words of lines that lack the '=' of an assignment ("inptu x: ..."):
+  // their uses stay quiet, as a poisoned name's do, but the line defined
+  // nothing, so another line may start with the same word.
+  absl::flat_hash_set<std::string> unassigned_;
   absl::flat_hash_set<int32_t> output_ids_;
 };
 
@@ -250,14 +254,24 @@ std::optional<int64_t> Parser::extent(const Token& token) {
 }
 
 void Parser::assignment(const Token& name, LineLexer& lex) {
+  if (!lex.peek().is('=')) {
+    const Token next = lex.next();
+    std::string message = fmt::format("expected '=' after {}, found {}", quoted(name.text), describe(next));
+    if (next.kind == TokenKind::kWord) {  // "inptu x: f32[4]", "ouput y"
+      if (std::optional<std::string> best = closest_name(name.text, {"input", "output"})) {
+        message += fmt::format(" (did you mean '{}'?)", *best);
+      }
+    }
+    error(next.col, message);
+    if (!graph_.find(name.text) && !poisoned_.contains(absl_view(name.text))) unassigned_.emplace(name.text);
+    return;
+  }
   if (!check_new_name(name)) return poison(name);
   if (!define(name, lex)) poison(name);
 }
 
 bool Parser::define(const Token& name, LineLexer& lex) {
-  if (const Token eq = lex.next(); !eq.is('=')) {
-    return error(eq.col, fmt::format("expected '=' after {}, found {}", quoted(name.text), describe(eq)));
-  }
+  lex.next();  // the '=' assignment() saw
   CallSyntax call;
   if (!parse_call(lex, call)) return false;
   const OpInfo* info = find_op(call.op.text);
@@ -279,7 +293,8 @@ bool Parser::define(const Token& name, LineLexer& lex) {
       const std::optional<int32_t> id = resolve(token);
       if (!id) {
         operands_ok = false;
-        uses_failed_value = uses_failed_value || poisoned_.contains(absl_view(token.text));
+        uses_failed_value = uses_failed_value || poisoned_.contains(absl_view(token.text)) ||
+                            unassigned_.contains(absl_view(token.text));
         continue;
       }
       operands.push_back(Operand::value(*id));
@@ -461,7 +476,9 @@ void Parser::poison(const Token& name) {
 
 std::optional<int32_t> Parser::resolve(const Token& token) {
   if (std::optional<int32_t> id = graph_.find(token.text)) return id;
-  if (poisoned_.contains(absl_view(token.text))) return std::nullopt;  // its own statement has been reported
+  if (poisoned_.contains(absl_view(token.text)) || unassigned_.contains(absl_view(token.text))) {
+    return std::nullopt;  // its own statement has been reported
+  }
   if (is_keyword(token.text)) {
     error(token.col, fmt::format("{} is a keyword, not the name of a value", quoted(token.text)));
   } else if (is_non_finite_word(token.text)) {
