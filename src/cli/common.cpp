@@ -1,5 +1,6 @@
 // What several commands share (declared in commands.h): loading a graph
 // file and opening a backend, each printing why it failed.
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <optional>
@@ -32,7 +33,15 @@ std::optional<Graph> load_graph(const std::string& file) {
     fmt::print(stderr, "{}\n", status_text(graph.status()));
     return std::nullopt;
   }
-  for (const std::string& warning : graph_warnings(*graph)) warn(warning);
+  // As many as the parser reports errors: a generated graph with thousands
+  // of unused values would otherwise bury everything else in warnings.
+  constexpr size_t kMaxWarnings = 100;
+  const std::vector<std::string> warnings = graph_warnings(*graph);
+  for (size_t i = 0; i < std::min(warnings.size(), kMaxWarnings); ++i) warn(warnings[i]);
+  if (warnings.size() > kMaxWarnings) {
+    warn(fmt::format("{} more warnings about {} are not shown (the first {} are)", warnings.size() - kMaxWarnings,
+                     graph->source_file(), kMaxWarnings));
+  }
   return *std::move(graph);
 }
 

@@ -269,6 +269,22 @@ TEST(Cli, UnusedValuesAreNamedWithTheirLineAndNotComputed) {
   std::filesystem::remove_all(dir);
 }
 
+// A generated graph with hundreds of loose ends gets the first hundred
+// warnings and a count of the rest, as the parser stops after 100 errors.
+TEST(Cli, WarningsStopAfterAHundredWithACountOfTheRest) {
+  const std::string dir = make_temp_dir("fusejit-cli");
+  const std::string path = dir + "/many.fj";
+  std::string text = "input x: f32[4]\n";
+  for (int i = 0; i < 250; ++i) text += fmt::format("u{} = exp(x)\n", i);
+  write_file(path, text + "y = neg(x)\noutput y\n");
+  auto r = run_fusejit("check " + path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 101) << r.err;
+  EXPECT_NE(r.err.find("'u99' is not used"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("'u100' is not used"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("150 more warnings about " + path + " are not shown"), std::string::npos) << r.err;
+}
+
 // Dropouts sharing a seed drop the same positions: a warning at the later
 // one's line naming the earlier; distinct seeds, or a dropout no output
 // uses, draw none.
