@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <regex>
 
 #include <absl/strings/str_join.h>
@@ -104,17 +105,64 @@ absl::StatusOr<std::string> write_compile_report(const std::string& file_name, s
   return absl::UnavailableError(absl::StrJoin(failures, "; "));
 }
 
+namespace {
+
+// Whether `path` can hold `contents` without replacing anything: it does not
+// exist, or holds exactly that (the same kernel dumped again).
+bool free_or_same(const std::string& path, const std::string& contents) {
+  absl::StatusOr<std::string> existing = read_whole_file(path);
+  return existing.status().code() == absl::StatusCode::kNotFound || (existing.ok() && *existing == contents);
+}
+
+// Writes each (suffix, contents) as base + suffix; AlreadyExists when one of
+// them holds something else (a file of the user's, or another kernel of
+// the same name), possibly created by another thread meanwhile.
+absl::Status dump_under(const std::string& base, const std::vector<std::pair<std::string, const std::string*>>& files) {
+  for (const auto& [suffix, contents] : files) {
+    if (!free_or_same(base + suffix, *contents)) return absl::AlreadyExistsError(base + suffix);
+  }
+  for (const auto& [suffix, contents] : files) {
+    absl::Status s = create_file(base + suffix, *contents);
+    if (s.code() == absl::StatusCode::kAlreadyExists && free_or_same(base + suffix, *contents)) continue;
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 void dump_files_if_requested(const std::string& name,
                              const std::vector<std::pair<std::string, const std::string*>>& files) {
   const char* dir = std::getenv("FUSEJIT_DUMP");
   if (dir == nullptr || *dir == '\0') return;
-  const std::filesystem::path base = std::filesystem::path(dir) / kernel_file_stem(name);
+  const std::string base = (std::filesystem::path(dir) / kernel_file_stem(name)).string();
   absl::Status s = ensure_directory(dir);
-  for (const auto& [suffix, contents] : files) {
-    // Replaced, not rewritten in place: two threads may dump the same kernel.
-    if (s.ok()) s = replace_file(base.string() + suffix, *contents);
+  // Nothing in DIR is replaced: where NAME.cu (or .ptx, ...) holds other
+  // content, from an earlier run or another graph's kernel of the same
+  // name, this kernel goes to NAME-2.cu, then -3, ...
+  int number = 1;
+  while (s.ok()) {
+    s = dump_under(number == 1 ? base : fmt::format("{}-{}", base, number), files);
+    if (s.code() != absl::StatusCode::kAlreadyExists) break;
+    if (number == kMaxDumpNumber) {
+      s = absl::AlreadyExistsError(fmt::format("{} holds files named {}, {}-2 ... {}-{}, all with other content", dir,
+                                               kernel_file_stem(name), kernel_file_stem(name),
+                                               kernel_file_stem(name), kMaxDumpNumber));
+      break;
+    }
+    ++number;
+    s = absl::OkStatus();
   }
-  if (!s.ok()) warn(fmt::format("FUSEJIT_DUMP: cannot dump kernel '{}': {}", name, status_text(s)));
+  if (!s.ok()) {
+    warn(fmt::format("FUSEJIT_DUMP: cannot dump kernel '{}': {}", name, status_text(s)));
+  } else if (number > 1) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      warn(fmt::format("FUSEJIT_DUMP: {} already holds files named like this program's kernels, with other content; "
+                       "they are kept, and this program's kernels of those names go to NAME-2, NAME-3, ...",
+                       dir));
+    });
+  }
 }
 
 void dump_kernel_if_requested(const CompiledKernel& kernel) {

@@ -56,7 +56,13 @@ absl::StatusOr<std::string> write_compile_report(const std::string& file_name, s
 // With FUSEJIT_DUMP=DIR set, writes DIR/NAME.cu, DIR/NAME.ptx and
 // DIR/NAME.ptxas.txt; a failure is a warning.
 void dump_kernel_if_requested(const CompiledKernel& kernel);
-// With FUSEJIT_DUMP=DIR set, writes DIR/NAME<suffix> for each (suffix, contents).
+// How far dump_files_if_requested numbers a name (NAME-2 ... NAME-N).
+inline constexpr int kMaxDumpNumber = 1000;
+// With FUSEJIT_DUMP=DIR set, writes DIR/NAME<suffix> for each (suffix,
+// contents). Replaces nothing: where a file of that name holds other
+// content, the kernel's files are named NAME-2<suffix>, NAME-3<suffix>, ...
+// (the first number under which every suffix is free or already holds the
+// same content), with a warning the first time in the process.
 void dump_files_if_requested(const std::string& name,
                              const std::vector<std::pair<std::string, const std::string*>>& files);
 

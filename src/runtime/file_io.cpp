@@ -133,6 +133,17 @@ absl::Status replace_file(const std::string& path, std::string_view data, const 
   return replace_files({{path, data}}, writer);
 }
 
+absl::Status create_file(const std::string& path, std::string_view data) {
+  absl::StatusOr<std::string> temporary = write_temporary(path, path, data, write_whole_file);
+  if (!temporary.ok()) return temporary.status();
+  const int rc = ::link(temporary->c_str(), path.c_str());  // fails with EEXIST instead of replacing
+  const int err = errno;
+  std::remove(temporary->c_str());
+  if (rc != 0 && err == EEXIST) return absl::AlreadyExistsError(fmt::format("{} exists", path));
+  if (rc != 0) return errno_status(err, "create", path);
+  return absl::OkStatus();
+}
+
 absl::Status check_can_create_files(const std::string& dir) {
   const std::string probe = temporary_path_beside((std::filesystem::path(dir) / ".fusejit-probe").string());
   FileDescriptor fd(::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));

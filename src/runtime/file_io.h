@@ -41,6 +41,12 @@ absl::Status replace_file(const std::string& path, std::string_view data, const 
 absl::Status replace_files(const std::map<std::string, std::string_view>& files,
                            const FileWriter& writer = write_whole_file);
 
+// Creates path with data, complete or not at all (written to a temporary
+// beside it, then hard-linked into place), and never replaces a file:
+// AlreadyExists when path exists, even if another process creates it
+// between the check and the link.
+absl::Status create_file(const std::string& path, std::string_view data);
+
 // Whether files can be created in `dir`, found by creating and removing a
 // temporary one there: checked before long work whose results go there.
 // PermissionDenied (or the errno's kind) with "cannot create files in DIR: WHY".

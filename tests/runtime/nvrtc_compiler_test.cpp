@@ -263,6 +263,32 @@ TEST_F(NvrtcCompile, DumpWritesSourcePtxAndPtxasReportOnMissAndHit) {
   }
 }
 
+// FUSEJIT_DUMP replaces nothing: a file of the user's, or another graph's
+// kernel of the same name, is kept and the kernel goes to NAME-2, NAME-3;
+// the same kernel dumped again goes where it already is.
+TEST_F(NvrtcCompile, DumpKeepsFilesWithOtherContentAndNumbersTheNewOnes) {
+  const std::string dump = root_ + "/dump-numbered";
+  std::filesystem::create_directories(dump);
+  testing::write_file(dump + "/k0_add.cu", "my notes\n");
+  testing::ScopedEnv env("FUSEJIT_DUMP", dump);
+  const std::string first = "// first\n", second = "// second\n", ptx = "// ptx\n";
+  ScopedWarningSink warnings;
+  dump_files_if_requested("k0_add", {{".cu", &first}, {".ptx", &ptx}});
+  dump_files_if_requested("k0_add", {{".cu", &first}, {".ptx", &ptx}});  // the same kernel again
+  dump_files_if_requested("k0_add", {{".cu", &second}, {".ptx", &ptx}});
+  EXPECT_EQ(read_file(dump + "/k0_add.cu"), "my notes\n");
+  EXPECT_FALSE(std::filesystem::exists(dump + "/k0_add.ptx"));  // a pair is never split across names
+  EXPECT_EQ(read_file(dump + "/k0_add-2.cu"), first);
+  EXPECT_EQ(read_file(dump + "/k0_add-2.ptx"), ptx);
+  EXPECT_EQ(read_file(dump + "/k0_add-3.cu"), second);
+  EXPECT_EQ(read_file(dump + "/k0_add-3.ptx"), ptx);
+  EXPECT_FALSE(std::filesystem::exists(dump + "/k0_add-4.cu"));
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dump)) ++files;
+  EXPECT_EQ(files, 5u) << "no temporaries left behind";
+  ASSERT_LE(warnings.messages().size(), 1u) << warnings.text();  // once per process at most
+}
+
 TEST_F(NvrtcCompile, DumpFailureIsAWarningNotAnError) {
   const std::string file = root_ + "/regular_file";
   testing::write_file(file, "x");
