@@ -32,13 +32,14 @@ void add_bench_options(CLI::App* cmd, BenchSettings& s) {
       ->check(seed_validator())->capture_default_str();
   cmd->add_flag("--json", s.json, "print one JSON object instead of tables");
   // The extension is checked before the benchmark runs, not after.
-  cmd->add_option("--plot", s.plot, "draw the roofline chart into FILE (.svg or .png; needs gnuplot)")
-      ->check(CLI::Validator(
+  CLI::Option* plot =
+      cmd->add_option("--plot", s.plot, "draw the roofline chart into FILE (.svg or .png; needs gnuplot)");
+  plot->check(CLI::Validator(
           [](std::string& path) -> std::string {
             return path.ends_with(".svg") || path.ends_with(".png") ? "" : "the chart file must end in .svg or .png";
           },
           "FILE.svg|FILE.png"));
-  cmd->add_flag("--overwrite", s.overwrite, "let --plot replace an existing file");
+  cmd->add_flag("--overwrite", s.overwrite, "let --plot replace an existing file")->needs(plot);
   cmd->add_flag("--no-counters", s.no_counters, "do not read the GPU's memory traffic counters (CUPTI)");
   // Shows that a wrong result fails the run (tests use it).
   cmd->add_flag("--tamper-for-testing", s.tamper, "")->group("");

@@ -145,6 +145,12 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
   auto overwrite_alone = run_fusejit("run " + graph + " --overwrite");
   EXPECT_EQ(overwrite_alone.exit_code, 2);
   EXPECT_NE(overwrite_alone.err.find("--overwrite requires --save"), std::string::npos) << overwrite_alone.err;
+  for (const char* command : {"bench", "demo"}) {  // --overwrite is --plot's, as it is --save's for run
+    auto plot_overwrite_alone = run_fusejit(fmt::format("{} {} --overwrite", command,
+                                                        std::string_view(command) == "bench" ? graph : ""));
+    EXPECT_EQ(plot_overwrite_alone.exit_code, 2) << command;
+    EXPECT_NE(plot_overwrite_alone.err.find("--overwrite requires --plot"), std::string::npos) << plot_overwrite_alone.err;
+  }
   auto both = run_fusejit("run " + graph + " --inputs " + dir + " --seed 5");
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
