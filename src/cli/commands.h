@@ -17,6 +17,10 @@ namespace fusejit::cli {
 // errors to stderr and returns nullopt (the command then exits with 1).
 std::optional<Graph> load_graph(const std::string& file);
 inline constexpr const char* kGraphFileHelp = "graph in the .fj text format ('-': standard input)";
+// InvalidArgument naming the first bf16 value when `arch` (sm_XX) is older
+// than sm_80, which bf16 arithmetic needs: found before NVRTC prints pages
+// of ptxas errors.
+absl::Status check_dtypes_for_arch(const Graph& graph, const std::string& arch);
 // make_backend(name); on failure prints why ("backend cuda: no CUDA driver:
 // ...") to stderr and returns nullptr (the command then exits with 1).
 std::unique_ptr<Backend> open_backend(const std::string& name);

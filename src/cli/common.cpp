@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "runtime/nvrtc_compiler.h"
 
 namespace fusejit::cli {
 
@@ -43,6 +44,18 @@ std::optional<Graph> load_graph(const std::string& file) {
                      graph->source_file(), kMaxWarnings));
   }
   return *std::move(graph);
+}
+
+absl::Status check_dtypes_for_arch(const Graph& graph, const std::string& arch) {
+  const int cc = cuda_arch_number(arch);
+  for (const Node& node : graph.nodes()) {
+    if (node.dtype == DType::kBF16 && cc < 80) {
+      return absl::InvalidArgumentError(fmt::format(
+          "--arch {}: {} is bf16, which needs sm_80 or newer (compute capability 8.0); choose --arch sm_80 or later",
+          arch, describe(node)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::unique_ptr<Backend> open_backend(const std::string& name) {

@@ -150,19 +150,6 @@ void remove_stale(const std::filesystem::path& dir, const OutDir& out) {
   }
 }
 
-// bf16 arithmetic needs sm_80: found before NVRTC prints pages of ptxas errors.
-absl::Status check_dtypes_for_arch(const Graph& graph, const std::string& arch) {
-  const int cc = cuda_arch_number(arch);
-  for (const Node& node : graph.nodes()) {
-    if (node.dtype == DType::kBF16 && cc < 80) {
-      return absl::InvalidArgumentError(fmt::format(
-          "--arch {}: {} is bf16, which needs sm_80 or newer (compute capability 8.0); choose --arch sm_80 or later",
-          arch, describe(node)));
-    }
-  }
-  return absl::OkStatus();
-}
-
 int emit(const EmitOptions& opt) {
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;

@@ -84,13 +84,24 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
     }
     // A file that does not parse is the user's error, at its file:line, not
     // a mismatch; the other files are still checked.
-    if (const absl::StatusOr<Graph> parsed = parse_graph(*text, file); !parsed.ok()) {
+    const absl::StatusOr<Graph> parsed = parse_graph(*text, file);
+    if (!parsed.ok()) {
       const std::string error(status_text(parsed.status()));
       ++unreadable;
       fmt::print(stderr, "{}\n", error);
       failures.push_back({{"file", file}, {"error", error}});
       if (!opt.json) fmt::print("{}: not checked: it is not a valid graph (errors above)\n", file);
       continue;
+    }
+    if (options.cuda_compile) {
+      if (absl::Status s = check_dtypes_for_arch(*parsed, options.cuda_arch); !s.ok()) {
+        const std::string error = fmt::format("{}: {}", file, status_text(s));
+        ++unreadable;
+        fmt::print(stderr, "fusejit: error: {}\n", error);
+        failures.push_back({{"file", file}, {"error", error}});
+        if (!opt.json) fmt::print("{}: not checked: its kernels cannot compile for --arch {}\n", file, options.cuda_arch);
+        continue;
+      }
     }
     const std::string what = check_graph_text(*text, options, &kernels);
     failed += !what.empty();
@@ -130,7 +141,8 @@ int fuzz(const FuzzCommandOptions& opt) {
       fmt::print(stderr, "fusejit: error: --arch: {}\n", status_text(s));
       return 2;
     }
-    if (cuda_arch_number(opt.arch) < 80) {
+    // Generated graphs use bf16; a file given to --check is checked on its own (below).
+    if (opt.files.empty() && cuda_arch_number(opt.arch) < 80) {
       fmt::print(stderr,
                  "fusejit: error: --arch {}: fuzz graphs use bf16, which needs sm_80 or newer (compute capability "
                  "8.0); choose --arch sm_80 or later\n",

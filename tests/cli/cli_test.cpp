@@ -231,6 +231,21 @@ TEST(Cli, FuzzChecksTheArchitectureFirst) {
   EXPECT_NE(turing.err.find("--arch sm_75: fuzz graphs use bf16, which needs sm_80 or newer"), std::string::npos)
       << turing.err;
   EXPECT_EQ(turing.out.find("MISMATCH"), std::string::npos) << turing.out;
+
+  // Files given to --check are judged by their own dtypes: an f16 graph
+  // compiles for sm_75; a bf16 one is not checked, and says why.
+  const std::string dir = make_temp_dir("fusejit-fuzz-arch");
+  write_file(dir + "/f16.fj", "input x: f16[8, 64]\ny = gelu(x)\noutput y\n");
+  write_file(dir + "/bf16.fj", "input x: bf16[8, 64]\ny = gelu(x)\noutput y\n");
+  auto f16 = run_fusejit("fuzz --backend none --cuda-compile --arch sm_75 --check " + dir + "/f16.fj");
+  EXPECT_EQ(f16.exit_code, 0) << f16.err;
+  EXPECT_NE(f16.out.find("f16.fj: ok"), std::string::npos) << f16.out;
+  auto both = run_fusejit(fmt::format("fuzz --backend none --cuda-compile --arch sm_75 --check {0}/f16.fj {0}/bf16.fj", dir));
+  EXPECT_EQ(both.exit_code, 1) << both.err;
+  EXPECT_NE(both.out.find("f16.fj: ok"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("bf16.fj: not checked: its kernels cannot compile for --arch sm_75"), std::string::npos)
+      << both.out;
+  EXPECT_NE(both.err.find("x: bf16[8, 64] is bf16, which needs sm_80 or newer"), std::string::npos) << both.err;
 }
 
 TEST(Cli, CheckPrintsCanonicalTextOfEveryExample) {
