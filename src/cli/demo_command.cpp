@@ -24,6 +24,7 @@ struct DemoOptions {
 
 Graph demo_graph(int64_t rows, int64_t cols, DType dtype) {
   Graph g;
+  g.set_source_file("<demo>");  // its name where a file's would go: bench's "graph" in --json
   const Value x = g.input("x", dtype, {rows, cols});
   const Value b = g.input("b", dtype, {cols});
   const Value gamma = g.input("gamma", dtype, {cols});

@@ -314,6 +314,9 @@ TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
   // The plans first, predicted with the device the measured run used.
   EXPECT_LT(r.out.find("cost model device: cpu"), r.out.find("\nmeasured:\n")) << r.out;
   EXPECT_TRUE(has(r.out, "measured in this run (the predictions' bandwidth)")) << r.out;
+  auto json = run_fusejit("demo --backend cpu --rows 32 --cols 512 --reps 1 --json");
+  ASSERT_EQ(json.exit_code, 0) << json.out << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out).at("graph"), "<demo>") << json.out;
   auto bad = run_fusejit("demo --backend cpu --rows 0");
   EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
 }
