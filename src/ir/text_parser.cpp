@@ -45,8 +45,11 @@ using text::TokenKind;
 // Past this many errors the rest is noise; without a limit a file of binary
 // garbage would produce one error per line.
 constexpr size_t kMaxErrors = 100;
-// Lines and columns are ints in SourceLoc.
-constexpr size_t kMaxTextBytes = size_t{1} << 30;
+// Lines and columns are ints in SourceLoc, which any size below 2 GiB
+// keeps; 256 MiB is over a thousand times a 200-layer model's text, and
+// what a wrong file (`check /dev/zero`) is read into memory before it is
+// refused.
+constexpr size_t kMaxTextBytes = size_t{256} << 20;
 // No op takes more than three operands and two attributes; the limit keeps a
 // pathological line from building a huge call and a huge error message.
 constexpr size_t kMaxCallArgs = 64;
@@ -130,7 +133,7 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
   const bool utf16 = text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF");
   const bool cr_only = text.find('\r') != std::string_view::npos && text.find('\n') == std::string_view::npos;
   if (text.size() > kMaxTextBytes) {
-    error_at({1, 1}, "the text is larger than 1 GiB");
+    error_at({1, 1}, "the text is larger than 256 MiB, which no graph needs (a 200-layer model is well under 1 MiB)");
   } else if (utf16) {
     error_at({1, 1}, "the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8");
   } else if (cr_only) {

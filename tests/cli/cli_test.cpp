@@ -262,6 +262,13 @@ TEST(Cli, CheckPrintsCanonicalTextOfEveryExample) {
   EXPECT_GE(count, 5);
 }
 
+// An endless file is refused after its first 256 MiB, not read to the end.
+TEST(Cli, AnEndlessFileIsRefusedAtTheSizeLimit) {
+  auto r = run_fusejit("check /dev/zero");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("/dev/zero:1:1: error: the text is larger than 256 MiB"), std::string::npos) << r.err;
+}
+
 TEST(Cli, CheckReportsFileLineAndColumn) {
   const std::string dir = make_temp_dir("fusejit-cli");
   const std::string path = dir + "/bad.fj";
