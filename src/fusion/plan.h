@@ -66,7 +66,8 @@ struct FusionOptions {
   // parameters must fit in 4 KiB on every architecture (32 KiB only from
   // Volta with CUDA 12.1); 256 pointers are 2 KiB, leaving room for the
   // scalars. A fused group that would need more is split, so a wide graph
-  // (thousands of inputs added up) still compiles everywhere.
+  // (thousands of inputs added up) still compiles everywhere. At least 4:
+  // the unfused plan's kernel for layer_norm(x, gamma, beta) takes 4.
   int max_kernel_tensors = 256;
   // Most nodes (composites expanded: a layer_norm is 9) one kernel holds. A
   // compiler's time grows faster than a kernel's size (NVRTC: a chain of 50

@@ -142,10 +142,25 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
   return plan;
 }
 
+namespace {
+
+// The op with the most operands: the unfused plan's kernel for it takes
+// them all and its result, and no plan splits that kernel further.
+const OpInfo& widest_op() {
+  const OpInfo* widest = &callable_ops().front();
+  for (const OpInfo& info : callable_ops()) {
+    if (info.max_operands > widest->max_operands) widest = &info;
+  }
+  return *widest;
+}
+
+}  // namespace
+
 void require_plannable(const Graph& graph, const FusionOptions& options) {
-  if (options.max_kernel_tensors < 2) {
-    throw Error(fmt::format("FusionOptions::max_kernel_tensors must be at least 2 (a read and a write), got {}",
-                            options.max_kernel_tensors));
+  if (const OpInfo& widest = widest_op(); options.max_kernel_tensors < widest.max_operands + 1) {
+    throw Error(fmt::format("FusionOptions::max_kernel_tensors must be at least {} ({}'s {} operands and its result, "
+                            "one kernel in the unfused plan), got {}",
+                            widest.max_operands + 1, widest.name, widest.max_operands, options.max_kernel_tensors));
   }
   if (options.max_kernel_nodes < 1) {
     throw Error(fmt::format("FusionOptions::max_kernel_nodes must be at least 1, got {}", options.max_kernel_nodes));

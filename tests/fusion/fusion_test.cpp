@@ -1,6 +1,8 @@
 // Kernel counts, kinds and exact byte counts of the unfused and fused plans
 // for graphs of many shapes. Expected bytes are written out by hand from the
 // shapes: each global tensor read once at its own size, each write once.
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
@@ -60,14 +62,26 @@ TEST(Fusion, AGraphThatDoesNotVerifyIsNotPlanned) {
 
   Graph fine;
   fine.output("y", exp(fine.input("x", DType::kF32, {4, 8})));
-  EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.max_kernel_tensors = 0}); }),
-            "FusionOptions::max_kernel_tensors must be at least 2 (a read and a write), got 0");
+  for (int too_few : {0, 3}) {  // layer_norm(x, gamma, beta) alone takes 4
+    EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.max_kernel_tensors = too_few}); }),
+              fmt::format("FusionOptions::max_kernel_tensors must be at least 4 (layer_norm's 3 operands and its "
+                          "result, one kernel in the unfused plan), got {}",
+                          too_few));
+  }
   EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.max_kernel_nodes = 0}); }),
             "FusionOptions::max_kernel_nodes must be at least 1, got 0");
   EXPECT_EQ(error_of([&] { make_unfused_plan(fine, {.persistent_row_limit = -5}); }),
             "FusionOptions::persistent_row_limit must be at least 1 element, got -5");
-  EXPECT_EQ(error_of([&] { make_fused_plan(fine, {.persistent_row_limit = 1, .max_kernel_tensors = 2}); }),
-            "no error");
+  // The least limit holds for every kernel, composites included.
+  Graph wide;
+  const Value x = wide.input("x", DType::kF32, {4, 8});
+  const Value b = wide.input("b", DType::kF32, {8});
+  wide.output("y", layer_norm(add(x, b), wide.input("gamma", DType::kF32, {8}), wide.input("beta", DType::kF32, {8})));
+  for (const FusionPlan& plan : {make_fused_plan(wide, {.persistent_row_limit = 1, .max_kernel_tensors = 4}),
+                                 make_fused_plan(wide, {.max_kernel_tensors = 4}),
+                                 make_unfused_plan(wide, {.max_kernel_tensors = 4})}) {
+    for (const Kernel& k : plan.kernels) EXPECT_LE(k.reads.size() + k.writes.size(), 4u) << plan.label << " " << k.name;
+  }
 }
 
 TEST(Fusion, BiasGeluDropoutLayerNormIsOneRowKernel) {
