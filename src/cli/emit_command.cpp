@@ -237,6 +237,9 @@ int emit(const EmitOptions& opt) {
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) {
       listing += fmt::format("  {:<36} library matmul (cuBLAS), no generated source\n", kernel.name);
+      // Listed too, so that "kernels" lines up with plan.txt; the fields of
+      // generated code are null (filled in below).
+      if (opt.json) kernels.push_back({{"name", kernel.name}, {"library", "cuBLAS"}});
       continue;
     }
     const CudaKernelSource& source = sources[next];
@@ -250,7 +253,8 @@ int emit(const EmitOptions& opt) {
     const int64_t spills = c.ptxas.spill_store_bytes + c.ptxas.spill_load_bytes;
     const std::optional<Occupancy> occupancy = occupancy_of(c, source);
     if (opt.json) {
-      kernels.push_back({{"name", kernel.name}, {"source", cu}, {"ptx", ptx}, {"ptxas_report", report},
+      kernels.push_back({{"name", kernel.name}, {"library", nullptr}, {"source", cu}, {"ptx", ptx},
+                         {"ptxas_report", report},
                          {"variant", cuda_variant_name(source.variant)},
                          {"access", source.access == CudaAccess::kVector ? "vector" : "scalar"},
                          {"entry", source.name}, {"arch", c.arch},
@@ -292,6 +296,16 @@ int emit(const EmitOptions& opt) {
   }
   remove_stale(dir, *out_dir);
   if (opt.json) {
+    // Every kernel object has every key: a library call's generated-code fields are null.
+    nlohmann::json every_key = nlohmann::json::object();
+    for (const nlohmann::json& k : kernels) {
+      for (const auto& [key, value] : k.items()) every_key[key] = nullptr;
+    }
+    for (nlohmann::json& k : kernels) {
+      for (const auto& [key, value] : every_key.items()) {
+        if (!k.contains(key)) k[key] = nullptr;
+      }
+    }
     fmt::print("{}\n", nlohmann::json{{"kernels", kernels}}.dump(2));
   } else {
     fmt::print("{}", listing);

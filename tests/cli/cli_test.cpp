@@ -581,10 +581,11 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   ASSERT_EQ(j["kernels"].size(), 1u);
   const nlohmann::json& k = j["kernels"][0];
   EXPECT_EQ(k["name"], "k0_add_gelu_dropout_layer_norm");
+  EXPECT_TRUE(k["library"].is_null());
   EXPECT_EQ(k["cache_hit"], false);
   EXPECT_EQ(k["spill_bytes"], 0);
   EXPECT_GT(k["registers"].get<int>(), 0);
-  // 512 threads of 56 registers: two blocks per SM, held back by registers.
+  // 512 threads of about 50 registers: two blocks per SM, held back by registers.
   EXPECT_EQ(k["block_threads"], 512);
   EXPECT_GT(k["blocks_per_sm"].get<int>(), 0);
   EXPECT_GT(k["occupancy"].get<double>(), 0);
@@ -782,6 +783,30 @@ TEST(CliEmit, WarningsDuringTheProgressLineComeAfterIt) {
 
 // The variant for buffers that are not 16-byte aligned: a different entry
 // point, compiled and cached apart from the vector one, with no 16-byte access.
+// Matmuls are library calls: listed in --json in plan order, as in
+// plan.txt and the text output, with null for what generated code has.
+TEST(CliEmit, JsonListsMatmulKernelsInPlanOrder) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  const std::string dir = testing::make_temp_dir("fusejit-emit-matmul");
+  auto r = run_fusejit("emit " + kExamples + "/mlp_block.fj --json --out " + dir + "/k");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const FusionPlan plan = make_fused_plan(*parse_graph_file(kExamples + "/mlp_block.fj"));
+  ASSERT_EQ(j["kernels"].size(), plan.kernels.size()) << r.out;
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const nlohmann::json& k = j["kernels"][i];
+    EXPECT_EQ(k["name"], plan.kernels[i].name);
+    EXPECT_EQ(k.size(), j["kernels"][0].size()) << "every kernel has every key: " << k;
+    if (plan.kernels[i].kind == KernelKind::kMatmul) {
+      EXPECT_EQ(k["library"], "cuBLAS") << k;
+      for (const char* key : {"source", "ptx", "registers", "compile_ms"}) EXPECT_TRUE(k[key].is_null()) << key;
+    } else {
+      EXPECT_TRUE(k["library"].is_null()) << k;
+      EXPECT_TRUE(std::filesystem::exists(dir + "/k/" + k["source"].get<std::string>())) << k;
+    }
+  }
+}
+
 TEST(CliEmit, ScalarVariantIsWrittenOnRequest) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   const std::string dir = testing::make_temp_dir("fusejit-emit-scalar");
