@@ -170,13 +170,7 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
           d.class_tflops[static_cast<int>(p.cost_class)] =
               entry.at("class_tflops").at(std::string(cost_class_name(p.cost_class))).get<double>();
         }
-        // Measured now, not read back (10 ms at most): what waking the
-        // pool costs depends on the process, not only the machine. On the
-        // development VM one process measured 1.8 us for all 101 wake-ups
-        // and the next 50-90 us (worker threads sharing a vCPU with the
-        // caller or waking a halted one), so a cached figure described
-        // some other process.
-        d.launch_overhead_us = probe_launch_us();
+        d.launch_overhead_us = entry.at("launch_overhead_us").get<double>();
         d.description += "; op throughput of JIT kernels";
         return d;
       } catch (const nlohmann::json::exception&) {
@@ -196,11 +190,12 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
     d.class_tflops[static_cast<int>(p.cost_class)] = *tflops;
     classes[std::string(cost_class_name(p.cost_class))] = *tflops;
   }
-  d.launch_overhead_us = probe_launch_us();
+  const double launch = probe_launch_us();
+  d.launch_overhead_us = launch;
   d.description += "; op throughput of JIT kernels";
   // An unwritable directory only costs the caching (replace_file writes
   // temp-then-rename, so a concurrent reader never sees half a file).
-  entries[key] = nlohmann::json{{"class_tflops", classes}};
+  entries[key] = nlohmann::json{{"class_tflops", classes}, {"launch_overhead_us", launch}};
   const nlohmann::json cached{{"entries", entries}};
   absl::Status saved = ensure_directory(path.parent_path().string());
   if (saved.ok()) saved = replace_file(path.string(), cached.dump(2) + "\n");
