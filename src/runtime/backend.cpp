@@ -39,10 +39,10 @@ absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) {
         fmt::format("{}({}) before set_inputs(): kernel {} has no inputs to read", what, k, p.kernels[k].name));
   }
   for (const auto& [j, id] : producers_[k]) {
-    if (!ran_[j]) {
+    if (!holds_results_[j]) {
       return absl::FailedPreconditionError(
           fmt::format("{}({}) before kernel {} ({}), which writes {} for kernel {} ({}), ran on the inputs of "
-                      "the last set_inputs(): run the plan's kernels in order",
+                      "the last set_inputs() (or since poison_outputs()): run the plan's kernels in order",
                       what, k, j, p.kernels[j].name, p.graph->node(id).name, k, p.kernels[k].name));
     }
   }
@@ -54,32 +54,53 @@ absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
   // input set, which must not pass for results.
   inputs_set_ = false;
   ran_.assign(plan().kernels.size(), false);
+  holds_results_.assign(plan().kernels.size(), false);
   if (producers_.empty()) producers_ = kernel_producers(plan());
   if (absl::Status s = do_set_inputs(inputs); !s.ok()) return s;
   inputs_set_ = true;
   return absl::OkStatus();
 }
 
-absl::Status LoadedPlan::poison_outputs() { return do_poison_outputs(); }
+absl::Status LoadedPlan::poison_outputs() {
+  // Every buffer a kernel writes now holds NaN: a kernel reading one must
+  // wait for its producer to run again. outputs() still shows the poison.
+  holds_results_.assign(holds_results_.size(), false);
+  return do_poison_outputs();
+}
+
+void LoadedPlan::mark_running(size_t k) {
+  // A kernel that fails partway leaves its buffers half written.
+  ran_[k] = false;
+  holds_results_[k] = false;
+}
+
+void LoadedPlan::mark_ran(size_t k) {
+  ran_[k] = true;
+  holds_results_[k] = true;
+}
 
 absl::Status LoadedPlan::run_kernel(size_t k) {
   if (absl::Status s = check_runnable(k, "run_kernel"); !s.ok()) return s;
+  mark_running(k);
   if (absl::Status s = do_run_kernel(k); !s.ok()) return s;
-  ran_[k] = true;
+  mark_ran(k);
   return absl::OkStatus();
 }
 
 absl::StatusOr<double> LoadedPlan::time_kernel(size_t k) {
   if (absl::Status s = check_runnable(k, "time_kernel"); !s.ok()) return s;
+  mark_running(k);
   absl::StatusOr<double> us = do_time_kernel(k);
-  if (us.ok()) ran_[k] = true;
+  if (us.ok()) mark_ran(k);
   return us;
 }
 
 absl::StatusOr<double> LoadedPlan::measure_kernel_bytes(size_t k) {
   if (absl::Status s = check_runnable(k, "measure_kernel_bytes"); !s.ok()) return s;
+  // Not mark_running: where the counters cannot be read (every CPU, a
+  // restricted GPU) it fails without running anything.
   absl::StatusOr<double> bytes = do_measure_kernel_bytes(k);
-  if (bytes.ok()) ran_[k] = true;
+  if (bytes.ok()) mark_ran(k);
   return bytes;
 }
 

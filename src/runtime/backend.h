@@ -106,8 +106,14 @@ class LoadedPlan {
   // what k reads ran since; `what` names the call.
   absl::Status check_runnable(size_t k, std::string_view what);
 
+  void mark_running(size_t k);
+  void mark_ran(size_t k);
+
   bool inputs_set_ = false;
-  std::vector<bool> ran_;  // per kernel: run since the last set_inputs()
+  std::vector<bool> ran_;  // per kernel: run (to the end) since the last set_inputs()
+  // Per kernel: its buffers hold what it computed from the current inputs
+  // (run since set_inputs() and since poison_outputs()).
+  std::vector<bool> holds_results_;
   // Per kernel: (kernel, tensor id) for each tensor it reads that an earlier
   // kernel writes. Built at the first set_inputs().
   std::vector<std::vector<std::pair<size_t, int32_t>>> producers_;

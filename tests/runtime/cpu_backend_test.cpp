@@ -645,6 +645,12 @@ TEST(CpuBackend, CallsOutOfOrderAreRefusedWithTheReason) {
   ASSERT_TRUE(other_ref.ok()) << other_ref.status();
   EXPECT_TRUE(compare_tensors(on_other->at("z"), other_ref->at("z")).within(DType::kF32));
 
+  // Poison overwrites the intermediates too: kernel 1 waits for kernel 0
+  // again, while outputs() shows the poison (as poison_outputs() says).
+  ASSERT_TRUE(p.poison_outputs().ok());
+  EXPECT_TRUE(p.outputs().ok());
+  expect_refused(p.run_kernel(1), absl::StatusCode::kFailedPrecondition, "or since poison_outputs()");
+
   ASSERT_TRUE(p.set_inputs(inputs).ok());
   ASSERT_TRUE(p.run().ok());
   absl::StatusOr<TensorMap> again = p.outputs();
