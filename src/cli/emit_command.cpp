@@ -150,6 +150,12 @@ void remove_stale(const std::filesystem::path& dir, const OutDir& out) {
   }
 }
 
+// The --json fields of a generated kernel beside "name" and "library".
+constexpr const char* kGeneratedKernelKeys[] = {
+    "source",   "ptx",         "ptxas_report", "variant",      "access",        "entry",
+    "arch",     "dropout_seeds", "compile_ms", "cache_hit",    "registers",     "spill_bytes",
+    "shared_bytes", "block_threads", "blocks_per_sm", "occupancy", "occupancy_limited_by"};
+
 int emit(const EmitOptions& opt) {
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;
@@ -238,8 +244,12 @@ int emit(const EmitOptions& opt) {
     if (kernel.kind == KernelKind::kMatmul) {
       listing += fmt::format("  {:<36} library matmul (cuBLAS), no generated source\n", kernel.name);
       // Listed too, so that "kernels" lines up with plan.txt; the fields of
-      // generated code are null (filled in below).
-      if (opt.json) kernels.push_back({{"name", kernel.name}, {"library", "cuBLAS"}});
+      // generated code are null.
+      if (opt.json) {
+        nlohmann::json entry = {{"name", kernel.name}, {"library", "cuBLAS"}};
+        for (const char* key : kGeneratedKernelKeys) entry[key] = nullptr;
+        kernels.push_back(std::move(entry));
+      }
       continue;
     }
     const CudaKernelSource& source = sources[next];
@@ -296,16 +306,6 @@ int emit(const EmitOptions& opt) {
   }
   remove_stale(dir, *out_dir);
   if (opt.json) {
-    // Every kernel object has every key: a library call's generated-code fields are null.
-    nlohmann::json every_key = nlohmann::json::object();
-    for (const nlohmann::json& k : kernels) {
-      for (const auto& [key, value] : k.items()) every_key[key] = nullptr;
-    }
-    for (nlohmann::json& k : kernels) {
-      for (const auto& [key, value] : every_key.items()) {
-        if (!k.contains(key)) k[key] = nullptr;
-      }
-    }
     fmt::print("{}\n", nlohmann::json{{"kernels", kernels}}.dump(2));
   } else {
     fmt::print("{}", listing);

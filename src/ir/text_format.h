@@ -32,6 +32,11 @@ absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_n
 // reads standard input, named "<stdin>" in diagnostics (a file named "-"
 // is "./-").
 absl::StatusOr<Graph> parse_graph_file(const std::string& path);
+// What parse_graph_file reads: the text of `path` ("-": standard input),
+// stopping a little past the largest text parse_graph accepts, so that an
+// endless file (/dev/zero) is refused by parse_graph rather than read to
+// the end. Errors are "FILE: error: cannot open|read the file: WHY".
+absl::StatusOr<std::string> read_graph_text(const std::string& path);
 
 // The canonical text of a graph.
 std::string print_graph(const Graph& graph);

@@ -557,7 +557,7 @@ absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_n
   return Parser(file_name).parse(text);
 }
 
-absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
+absl::StatusOr<std::string> read_graph_text(const std::string& path) {
   if (path.empty()) {
     return absl::InvalidArgumentError(
         "fusejit: error: the graph file's name is empty; name a .fj file, or '-' for standard input");
@@ -581,7 +581,13 @@ absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
     if (text.size() > kMaxTextBytes) break;  // parse_graph reports the size
   }
   if (std::ferror(file.get())) return failure("read");
-  return parse_graph(text, name);
+  return text;
+}
+
+absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
+  absl::StatusOr<std::string> text = read_graph_text(path);
+  if (!text.ok()) return text.status();
+  return parse_graph(*text, path == "-" ? "<stdin>" : path);
 }
 
 }  // namespace fusejit

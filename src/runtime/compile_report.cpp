@@ -123,7 +123,12 @@ absl::Status dump_under(const std::string& base, const std::vector<std::pair<std
   }
   for (const auto& [suffix, contents] : files) {
     absl::Status s = create_file(base + suffix, *contents);
-    if (s.code() == absl::StatusCode::kAlreadyExists && free_or_same(base + suffix, *contents)) continue;
+    if (s.code() == absl::StatusCode::kAlreadyExists) {
+      // Created meanwhile (another thread dumping the same kernel, or a
+      // dangling link): done only if it holds this content.
+      absl::StatusOr<std::string> existing = read_whole_file(base + suffix);
+      if (existing.ok() && *existing == *contents) continue;
+    }
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

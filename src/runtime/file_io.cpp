@@ -112,17 +112,33 @@ absl::StatusOr<std::string> read_whole_file(const std::string& path) {
 
 absl::StatusOr<std::string> read_standard_input() { return read_to_end(STDIN_FILENO, "<stdin>"); }
 
-absl::Status write_whole_file(const std::string& path, std::string_view data) {
-  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+namespace {
+
+// Opens path with `flags` (O_TRUNC, or O_EXCL: AlreadyExists when it
+// exists) and writes all of data. A file it created exclusively is removed
+// again when the write fails: it is nobody else's.
+absl::Status open_and_write(const std::string& path, std::string_view data, int flags) {
+  FileDescriptor fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644));
+  if (fd.get() < 0 && errno == EEXIST) return absl::AlreadyExistsError(fmt::format("{} exists", path));
   if (fd.get() < 0) return errno_status(errno, "create", path);
+  auto failed = [&](int err) {
+    if ((flags & O_EXCL) != 0) std::remove(path.c_str());
+    return errno_status(err, "write", path);
+  };
   while (!data.empty()) {
     const ssize_t n = ::write(fd.get(), data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_status(errno, "write", path);
+    if (n < 0) return failed(errno);
     data.remove_prefix(static_cast<size_t>(n));
   }
-  if (fd.close() != 0) return errno_status(errno, "write", path);
+  if (fd.close() != 0) return failed(errno);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status write_whole_file(const std::string& path, std::string_view data) {
+  return open_and_write(path, data, O_TRUNC);
 }
 
 std::string temporary_path_beside(const std::string& path, std::string_view extension) {
@@ -139,9 +155,13 @@ absl::Status create_file(const std::string& path, std::string_view data) {
   const int rc = ::link(temporary->c_str(), path.c_str());  // fails with EEXIST instead of replacing
   const int err = errno;
   std::remove(temporary->c_str());
-  if (rc != 0 && err == EEXIST) return absl::AlreadyExistsError(fmt::format("{} exists", path));
-  if (rc != 0) return errno_status(err, "create", path);
-  return absl::OkStatus();
+  if (rc == 0) return absl::OkStatus();
+  if (err == EEXIST) return absl::AlreadyExistsError(fmt::format("{} exists", path));
+  if (err != EPERM && err != ENOTSUP && err != EOPNOTSUPP && err != EXDEV) return errno_status(err, "create", path);
+  // A file system without hard links (FAT, some network and FUSE mounts):
+  // created exclusively and written in place, so a concurrent reader may
+  // see it partly written, but nothing is ever replaced.
+  return open_and_write(path, data, O_EXCL);
 }
 
 absl::Status check_can_create_files(const std::string& dir) {

@@ -44,7 +44,8 @@ absl::Status replace_files(const std::map<std::string, std::string_view>& files,
 // Creates path with data, complete or not at all (written to a temporary
 // beside it, then hard-linked into place), and never replaces a file:
 // AlreadyExists when path exists, even if another process creates it
-// between the check and the link.
+// between the check and the link. Where the file system has no hard links
+// the file is created exclusively (O_EXCL) and written in place.
 absl::Status create_file(const std::string& path, std::string_view data);
 
 // Whether files can be created in `dir`, found by creating and removing a

@@ -246,6 +246,13 @@ TEST(Cli, FuzzChecksTheArchitectureFirst) {
   EXPECT_NE(both.out.find("bf16.fj: not checked: its kernels cannot compile for --arch sm_75"), std::string::npos)
       << both.out;
   EXPECT_NE(both.err.find("x: bf16[8, 64] is bf16, which needs sm_80 or newer"), std::string::npos) << both.err;
+  auto json = run_fusejit(
+      fmt::format("fuzz --backend none --cuda-compile --arch sm_75 --json --check {0}/f16.fj {0}/bf16.fj", dir));
+  EXPECT_EQ(json.exit_code, 1) << json.err;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["not_checked"], 1) << json.out;
+  EXPECT_EQ(j["invalid_files"], 0) << json.out;
+  EXPECT_EQ(j["mismatches"], 0) << json.out;
 }
 
 TEST(Cli, CheckPrintsCanonicalTextOfEveryExample) {
@@ -781,8 +788,6 @@ TEST(CliEmit, WarningsDuringTheProgressLineComeAfterIt) {
   EXPECT_EQ(r.out.find("...fusejit: warning"), std::string::npos) << r.out;
 }
 
-// The variant for buffers that are not 16-byte aligned: a different entry
-// point, compiled and cached apart from the vector one, with no 16-byte access.
 // Matmuls are library calls: listed in --json in plan order, as in
 // plan.txt and the text output, with null for what generated code has.
 TEST(CliEmit, JsonListsMatmulKernelsInPlanOrder) {
@@ -791,7 +796,8 @@ TEST(CliEmit, JsonListsMatmulKernelsInPlanOrder) {
   auto r = run_fusejit("emit " + kExamples + "/mlp_block.fj --json --out " + dir + "/k");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  const FusionPlan plan = make_fused_plan(*parse_graph_file(kExamples + "/mlp_block.fj"));
+  const FusionPlan plan =
+      make_fused_plan(*parse_graph_file(kExamples + "/mlp_block.fj"), fusion_options_for(gpu_device("h100")));
   ASSERT_EQ(j["kernels"].size(), plan.kernels.size()) << r.out;
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const nlohmann::json& k = j["kernels"][i];
@@ -807,6 +813,8 @@ TEST(CliEmit, JsonListsMatmulKernelsInPlanOrder) {
   }
 }
 
+// The variant for buffers that are not 16-byte aligned: a different entry
+// point, compiled and cached apart from the vector one, with no 16-byte access.
 TEST(CliEmit, ScalarVariantIsWrittenOnRequest) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   const std::string dir = testing::make_temp_dir("fusejit-emit-scalar");
