@@ -55,11 +55,14 @@ int run_command_line(int argc, char** argv) {
 // buffer is flushed here, and a failed write is an error.
 int flush_standard_output(int exit_code) {
   errno = 0;
-  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  // A command that failed has said why (a write that failed in fmt::print
+  // already threw "cannot write to file"); exit 0 is what must not stand.
+  if (failed && exit_code == 0) {
     const int err = errno;
     fmt::print(stderr, "fusejit: error: cannot write the standard output: {}\n",
                err != 0 ? std::strerror(err) : "write error");
-    return exit_code != 0 ? exit_code : 1;
+    return 1;
   }
   return exit_code;
 }

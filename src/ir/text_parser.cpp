@@ -260,9 +260,13 @@ void Parser::assignment(const Token& name, LineLexer& lex) {
   if (!lex.peek().is('=')) {
     const Token next = lex.next();
     std::string message = fmt::format("expected '=' after {}, found {}", quoted(name.text), describe(next));
-    if (next.kind == TokenKind::kWord) {  // "inptu x: f32[4]", "ouput y"
-      if (std::optional<std::string> best = closest_name(name.text, {"input", "output"})) {
-        message += fmt::format(" (did you mean '{}'?)", *best);
+    // A misspelled keyword, judged by what follows: "inptu x: f32[4]",
+    // "ouput y" or "ouput y, z"; not "inputs exp(x)", a missing '='.
+    if (next.kind == TokenKind::kWord) {
+      const Token after = lex.peek();
+      const char* keyword = after.is(':') ? "input" : after.kind == TokenKind::kEnd || after.is(',') ? "output" : nullptr;
+      if (keyword != nullptr && closest_name(name.text, {keyword})) {
+        message += fmt::format(" (did you mean '{}'?)", keyword);
       }
     }
     error(next.col, message);

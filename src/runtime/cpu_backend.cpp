@@ -322,8 +322,8 @@ class CpuBackend final : public Backend {
       // which would leave the cache as it was. The dirty lines this leaves
       // are written back during the first flush's reads, outside any timing.
       char* p = static_cast<char*>(flush_->data());
-      ThreadPool::global().parallel_for(flush_->bytes(), 1 << 20, [&](int64_t b, int64_t e) {
-        std::memset(p + b, 1, static_cast<size_t>(e - b));
+      ThreadPool::global().parallel_for(flush_->bytes(), 1 << 20, [&](int64_t begin, int64_t end) {
+        std::memset(p + begin, 1, static_cast<size_t>(end - begin));
       });
     }
     // Read-only, as on the GPU (fj_l2_flush): the cache ends up holding
@@ -334,9 +334,9 @@ class CpuBackend final : public Backend {
     // more kernels, which would flatter fusion.
     const auto* words = static_cast<const uint64_t*>(flush_->data());
     std::atomic<uint64_t> sink{0};
-    ThreadPool::global().parallel_for(flush_->bytes() / 64, 1 << 14, [&](int64_t b, int64_t e) {
+    ThreadPool::global().parallel_for(flush_->bytes() / 64, 1 << 14, [&](int64_t begin, int64_t end) {
       uint64_t acc = 0;
-      for (int64_t line = b; line < e; ++line) acc ^= words[line * 8];  // one word per 64-byte line
+      for (int64_t line = begin; line < end; ++line) acc ^= words[line * 8];  // one word per 64-byte line
       sink.fetch_xor(acc, std::memory_order_relaxed);
     });
     flush_sink_ = sink.load(std::memory_order_relaxed);

@@ -14,6 +14,7 @@
 #include "fusejit.h"
 #include "ir/cpu_count.h"
 #include "runtime/nvrtc_compiler.h"
+#include "support/example_graphs.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -256,17 +257,13 @@ TEST(Cli, FuzzChecksTheArchitectureFirst) {
 }
 
 TEST(Cli, CheckPrintsCanonicalTextOfEveryExample) {
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(kExamples)) {
-    if (entry.path().extension() != ".fj") continue;
-    ++count;
-    auto r = run_fusejit("check " + entry.path().string());
-    EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.err;
-    absl::StatusOr<Graph> g = parse_graph_file(entry.path().string());
-    ASSERT_TRUE(g.ok()) << g.status();
-    EXPECT_EQ(r.out, print_graph(*g));
+  const std::vector<std::filesystem::path> files = testing::example_graph_files();
+  for (const auto& file : files) {
+    auto r = run_fusejit("check " + file.string());
+    EXPECT_EQ(r.exit_code, 0) << file << "\n" << r.err;
+    EXPECT_EQ(r.out, print_graph(testing::parse_file_or_throw(file)));
   }
-  EXPECT_GE(count, 5);
+  EXPECT_GE(files.size(), 5u);
 }
 
 // An endless file is refused after its first 256 MiB, not read to the end.

@@ -236,6 +236,7 @@ TEST(MalformedInputTest, ALineWithoutAnEqualsSignDefinesNothing) {
       "inptu b: f32[4]\n"
       "input a: f32[4]\n"
       "y exp(a)\n"
+      "inputs exp(a)\n"
       "z = neg(y)\n"
       "ouput z\n",
       "bad.fj");
@@ -244,8 +245,9 @@ TEST(MalformedInputTest, ALineWithoutAnEqualsSignDefinesNothing) {
                                       "bad.fj:1:7: error: expected '=' after 'inptu', found 'x' (did you mean 'input'?)",
                                       "bad.fj:2:7: error: expected '=' after 'inptu', found 'b' (did you mean 'input'?)",
                                       "bad.fj:4:3: error: expected '=' after 'y', found 'exp'",
-                                      "bad.fj:6:7: error: expected '=' after 'ouput', found 'z' (did you mean 'output'?)",
-                                      "bad.fj:6:8: error: the graph has no output; add a line 'output NAME'",
+                                      "bad.fj:5:8: error: expected '=' after 'inputs', found 'exp'",
+                                      "bad.fj:7:7: error: expected '=' after 'ouput', found 'z' (did you mean 'output'?)",
+                                      "bad.fj:7:8: error: the graph has no output; add a line 'output NAME'",
                                   }));
 }
 

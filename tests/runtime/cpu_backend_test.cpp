@@ -18,6 +18,7 @@
 #include "runtime/host_compiler.h"
 #include "runtime/thread_pool.h"
 #include "runtime/worker_scratch.h"
+#include "support/example_graphs.h"
 #include "support/graph_variants.h"
 #include "support/run_command.h"
 #include "runtime/runtime_test_util.h"
@@ -354,12 +355,10 @@ TEST(WorkerScratch, GrowsOnlyAndIsAligned) {
 }
 
 TEST(CpuBackend, EveryExampleInEveryDtype) {
-  const std::string dir = std::string(FUSEJIT_SOURCE_DIR) + "/examples/graphs";
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".fj") continue;
-    absl::StatusOr<Graph> g = parse_graph_file(entry.path().string());
-    ASSERT_TRUE(g.ok()) << g.status();
-    for (DType dtype : kAllDTypes) expect_both_plans_match(testing::with_input_dtype(testing::shrink(*g, 300), dtype));
+  for (const auto& file : testing::example_graph_files()) {
+    SCOPED_TRACE(file.string());
+    const Graph g = testing::parse_file_or_throw(file);
+    for (DType dtype : kAllDTypes) expect_both_plans_match(testing::with_input_dtype(testing::shrink(g, 300), dtype));
   }
 }
 
