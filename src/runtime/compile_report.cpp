@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <regex>
 
 #include <absl/strings/str_join.h>
@@ -114,9 +115,33 @@ bool free_or_same(const std::string& path, const std::string& contents) {
   return existing.status().code() == absl::StatusCode::kNotFound || (existing.ok() && *existing == contents);
 }
 
-// Writes each (suffix, contents) as base + suffix; AlreadyExists when one of
-// them holds something else (a file of the user's, or another kernel of
-// the same name), possibly created by another thread meanwhile.
+// The files this process has dumped: a name taken by one of them (the
+// unfused and the fused plan of one graph both have a k0_gelu) is numbered
+// without a warning, which is for files that were there before.
+class DumpedFiles {
+ public:
+  void add(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    paths_.insert(path);
+  }
+  bool contains(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return paths_.contains(path);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::set<std::string> paths_;
+};
+
+DumpedFiles& dumped_files() {
+  static DumpedFiles* files = new DumpedFiles;  // never destroyed: dumps may come from threads at exit
+  return *files;
+}
+
+// Writes each (suffix, contents) as base + suffix; AlreadyExists whose
+// message is the path of the first that holds something else (a file of the user's, or another kernel
+// of the same name), possibly created by another thread meanwhile.
 absl::Status dump_under(const std::string& base, const std::vector<std::pair<std::string, const std::string*>>& files) {
   for (const auto& [suffix, contents] : files) {
     if (!free_or_same(base + suffix, *contents)) return absl::AlreadyExistsError(base + suffix);
@@ -128,8 +153,10 @@ absl::Status dump_under(const std::string& base, const std::vector<std::pair<std
       // dangling link): done only if it holds this content.
       absl::StatusOr<std::string> existing = read_whole_file(base + suffix);
       if (existing.ok() && *existing == *contents) continue;
+      return absl::AlreadyExistsError(base + suffix);
     }
     if (!s.ok()) return s;
+    dumped_files().add(base + suffix);
   }
   return absl::OkStatus();
 }
@@ -146,9 +173,11 @@ void dump_files_if_requested(const std::string& name,
   // content, from an earlier run or another graph's kernel of the same
   // name, this kernel goes to NAME-2.cu, then -3, ...
   int number = 1;
+  bool kept_older_files = false;  // a name was taken by a file this process did not write
   while (s.ok()) {
     s = dump_under(number == 1 ? base : fmt::format("{}-{}", base, number), files);
     if (s.code() != absl::StatusCode::kAlreadyExists) break;
+    kept_older_files = kept_older_files || !dumped_files().contains(std::string(s.message()));
     if (number == kMaxDumpNumber) {
       s = absl::AlreadyExistsError(fmt::format("{} holds files named {}, {}-2 ... {}-{}, all with other content", dir,
                                                kernel_file_stem(name), kernel_file_stem(name),
@@ -160,7 +189,7 @@ void dump_files_if_requested(const std::string& name,
   }
   if (!s.ok()) {
     warn(fmt::format("FUSEJIT_DUMP: cannot dump kernel '{}': {}", name, status_text(s)));
-  } else if (number > 1) {
+  } else if (kept_older_files) {
     static std::once_flag once;
     std::call_once(once, [&] {
       warn(fmt::format("FUSEJIT_DUMP: {} already holds files named like this program's kernels, with other content; "

@@ -286,9 +286,21 @@ TEST_F(NvrtcCompile, DumpKeepsFilesWithOtherContentAndNumbersTheNewOnes) {
   size_t files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dump)) ++files;
   EXPECT_EQ(files, 5u) << "no temporaries left behind";
-  // Said once per process (only this test makes numbered dumps).
+  // Said once per process (only this test makes numbered dumps), and only
+  // for a file that was there before: k0_add-2 taking k0_add-3 is not news.
   ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
   EXPECT_TRUE(testing::contains(warnings.messages()[0], "NAME-2")) << warnings.text();
+
+  // A fresh folder: the process's own earlier kernel of the same name (the
+  // unfused and the fused plan's k0_gelu) is numbered without a warning.
+  const std::string fresh = root_ + "/dump-fresh";
+  testing::ScopedEnv fresh_env("FUSEJIT_DUMP", fresh);
+  ScopedWarningSink quiet;
+  dump_files_if_requested("k0_gelu", {{".cu", &first}});
+  dump_files_if_requested("k0_gelu", {{".cu", &second}});
+  EXPECT_EQ(read_file(fresh + "/k0_gelu.cu"), first);
+  EXPECT_EQ(read_file(fresh + "/k0_gelu-2.cu"), second);
+  EXPECT_TRUE(quiet.messages().empty()) << quiet.text();
 }
 
 TEST_F(NvrtcCompile, DumpFailureIsAWarningNotAnError) {
