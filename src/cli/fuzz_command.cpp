@@ -75,8 +75,7 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
   nlohmann::json failures = nlohmann::json::array();
   for (const std::string& given : opt.files) {
     // "-": standard input, named <stdin> in diagnostics, as for every command's FILE.
-    const bool is_stdin = given == "-";
-    const std::string file = is_stdin ? "<stdin>" : given;
+    const std::string file = graph_source_name(given);
     const absl::StatusOr<std::string> text = read_graph_text(given);
     if (!text.ok()) {
       fmt::print(stderr, "{}\n", status_text(text.status()));

@@ -37,6 +37,8 @@ absl::StatusOr<Graph> parse_graph_file(const std::string& path);
 // endless file (/dev/zero) is refused by parse_graph rather than read to
 // the end. Errors are "FILE: error: cannot open|read the file: WHY".
 absl::StatusOr<std::string> read_graph_text(const std::string& path);
+// How diagnostics name the graph read from `path`: "<stdin>" for "-".
+std::string graph_source_name(const std::string& path);
 
 // The canonical text of a graph.
 std::string print_graph(const Graph& graph);

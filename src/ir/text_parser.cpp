@@ -99,6 +99,10 @@ class Parser {
 
   bool check_new_name(const Token& name);
   void poison(const Token& name);
+  // A name whose line failed (poisoned) or lacked its '=': uses stay quiet.
+  bool failed_name(std::string_view name) const {
+    return poisoned_.contains(absl_view(name)) || unassigned_.contains(absl_view(name));
+  }
   std::optional<int32_t> resolve(const Token& token);
   // The line of the statement that defines `name` after the current one, if any.
   std::optional<int> defined_later(std::string_view name);
@@ -300,8 +304,7 @@ bool Parser::define(const Token& name, LineLexer& lex) {
       const std::optional<int32_t> id = resolve(token);
       if (!id) {
         operands_ok = false;
-        uses_failed_value = uses_failed_value || poisoned_.contains(absl_view(token.text)) ||
-                            unassigned_.contains(absl_view(token.text));
+        uses_failed_value = uses_failed_value || failed_name(token.text);
         continue;
       }
       operands.push_back(Operand::value(*id));
@@ -483,9 +486,7 @@ void Parser::poison(const Token& name) {
 
 std::optional<int32_t> Parser::resolve(const Token& token) {
   if (std::optional<int32_t> id = graph_.find(token.text)) return id;
-  if (poisoned_.contains(absl_view(token.text)) || unassigned_.contains(absl_view(token.text))) {
-    return std::nullopt;  // its own statement has been reported
-  }
+  if (failed_name(token.text)) return std::nullopt;  // its own statement has been reported
   if (is_keyword(token.text)) {
     error(token.col, fmt::format("{} is a keyword, not the name of a value", quoted(token.text)));
   } else if (is_non_finite_word(token.text)) {
@@ -561,13 +562,15 @@ absl::StatusOr<Graph> parse_graph(std::string_view text, std::string_view file_n
   return Parser(file_name).parse(text);
 }
 
+std::string graph_source_name(const std::string& path) { return path == "-" ? "<stdin>" : path; }
+
 absl::StatusOr<std::string> read_graph_text(const std::string& path) {
   if (path.empty()) {
     return absl::InvalidArgumentError(
         "fusejit: error: the graph file's name is empty; name a .fj file, or '-' for standard input");
   }
   const bool is_stdin = path == "-";
-  const std::string name = is_stdin ? "<stdin>" : path;
+  const std::string name = graph_source_name(path);
   auto close = [is_stdin](std::FILE* f) {
     if (!is_stdin) std::fclose(f);
   };
@@ -591,7 +594,7 @@ absl::StatusOr<std::string> read_graph_text(const std::string& path) {
 absl::StatusOr<Graph> parse_graph_file(const std::string& path) {
   absl::StatusOr<std::string> text = read_graph_text(path);
   if (!text.ok()) return text.status();
-  return parse_graph(*text, path == "-" ? "<stdin>" : path);
+  return parse_graph(*text, graph_source_name(path));
 }
 
 }  // namespace fusejit

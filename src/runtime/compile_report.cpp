@@ -108,11 +108,15 @@ absl::StatusOr<std::string> write_compile_report(const std::string& file_name, s
 
 namespace {
 
+// How far a dump numbers a name (NAME-2 ... NAME-N).
+constexpr int kMaxDumpNumber = 1000;
+
 // Whether `path` can hold `contents` without replacing anything: it does not
-// exist, or holds exactly that (the same kernel dumped again).
-bool free_or_same(const std::string& path, const std::string& contents) {
+// exist (free), or holds exactly that (the same kernel dumped again).
+bool free_or_same(const std::string& path, const std::string& contents, bool free_counts = true) {
   absl::StatusOr<std::string> existing = read_whole_file(path);
-  return existing.status().code() == absl::StatusCode::kNotFound || (existing.ok() && *existing == contents);
+  if (existing.ok()) return *existing == contents;
+  return free_counts && existing.status().code() == absl::StatusCode::kNotFound;
 }
 
 // The files this process has dumped: a name taken by one of them (the
@@ -140,8 +144,9 @@ DumpedFiles& dumped_files() {
 }
 
 // Writes each (suffix, contents) as base + suffix; AlreadyExists whose
-// message is the path of the first that holds something else (a file of the user's, or another kernel
-// of the same name), possibly created by another thread meanwhile.
+// message is the path of the first that holds something else (a file of
+// the user's, or another kernel of the same name), possibly created by
+// another thread meanwhile.
 absl::Status dump_under(const std::string& base, const std::vector<std::pair<std::string, const std::string*>>& files) {
   for (const auto& [suffix, contents] : files) {
     if (!free_or_same(base + suffix, *contents)) return absl::AlreadyExistsError(base + suffix);
@@ -151,8 +156,7 @@ absl::Status dump_under(const std::string& base, const std::vector<std::pair<std
     if (s.code() == absl::StatusCode::kAlreadyExists) {
       // Created meanwhile (another thread dumping the same kernel, or a
       // dangling link): done only if it holds this content.
-      absl::StatusOr<std::string> existing = read_whole_file(base + suffix);
-      if (existing.ok() && *existing == *contents) continue;
+      if (free_or_same(base + suffix, *contents, /*free_counts=*/false)) continue;
       return absl::AlreadyExistsError(base + suffix);
     }
     if (!s.ok()) return s;

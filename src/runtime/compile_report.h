@@ -56,8 +56,6 @@ absl::StatusOr<std::string> write_compile_report(const std::string& file_name, s
 // With FUSEJIT_DUMP=DIR set, writes DIR/NAME.cu, DIR/NAME.ptx and
 // DIR/NAME.ptxas.txt; a failure is a warning.
 void dump_kernel_if_requested(const CompiledKernel& kernel);
-// How far dump_files_if_requested numbers a name (NAME-2 ... NAME-N).
-inline constexpr int kMaxDumpNumber = 1000;
 // With FUSEJIT_DUMP=DIR set, writes DIR/NAME<suffix> for each (suffix,
 // contents). Replaces nothing: where a file of that name holds other
 // content, the kernel's files are named NAME-2<suffix>, NAME-3<suffix>, ...

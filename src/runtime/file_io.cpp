@@ -110,8 +110,6 @@ absl::StatusOr<std::string> read_whole_file(const std::string& path) {
   return read_to_end(fd.get(), path);
 }
 
-absl::StatusOr<std::string> read_standard_input() { return read_to_end(STDIN_FILENO, "<stdin>"); }
-
 namespace {
 
 // Opens path with `flags` (O_TRUNC, or O_EXCL: AlreadyExists when it

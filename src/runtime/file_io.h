@@ -14,8 +14,6 @@ namespace fusejit {
 
 // NotFound when the file does not exist; other failures name the path and errno.
 absl::StatusOr<std::string> read_whole_file(const std::string& path);
-// All of standard input, until end of file.
-absl::StatusOr<std::string> read_standard_input();
 // Creates or truncates the file and writes all of data.
 absl::Status write_whole_file(const std::string& path, std::string_view data);
 
