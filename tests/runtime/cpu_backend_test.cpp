@@ -168,6 +168,37 @@ TEST(CpuBackend, RowKernelsRequestTheNextRowWhenItIsShort) {
   expect_matches_reference(plan, random_inputs(g, 12));
 }
 
+// A pointwise kernel requests each read that streams through it
+// kCpuPrefetchAheadBytes ahead of the tile it works on: dense reads, in a
+// space collapsed to one row or not; a broadcast [N] row is the same for
+// every row and an [M, 1] column one value per row, so neither is
+// requested. The last tiles' requests lie past the end of the tensors.
+TEST(CpuBackend, PointwiseKernelsRequestStreamedReadsAhead) {
+  const std::string ahead = std::to_string(kCpuPrefetchAheadBytes);
+  {
+    const Graph g = parse(
+        "input x: bf16[6, 1000]\ninput b: bf16[1000]\ninput s: f32[6, 1]\n"
+        "h = add(x, b)\nk = mul(h, s)\ny = gelu(k)\noutput y");
+    const FusionPlan plan = make_fused_plan(g);
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const std::string body = kernel_body(plan);
+    EXPECT_NE(body.find("fj_prefetch_span(p_x + i, n, " + ahead + ");"), std::string::npos) << body;
+    EXPECT_EQ(body.find("fj_prefetch_span(p_b"), std::string::npos) << body;
+    EXPECT_EQ(body.find("fj_prefetch_span(p_s"), std::string::npos) << body;
+    expect_matches_reference(plan, random_inputs(g, 21));
+  }
+  {
+    const Graph g = parse("input x: f32[7, 333]\ninput r: f16[7, 333]\nz = add(x, r)\noutput z");
+    const FusionPlan plan = make_fused_plan(g);
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const std::string body = kernel_body(plan);
+    for (const char* read : {"p_x", "p_r"}) {
+      EXPECT_NE(body.find(fmt::format("fj_prefetch_span({} + i, n, {});", read, ahead)), std::string::npos) << body;
+    }
+    expect_matches_reference(plan, random_inputs(g, 22));
+  }
+}
+
 // An f32 row kernel reads its rows where they lie; a 16-bit one converts
 // each row into an f32 array first. Both match the reference, on aligned
 // and on misaligned buffers.

@@ -32,16 +32,21 @@ static inline void fj_stream_store(void* p, fj_stream_vec v) {
 }
 #endif
 
-// Asks for a span's cache lines ahead of its use: a row kernel requests
-// the next row while it computes this one, so the row's loads overlap its
-// arithmetic instead of following it (the hardware prefetcher does not
-// cross from one row's short stream to the next soon enough). Every 64-byte
-// line the span touches, from the line its start lies in.
+// Asks for the cache lines of a span, or of the span `ahead` bytes past it,
+// before they are used: every 64-byte line from the one the first byte lies
+// in. A row kernel requests the next row while it computes this one (the
+// hardware prefetcher does not cross from one row's short stream to the
+// next soon enough); a pointwise kernel requests each read a little ahead
+// of its tile (kCpuPrefetchAheadBytes in cpu_emitter.h). The address is
+// integer arithmetic because the lines ahead may lie past the end of the
+// tensor: a prefetch of any address is harmless, a pointer past the end is not.
 template <typename T>
-static inline void fj_prefetch_span(const T* p, long long n) {
-  const char* const end = reinterpret_cast<const char*>(p + n);
-  const char* line = reinterpret_cast<const char*>(reinterpret_cast<unsigned long long>(p) & ~63ull);
-  for (; line < end; line += 64) __builtin_prefetch(line, 0, 3);
+static inline void fj_prefetch_span(const T* p, long long n, long long ahead = 0) {
+  const unsigned long long first = reinterpret_cast<unsigned long long>(p) + static_cast<unsigned long long>(ahead);
+  const unsigned long long end = first + static_cast<unsigned long long>(n) * sizeof(T);
+  for (unsigned long long line = first & ~63ull; line < end; line += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 3);
+  }
 }
 
 template <typename T>

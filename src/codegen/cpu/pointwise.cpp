@@ -98,8 +98,18 @@ class PointwiseEmitter {
     return read_in_place(g_, id) || loops.widens_in_loop(id) ? ReadKind::kInPlace : ReadKind::kArray;
   }
 
+  // Whether read `id` streams through the kernel: different elements in
+  // every tile, so that its lines come from memory unless requested ahead.
+  bool streams_through(int32_t id) const {
+    if (!varies(id)) return false;
+    return collapsed_ || !tensor_access(g_.node(id).shape, kernel_.iteration).same_for_every_row();
+  }
+
   void write_reads(const ElementLoops& loops) {
     for (int32_t id : kernel_.reads) {
+      if (streams_through(id)) {
+        w_.line("fj_prefetch_span({} + {}, n, {});", param_name(g_, id), offset(id), kCpuPrefetchAheadBytes);
+      }
       switch (read_kind(id, loops)) {
         case ReadKind::kInPlace:
           w_.line("const {}* __restrict {} = {} + {};", storage_type(g_.node(id).dtype), read_name(g_, id),
