@@ -16,13 +16,14 @@
 
 #include "cli/commands.h"
 #include "codegen/kernel_names.h"
+#include "cost/report.h"
 #include "fusejit.h"
 #include "ir/counted.h"
 #include "runtime/file_io.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/occupancy.h"
 #include "runtime/sha256.h"
 #include "runtime/warnings.h"
-#include "runtime/occupancy.h"
 
 namespace fusejit::cli {
 namespace {
@@ -240,9 +241,10 @@ int emit(const EmitOptions& opt) {
   // Every file this emit writes, by name: written, then listed in the manifest.
   std::map<std::string, std::string> files = {{"plan.txt", describe(plan)}};
   size_t next = 0;
+  const size_t name_width = name_column_width(36, plan.kernels);
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) {
-      listing += fmt::format("  {:<36} library matmul (cuBLAS), no generated source\n", kernel.name);
+      listing += fmt::format("  {:<{}} library matmul (cuBLAS), no generated source\n", kernel.name, name_width);
       // Listed too, so that "kernels" lines up with plan.txt; the fields of
       // generated code are null.
       if (opt.json) {
@@ -282,11 +284,11 @@ int emit(const EmitOptions& opt) {
           occupancy ? fmt::format("{:>3.0f}% occupancy ({} blocks/SM, by {})", 100 * occupancy->fraction,
                                   occupancy->blocks_per_sm, occupancy->limited_by)
                     : std::string("occupancy unknown (no ptxas report)");
-      listing += fmt::format("  {:<36} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n",
-                             kernel.name, c.compile_ms, c.cache_hit ? "hit" : "miss",
-                             reported ? std::to_string(c.ptxas.registers) : "-",
-                             reported ? std::to_string(spills) : "-", resident, cuda_variant_name(source.variant),
-                             cuda_access_name(source.access));
+      listing +=
+          fmt::format("  {:<{}} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n", kernel.name,
+                      name_width, c.compile_ms, c.cache_hit ? "hit" : "miss",
+                      reported ? std::to_string(c.ptxas.registers) : "-", reported ? std::to_string(spills) : "-",
+                      resident, cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }
   // The kernels and the manifest as one group (replace_files): should a

@@ -88,8 +88,9 @@ std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
   const bool instructions = std::any_of(cost.kernels.begin(), cost.kernels.end(),
                                         [](const KernelCost& c) { return c.instructions > 0; });
   std::string text = fmt::format("{} plan: {}\n", plan.label, counted(std::ssize(plan.kernels), "kernel"));
-  text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15} {:>9} {}{:<8} {:>12}\n", "kernel", "kind", "ops", "bytes",
-                      "FLOPs", "FLOP/B", instructions ? "instr/elem " : "", "bound", "predicted us");
+  const size_t name_width = name_column_width(34, plan.kernels);
+  text += fmt::format("  {:<{}} {:<9} {:<34} {:>15} {:>15} {:>9} {}{:<8} {:>12}\n", "kernel", name_width, "kind", "ops",
+                      "bytes", "FLOPs", "FLOP/B", instructions ? "instr/elem " : "", "bound", "predicted us");
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const Kernel& k = plan.kernels[i];
     const KernelCost& c = cost.kernels[i];
@@ -100,11 +101,11 @@ std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
       per_element = c.instructions > 0 ? fmt::format("{:>10.1f} ", c.instructions / k.iteration.numel())
                                        : fmt::format("{:>10} ", "-");
     }
-    text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9.3g} {}{:<8} {:>12.2f}\n", k.name, kind,
-                        ops_column(k.user_ops), group_digits(c.bytes()), c.flops, c.intensity,
-                        per_element, bound_name(c), c.predicted_us);
+    text += fmt::format("  {:<{}} {:<9} {:<34} {:>15} {:>15.4g} {:>9.3g} {}{:<8} {:>12.2f}\n", k.name, name_width, kind,
+                        ops_column(k.user_ops), group_digits(c.bytes()), c.flops, c.intensity, per_element,
+                        bound_name(c), c.predicted_us);
   }
-  text += fmt::format("  {:<34} {:<9} {:<34} {:>15} {:>15.4g} {:>9} {}{:<8} {:>12.2f}\n", "total", "", "",
+  text += fmt::format("  {:<{}} {:<9} {:<34} {:>15} {:>15.4g} {:>9} {}{:<8} {:>12.2f}\n", "total", name_width, "", "",
                       group_digits(cost.bytes), cost.flops, "", instructions ? std::string(11, ' ') : "", "",
                       cost.predicted_us);
   return text;

@@ -1,6 +1,8 @@
 // How plans and their costs read: tables for people, JSON for programs.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +21,15 @@ std::string_view bound_name(const KernelCost& cost);
 std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost);
 // "fusion saves 603,979,776 bytes (75.0%) and 3 kernels; predicted speedup 3.96x (...)"
 std::string format_saving(const PlanComparison& comparison);
+// The width of a table's kernel column: `minimum`, or the longest name of
+// `kernels` (anything with a `name`), so that a long name ("k12_add_gelu_mul_
+// sigmoid_and_5_more") does not push its row's other columns out of line.
+template <typename Kernels>
+size_t name_column_width(size_t minimum, const Kernels& kernels) {
+  size_t width = minimum;
+  for (const auto& k : kernels) width = std::max(width, k.name.size());
+  return width;
+}
 // 1234567 -> "1,234,567"
 std::string group_digits(int64_t value);
 

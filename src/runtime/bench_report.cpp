@@ -26,16 +26,17 @@ double peak_gflops(const BenchResult& r, const KernelBench& k) {
 
 std::string plan_table(const BenchResult& r, const PlanBench& p) {
   std::string t = fmt::format("{} plan: {}\n", p.label, counted(std::ssize(p.kernels), "kernel"));
-  t += fmt::format("  {:<40} {:>15} {:>11} {:>11} {:>11} {:>9} {:>10}  {}\n", "kernel", "bytes (pred.)", "pred. us",
-                   "median us", "min us", "GB/s", "% ceiling", "measured bytes");
+  const size_t name_width = name_column_width(40, p.kernels);
+  t += fmt::format("  {:<{}} {:>15} {:>11} {:>11} {:>11} {:>9} {:>10}  {}\n", "kernel", name_width, "bytes (pred.)",
+                   "pred. us", "median us", "min us", "GB/s", "% ceiling", "measured bytes");
   for (const KernelBench& k : p.kernels) {
-    t += fmt::format("  {:<40} {:>15} {:>11.1f} {:>11.1f} {:>11.1f} {:>9.1f} {:>9.1f}%  {}\n", k.name,
+    t += fmt::format("  {:<{}} {:>15} {:>11.1f} {:>11.1f} {:>11.1f} {:>9.1f} {:>9.1f}%  {}\n", k.name, name_width,
                      group_digits(k.bytes), k.predicted_us, k.measured_us_median, k.measured_us_min, k.effective_gbps,
                      percent(k.effective_gbps, r.ceiling_gbps),
                      k.measured_bytes ? group_digits(static_cast<int64_t>(*k.measured_bytes)) : "-");
   }
-  t += fmt::format("  {:<40} {:>15} {:>11.1f} {:>11.1f} {:>11.1f} {:>9.1f} {:>9.1f}%\n", "total", group_digits(p.bytes),
-                   p.predicted_us, p.measured_us_median, p.measured_us_min, p.effective_gbps,
+  t += fmt::format("  {:<{}} {:>15} {:>11.1f} {:>11.1f} {:>11.1f} {:>9.1f} {:>9.1f}%\n", "total", name_width,
+                   group_digits(p.bytes), p.predicted_us, p.measured_us_median, p.measured_us_min, p.effective_gbps,
                    percent(p.effective_gbps, r.ceiling_gbps));
   return t;
 }
@@ -156,17 +157,20 @@ std::string format_roofline(const BenchResult& r) {
       "FMA peak {:.0f} GFLOP/s)\n",
       r.backend, r.ceiling_gbps, instructions ? "instructions at the issue rate" : "op classes",
       r.device.peak_f32_tflops * 1e3);
-  t += fmt::format("  {:<8} {:<40} {:>10} {:>12} {:>12} {:>8}  {}\n", "plan", "kernel", "FLOP/byte", "GFLOP/s",
-                   "roof GFLOP/s", "% roof", "bound by");
+  const size_t name_width = std::max(name_column_width(40, r.unfused.kernels), name_column_width(40, r.fused.kernels));
+  t += fmt::format("  {:<8} {:<{}} {:>10} {:>12} {:>12} {:>8}  {}\n", "plan", "kernel", name_width, "FLOP/byte",
+                   "GFLOP/s", "roof GFLOP/s", "% roof", "bound by");
   bool above_roof = false;
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
     for (const KernelBench& k : p->kernels) {
       const double roof = std::min(peak_gflops(r, k), r.ceiling_gbps * k.intensity);
       const bool memory = r.ceiling_gbps * k.intensity < peak_gflops(r, k);
       above_roof = above_roof || percent(k.achieved_gflops, roof) > 105;
-      t += fmt::format("  {:<8} {:<40} {:>10.2f} {:>12.2f} {:>12.2f} {:>7.1f}%  {}\n", p->label, k.name, k.intensity,
-                       k.achieved_gflops, roof, percent(k.achieved_gflops, roof),
-                       memory ? "memory" : k.instructions > 0 ? "issue" : "compute");
+      t += fmt::format("  {:<8} {:<{}} {:>10.2f} {:>12.2f} {:>12.2f} {:>7.1f}%  {}\n", p->label, k.name, name_width,
+                       k.intensity, k.achieved_gflops, roof, percent(k.achieved_gflops, roof),
+                       memory               ? "memory"
+                       : k.instructions > 0 ? "issue"
+                                            : "compute");
     }
   }
   if (above_roof && r.backend == "cpu") {

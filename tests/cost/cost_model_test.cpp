@@ -383,5 +383,29 @@ TEST(PlanTable, LongKernelsListTheOpsThatFitThenHowManyMore) {
             std::string::npos);
 }
 
+// A kernel name longer than the kernel column widens it, for every row:
+// the kind column starts at one place in the head and in each kernel's row.
+TEST(PlanTable, ALongKernelNameWidensItsColumn) {
+  Graph g;
+  Value v = g.input("x", DType::kF32, {64, 64});
+  for (int i = 0; i < 16; ++i) v = reciprocal(v);
+  g.output("y", matmul(v, g.input("w", DType::kF32, {64, 64})) + 1.0);
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(fused.kernels.size(), 3u);
+  ASSERT_GT(fused.kernels[0].name.size(), 34u) << fused.kernels[0].name;
+  const std::string table = format_plan_table(fused, estimate_plan(fused, gpu_device("h100")));
+  const std::vector<std::string> lines = absl::StrSplit(table, '\n');
+  ASSERT_GE(lines.size(), 5u) << table;
+  const size_t kind = lines[1].find("kind");
+  ASSERT_NE(kind, std::string::npos) << table;
+  for (size_t i = 0; i < fused.kernels.size(); ++i) {
+    const std::string& row = lines[2 + i];
+    EXPECT_EQ(row.find(fused.kernels[i].name), 2u) << row;
+    EXPECT_EQ(row.substr(kind, kernel_kind_name(fused.kernels[i].kind).size()), kernel_kind_name(fused.kernels[i].kind))
+        << table;
+    EXPECT_EQ(row[kind - 1], ' ') << table;
+  }
+}
+
 }  // namespace
 }  // namespace fusejit

@@ -1,5 +1,9 @@
 // format_bench / bench_json on results built by hand: what the report says
 // about the last-level cache when its size is known and when it is not.
+#include <string>
+#include <vector>
+
+#include <absl/strings/str_split.h>
 #include <gtest/gtest.h>
 
 #include "runtime/bench_report.h"
@@ -66,6 +70,42 @@ TEST(BenchReport, UnevenRepetitionsAreCalledOut) {
   r.graph_source = "g.fj";
   EXPECT_EQ(bench_json(r)["seed"], 17);
   EXPECT_EQ(bench_json(r)["graph"], "g.fj");
+}
+
+// A kernel name longer than the kernel column widens it: in every row the
+// column after the name (bytes in the plan tables, FLOP/byte in the
+// roofline's) ends where its head does, as the columns are right-aligned.
+TEST(BenchReport, ALongKernelNameWidensItsColumn) {
+  BenchResult r = result_with_cache(int64_t{32} << 20);
+  KernelBench short_kernel;
+  short_kernel.name = "k1_add";
+  short_kernel.bytes = 4096;
+  KernelBench long_kernel = short_kernel;
+  long_kernel.name = "k0_reciprocal_reciprocal_reciprocal_reciprocal_and_12_more";
+  r.unfused.kernels = {short_kernel};
+  r.fused.kernels = {long_kernel, short_kernel};
+  const std::string text = format_bench(r) + format_roofline(r);
+  const std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  size_t head_end = std::string::npos;  // of the current table's column
+  std::string value;                    // what that column holds in each row
+  int rows = 0;
+  for (const std::string& line : lines) {
+    if (const size_t at = line.find("bytes (pred.)"); at != std::string::npos) {
+      head_end = at + std::string_view("bytes (pred.)").size();
+      value = "4,096";
+    } else if (const size_t at = line.find("FLOP/byte"); at != std::string::npos) {
+      head_end = at + std::string_view("FLOP/byte").size();
+      value = "0.00";
+    } else if (head_end != std::string::npos) {
+      for (const KernelBench* k : {&short_kernel, &long_kernel}) {
+        const size_t name = line.find(" " + k->name + " ");
+        if (name == std::string::npos) continue;
+        EXPECT_EQ(line.find(value, name + k->name.size()) + value.size(), head_end) << line << "\n" << text;
+        ++rows;
+      }
+    }
+  }
+  EXPECT_EQ(rows, 6) << "3 rows in the plan tables, 3 in the roofline's\n" << text;
 }
 
 }  // namespace
