@@ -290,15 +290,20 @@ absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const 
   if (header.fortran_order) {
     return npy_error(path, "fortran_order is True; only C-order (row-major) arrays are supported");
   }
-  const Shape& shape = header.shape;
-  if (shape.rank() < 1 || shape.rank() > kMaxRank) {
+  // A 0-d array, which np.save writes for a NumPy scalar, holds one
+  // element: it reads as [1], the shape fusejit gives a scalar.
+  const bool zero_d = header.shape.rank() == 0;
+  const Shape shape = zero_d ? Shape{1} : header.shape;
+  if (shape.rank() > kMaxRank) {
     return npy_error(path, fmt::format("shape {} has rank {}; fusejit tensors have rank 1 to 4", shape, shape.rank()));
   }
   for (int64_t d : shape) {
     if (d < 1) return npy_error(path, fmt::format("shape {} has an extent below 1", shape));
   }
   if (expected_shape != nullptr && shape != *expected_shape) {
-    return npy_error(path, fmt::format("has shape {}, the graph expects {}", shape, *expected_shape));
+    return npy_error(path, fmt::format("has shape {}, the graph expects {}",
+                                       zero_d ? std::string("() (a 0-d array, read as [1])") : fmt::format("{}", shape),
+                                       *expected_shape));
   }
   int64_t data_bytes = 0;
   if (shape.numel_overflows() || __builtin_mul_overflow(shape.numel(), item_size(header.descr), &data_bytes)) {

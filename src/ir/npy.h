@@ -27,7 +27,8 @@ absl::Status write_npy(const std::string& path, const HostTensor& tensor);
 
 // Reads `path` as a tensor of `dtype` with the file's shape; with
 // `expected_shape`, a file of another shape is an error naming both, found
-// from the header before any value is read.
+// from the header before any value is read. A 0-d array (a NumPy scalar)
+// reads as shape [1].
 absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const Shape* expected_shape = nullptr);
 
 }  // namespace fusejit

@@ -257,6 +257,27 @@ TEST_F(NpyTest, RejectsBadPreambles) {
   expect_error(huge, "implausibly large");
 }
 
+// np.save of a NumPy scalar writes a 0-d array: one element, read as [1]
+// (fusejit has no rank 0), also where the graph expects [1]; where it
+// expects another shape the error says how the file was read.
+TEST_F(NpyTest, AZeroDimensionalArrayReadsAsOneElement) {
+  const std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (), }";
+  const std::string p = write_bytes("scalar.npy", npy_file(header, f32_data({-2.5f})));
+  const Shape one{1};
+  for (const Shape* expected : {static_cast<const Shape*>(nullptr), &one}) {
+    const absl::StatusOr<HostTensor> t = read_npy(p, DType::kF32, expected);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->shape, one);
+    ASSERT_EQ(t->values.size(), 1u);
+    EXPECT_EQ(t->values[0], -2.5);
+  }
+  const Shape two{2};
+  const absl::StatusOr<HostTensor> t = read_npy(p, DType::kF32, &two);
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(std::string(t.status().message()),
+              HasSubstr("has shape () (a 0-d array, read as [1]), the graph expects [2]"));
+}
+
 TEST_F(NpyTest, RejectsBadHeaderDicts) {
   struct Case {
     std::string header;
@@ -279,7 +300,7 @@ TEST_F(NpyTest, RejectsBadHeaderDicts) {
       {"{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3], }", "expected a tuple"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2 3), }", "expected ',' or ')'"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3", "expected ',' or ')'"},
-      {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", "rank 0"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", "trailing bytes: shape [1] needs 4 bytes"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 2, 3), }", "rank 5"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", "an extent below 1"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999, 3), }", "does not fit in 64 bits"},
