@@ -27,11 +27,14 @@ namespace fusejit {
 namespace {
 
 // One probe per cost class: a graph of ops of that class computing y from
-// x. Simple ops are a chain of 16 and dropout a chain of 4, so that
-// arithmetic, not the load and store of each element, is what the probe
-// times (as in a fused kernel): a single f32 dropout, with 8 bytes moved
-// per element, measured the Philox class 1.4-1.7x below what a bf16 dropout
-// kernel reaches.
+// x. Simple ops are a chain of 16, so that arithmetic, not the load and
+// store of each element, is what the probe times (as in a fused kernel).
+// Costlier ops are one per element: a chain of long ops is one dependent
+// chain per element, which the out-of-order window overlaps poorly (four
+// GeLUs in a row ran at half the rate of one). Dropout and the 16-bit GeLU
+// are bf16, with their conversions' price taken out: a single f32 dropout,
+// with 8 bytes moved per element, measured the Philox class 1.4-1.7x below
+// what a bf16 dropout kernel reaches.
 struct Probe {
   CostClass cost_class;
   const char* statements;
@@ -56,26 +59,22 @@ constexpr Probe kProbes[] = {
     {CostClass::kExpLog, "y = exp(x)"},
     {CostClass::kErf, "y = erf(x)"},
     // A GeLU from which only 16-bit values are computed has a helper of its
-    // own (Graph::cost_class), so the probe is bf16, and the conversions'
-    // price is taken out. It used to be a chain of 4 GeLUs, so that the
-    // conversions weighed little, but a chain runs at half the rate of one
-    // GeLU per element (3.54 ns per element against 4 x 0.43 on one Xeon
-    // thread), likely because each element's four GeLUs are one dependent
-    // chain of about 140 instructions, of which the out-of-order window
-    // holds few. The
-    // model predicted the demo's unfused GeLU kernel at 10.4 ms where it
-    // ran in 5.6-6.0 (bench/results/2026-12-02-cpu-prefetch-ahead.md).
+    // own (Graph::cost_class), so the probe is bf16. It used to be a chain
+    // of 4 GeLUs, so that the conversions weighed little, but that ran at
+    // half the rate of one GeLU per element (3.54 ns per element against
+    // 4 x 0.43 on one Xeon thread), likely because each element's four
+    // GeLUs are one dependent chain of about 140 instructions, of which the
+    // out-of-order window holds few. The model predicted the demo's unfused
+    // GeLU kernel at 10.4 ms where it ran in 5.6-6.0
+    // (bench/results/2026-12-02-cpu-prefetch-ahead.md).
     {CostClass::kGelu16Bit, "y = gelu(x)", nullptr, "bf16", /*conversions_apart=*/true},
     {CostClass::kPow, "y = pow(x, 1.7)"},
-    {CostClass::kPhilox,
-     "a = dropout(x, p=0.1, seed=42)\nb = dropout(a, p=0.1, seed=43)\nc = dropout(b, p=0.1, seed=44)\n"
-     "y = dropout(c, p=0.1, seed=45)"},
+    {CostClass::kPhilox, "y = dropout(x, p=0.1, seed=42)", nullptr, "bf16", /*conversions_apart=*/true},
     // The generated GEMM as it runs (packing, micro-kernel, blocks of C),
     // not the FMA units' peak: it reached about half of that on two Xeon
     // cores, and the model predicted matmuls at twice their speed. 128 rows
     // per thread, as many as a 256-token batch on two cores.
-    {CostClass::kMatmul, nullptr,
-     "input x: f32[{}, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n"},
+    {CostClass::kMatmul, nullptr, "input x: f32[{}, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n"},
 };
 
 // Elements per thread: 8 MiB of input and output per thread, within a
@@ -85,8 +84,8 @@ constexpr int64_t kElementsPerThread = 1 << 20;
 constexpr std::chrono::milliseconds kProbeWarmup{300};
 // Part of the cache key: raised when the way the probes measure changes, so
 // that figures measured the old way are measured again (2: warm-up by time,
-// after cold-cache figures were found up to 2x low; 3: conversions taken
-// out of the 16-bit GeLU's probe).
+// after cold-cache figures were found up to 2x low; 3: the 16-bit GeLU and
+// dropout probed one op per element, bf16, their conversions taken out).
 constexpr int kProbeMethod = 3;
 
 absl::StatusOr<Graph> probe_graph(const Probe& probe) {
