@@ -294,6 +294,8 @@ absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const 
   // element: it reads as [1], the shape fusejit gives a scalar.
   const bool zero_d = header.shape.rank() == 0;
   const Shape shape = zero_d ? Shape{1} : header.shape;
+  // How errors name the file's shape.
+  const std::string shape_text = zero_d ? std::string("() (a 0-d array, read as [1])") : fmt::format("{}", shape);
   if (shape.rank() > kMaxRank) {
     return npy_error(path, fmt::format("shape {} has rank {}; fusejit tensors have rank 1 to 4", shape, shape.rank()));
   }
@@ -301,9 +303,7 @@ absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const 
     if (d < 1) return npy_error(path, fmt::format("shape {} has an extent below 1", shape));
   }
   if (expected_shape != nullptr && shape != *expected_shape) {
-    return npy_error(path, fmt::format("has shape {}, the graph expects {}",
-                                       zero_d ? std::string("() (a 0-d array, read as [1])") : fmt::format("{}", shape),
-                                       *expected_shape));
+    return npy_error(path, fmt::format("has shape {}, the graph expects {}", shape_text, *expected_shape));
   }
   int64_t data_bytes = 0;
   if (shape.numel_overflows() || __builtin_mul_overflow(shape.numel(), item_size(header.descr), &data_bytes)) {
@@ -312,9 +312,9 @@ absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const 
   const int64_t data_offset = preamble + header_length;
   const int64_t have_bytes = file_size - data_offset;
   if (have_bytes != data_bytes) {
-    return npy_error(
-        path, fmt::format("{}: shape {} needs {} bytes of data, the file has {}",
-                          have_bytes < data_bytes ? "truncated" : "trailing bytes", shape, data_bytes, have_bytes));
+    return npy_error(path, fmt::format("{}: shape {} needs {} bytes of data, the file has {}",
+                                       have_bytes < data_bytes ? "truncated" : "trailing bytes", shape_text, data_bytes,
+                                       have_bytes));
   }
 
   HostTensor tensor;

@@ -77,7 +77,8 @@ constexpr Probe kProbes[] = {
     {CostClass::kMatmul, nullptr, "input x: f32[{}, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n"},
 };
 
-// Elements per thread: 8 MiB of input and output per thread, within a
+// Elements per thread: 8 MiB of f32 input and output per thread (4 MiB in
+// bf16), within a
 // server L3 with two threads, and a millisecond or more of work per run, so
 // that waking the pool's threads (tens of microseconds) does not count.
 constexpr int64_t kElementsPerThread = 1 << 20;
@@ -96,8 +97,10 @@ absl::StatusOr<Graph> probe_graph(const Probe& probe) {
                                  kElementsPerThread, probe.statements));
 }
 
-// `simple_tflops`: the simple class's rate, which prices conversions
-// (kProbes' order measures it first; 0 while it is being measured).
+// `simple_tflops`: the simple class's rate, which prices conversions:
+// kProbes measures it first, so the probes that take conversions out use
+// this calibration's figure.
+static_assert(kProbes[0].cost_class == CostClass::kSimple, "the conversions' price is measured first");
 absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe, double simple_tflops) {
   absl::StatusOr<Graph> g = probe_graph(probe);
   if (!g.ok()) return g.status();

@@ -169,22 +169,26 @@ TEST(CpuBackend, RowKernelsRequestTheNextRowWhenItIsShort) {
 }
 
 // A pointwise kernel requests each read that streams through it
-// kCpuPrefetchAheadBytes ahead of the tile it works on: dense reads, in a
-// space collapsed to one row or not; a broadcast [N] row is the same for
-// every row and an [M, 1] column one value per row, so neither is
-// requested. The last tiles' requests lie past the end of the tensors.
+// kCpuPrefetchAheadBytes ahead of the tile it works on: reads of the
+// iteration's shape, in a space collapsed to one row or not. A broadcast
+// [N] row or [B, 1, N] block is read again by other rows and an [M, 1]
+// column is one value per row, so none of them is requested. The last
+// tiles request lines past the end of their tensors; the kernels still
+// match the reference.
 TEST(CpuBackend, PointwiseKernelsRequestStreamedReadsAhead) {
   const std::string ahead = std::to_string(kCpuPrefetchAheadBytes);
   {
     const Graph g = parse(
-        "input x: bf16[6, 1000]\ninput b: bf16[1000]\ninput s: f32[6, 1]\n"
-        "h = add(x, b)\nk = mul(h, s)\ny = gelu(k)\noutput y");
+        "input x: bf16[2, 3, 1000]\ninput b: bf16[1000]\ninput s: f32[2, 3, 1]\n"
+        "input t: f32[2, 1, 1000]\nh = add(x, b)\nk = mul(h, s)\nm = add(k, t)\ny = gelu(m)\n"
+        "output y");
     const FusionPlan plan = make_fused_plan(g);
     ASSERT_EQ(plan.kernels.size(), 1u);
     const std::string body = kernel_body(plan);
     EXPECT_NE(body.find("fj_prefetch_span(p_x + i, n, " + ahead + ");"), std::string::npos) << body;
-    EXPECT_EQ(body.find("fj_prefetch_span(p_b"), std::string::npos) << body;
-    EXPECT_EQ(body.find("fj_prefetch_span(p_s"), std::string::npos) << body;
+    for (const char* read : {"p_b", "p_s", "p_t"}) {
+      EXPECT_EQ(body.find(fmt::format("fj_prefetch_span({}", read)), std::string::npos) << read << "\n" << body;
+    }
     expect_matches_reference(plan, random_inputs(g, 21));
   }
   {

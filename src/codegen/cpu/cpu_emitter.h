@@ -82,9 +82,10 @@ inline constexpr int64_t kCpuPrefetchBytes = 4096;
 // streams through it (fj_prefetch_span), in bytes. The loads of a loop
 // with much arithmetic per element (GeLU) leave few cache misses in
 // flight: on the Intel Xeon VM the unfused bf16 GeLU kernel took 1.4-1.5 ns
-// per element and thread from memory against 0.75 from L1, and 0.74-0.77
-// from memory with each tile's lines requested 2 KiB ahead; 1 KiB did as
-// well, 4 KiB and more a little worse, and a cheap add gained 5-15%
+// per element and thread from memory against 0.64-0.96 from L1 (in a
+// standalone harness, from one process to the next), and 0.74-0.77 from
+// memory with each tile's lines requested 2 KiB ahead; 1 KiB did as well,
+// 4 KiB and more a little worse, and a cheap add gained 5-15%
 // (bench/results/2026-12-02-cpu-prefetch-ahead.md).
 inline constexpr int64_t kCpuPrefetchAheadBytes = 2048;
 

@@ -98,11 +98,15 @@ class PointwiseEmitter {
     return read_in_place(g_, id) || loops.widens_in_loop(id) ? ReadKind::kInPlace : ReadKind::kArray;
   }
 
-  // Whether read `id` streams through the kernel: different elements in
-  // every tile, so that its lines come from memory unless requested ahead.
+  // Whether read `id` streams through the kernel: it has the iteration's
+  // shape, so every tile reads lines no other tile reads, which come from
+  // memory unless requested ahead. A broadcast read ([N], [B, 1, N]) is
+  // read again by other rows and an [M, 1] column is one value per row:
+  // their lines are mostly in the cache, and a request 2 KiB ahead in them
+  // would point at lines that later rows, not the next tile, read.
   bool streams_through(int32_t id) const {
     if (!varies(id)) return false;
-    return collapsed_ || !tensor_access(g_.node(id).shape, kernel_.iteration).same_for_every_row();
+    return collapsed_ || tensor_access(g_.node(id).shape, kernel_.iteration).is_dense(kernel_.iteration);
   }
 
   void write_reads(const ElementLoops& loops) {
