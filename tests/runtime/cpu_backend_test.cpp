@@ -218,9 +218,49 @@ TEST(CpuBackend, Float32RowsAreReadInPlace) {
     EXPECT_EQ(body.find("const float* __restrict r_x = p_x + (row * 333);") != std::string::npos, f32) << body;
     EXPECT_EQ(body.find("const float* __restrict r_g = p_g;") != std::string::npos, f32) << body;
     EXPECT_EQ(body.find("fj_load_span(p_x") == std::string::npos, f32) << body;
-    EXPECT_EQ(emit_cpu_kernel(plan, 0).scratch_floats, (f32 ? 1 : 3) * 336) << "sub, and for bf16 x and g too";
+    EXPECT_EQ(emit_cpu_kernel(plan, 0).scratch_floats, (f32 ? 0 : 2) * 336)
+        << "no array for x - mean, computed again; bf16 x and g converted";
     expect_matches_reference(plan, random_inputs(g, 14));
     expect_matches_reference(plan, random_inputs(g, 15), LoadOptions{.misalign_bytes = 4});
+  }
+}
+
+// A cheap value of reads, per-row values and dropout results that a later
+// loop needs is computed again there instead of kept in an array
+// (LayerNorm's x - mean; a bias add after a dropout). A costlier one (exp),
+// or one that dropout takes whole anyway, keeps its array. Every case
+// matches the reference.
+TEST(CpuBackend, LaterLoopsComputeCheapValuesAgain) {
+  struct Case {
+    const char* graph;
+    const char* recomputed;  // the value computed again, or nullptr
+    const char* array;       // the array kept, or nullptr
+  };
+  const Case cases[] = {
+      {"input x: f32[6, 256]\ny = layer_norm(x)\noutput y", "const float v_sub_", nullptr},
+      {"input x: bf16[6, 256]\ninput b: bf16[256]\nh = add(x, b)\nd = dropout(x, p=0.25, seed=3)\n"
+       "y = mul(d, h)\noutput y",
+       "const float v_h = ", nullptr},
+      {"input x: f32[6, 256]\nh = exp(x)\nd = dropout(x, p=0.25, seed=3)\ny = mul(d, h)\noutput y", nullptr, "a_h"},
+      {"input x: f32[6, 256]\ninput b: f32[256]\nh = add(x, b)\nd = dropout(h, p=0.25, seed=3)\n"
+       "y = mul(d, h)\noutput y",
+       nullptr, "a_h"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.graph);
+    const Graph g = parse(c.graph);
+    const FusionPlan plan = make_fused_plan(g);
+    ASSERT_EQ(plan.kernels.size(), 1u);
+    const std::string body = kernel_body(plan);
+    const bool again = body.find("// computed again") != std::string::npos;
+    EXPECT_EQ(again, c.recomputed != nullptr) << body;
+    if (c.recomputed != nullptr) {
+      const size_t at = body.find("// computed again");
+      EXPECT_NE(body.rfind(c.recomputed, at), std::string::npos) << body;
+    }
+    if (c.array != nullptr) EXPECT_NE(body.find(fmt::format("float {}[", c.array)), std::string::npos) << body;
+    if (c.array == nullptr) EXPECT_EQ(body.find("float a_h["), std::string::npos) << body;
+    expect_matches_reference(plan, random_inputs(g, 31));
   }
 }
 

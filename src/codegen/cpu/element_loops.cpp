@@ -29,7 +29,7 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
     if (step == Step::kLoop && !groups_.empty() && groups_.back().step == Step::kLoop) {
       groups_.back().nodes.push_back(id);
     } else {
-      groups_.push_back({step, {id}, {}});
+      groups_.push_back({step, {id}, {}, {}});
     }
     group_of_[static_cast<size_t>(id)] = static_cast<int>(groups_.size()) - 1;
   }
@@ -46,11 +46,14 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
     group_of_[static_cast<size_t>(group.nodes.front())] = loop;
     group.step = Step::kAttached;
   }
-  // Arrays: dropout results, per-element values used outside their loop,
-  // and streamed outputs.
+  // Arrays: dropout results, per-element values used outside their loop
+  // (unless a later loop computes them again), and streamed outputs.
   auto need_array = [&](int32_t id) {
     if (array_set_.insert(id).second) arrays_.push_back(id);
   };
+  // Values a later loop would recompute, with those loops; an array is
+  // made instead if anything else needs one.
+  std::vector<std::pair<int32_t, size_t>> recompute;
   for (int32_t id : kernel.writes) {
     if (space_.per_element(id) && space_.streams && space_.streams(id)) need_array(id);
   }
@@ -64,15 +67,49 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
       }
       for (const Operand& o : g_.node(id).operands) {
         if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
-        if (group_of_[static_cast<size_t>(o.node)] != static_cast<int>(gi) || groups_[gi].step != Step::kLoop) {
+        if (group_of_[static_cast<size_t>(o.node)] == static_cast<int>(gi) && groups_[gi].step == Step::kLoop) continue;
+        if (groups_[gi].step == Step::kLoop && recomputable(o.node)) {
+          recompute.emplace_back(o.node, gi);
+        } else {
           need_array(o.node);
         }
       }
     }
   }
+  for (const auto& [id, gi] : recompute) {
+    std::vector<int32_t>& again = groups_[gi].recomputed;
+    if (array_set_.contains(id)) {
+      need_array(id);  // kept anyway: read it back
+    } else if (std::find(again.begin(), again.end(), id) == again.end()) {
+      again.push_back(id);
+    }
+  }
+  // In kernel order, as their operands do not depend on one another.
+  for (Group& group : groups_) {
+    std::sort(group.recomputed.begin(), group.recomputed.end(), [&](int32_t a, int32_t b) {
+      return std::find(kernel.nodes.begin(), kernel.nodes.end(), a) <
+             std::find(kernel.nodes.begin(), kernel.nodes.end(), b);
+    });
+  }
   std::sort(arrays_.begin(), arrays_.end(), [&](int32_t a, int32_t b) {
     return std::find(kernel.nodes.begin(), kernel.nodes.end(), a) < std::find(kernel.nodes.begin(), kernel.nodes.end(), b);
   });
+}
+
+bool ElementLoops::recomputable(int32_t id) const {
+  const Node& n = g_.node(id);
+  const OpInfo& info = n.info();
+  if (info.kind != OpKind::kUnary && info.kind != OpKind::kBinary) return false;
+  if (info.cost_class != CostClass::kSimple || info.flops > 1) return false;
+  if (groups_[static_cast<size_t>(group_of_[static_cast<size_t>(id)])].step != Step::kLoop) return false;
+  // A 16-bit value rounded where it is computed (stored and used again)
+  // takes its bits from that rounding: not written a second way.
+  if (emit::rounds_in_kernel(g_, kernel_, id)) return false;
+  for (const Operand& o : n.operands) {
+    if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
+    if (groups_[static_cast<size_t>(group_of_[static_cast<size_t>(o.node)])].step != Step::kDropout) return false;
+  }
+  return true;
 }
 
 bool ElementLoops::per_element_operand(const Node& n) const {
@@ -96,8 +133,10 @@ std::string ElementLoops::operand(const Operand& o, const Group& group) const {
     return widens_in_loop(o.node) ? "fj_to_float(" + element + ")" : element;
   }
   if (!space_.per_element(o.node)) return value_name(g_, o.node);
-  const bool same_loop = group.step == Step::kLoop &&
-                         std::find(group.nodes.begin(), group.nodes.end(), o.node) != group.nodes.end();
+  const bool same_loop =
+      group.step == Step::kLoop &&
+      (std::find(group.nodes.begin(), group.nodes.end(), o.node) != group.nodes.end() ||
+       std::find(group.recomputed.begin(), group.recomputed.end(), o.node) != group.recomputed.end());
   return same_loop ? value_name(g_, o.node) : array_name(g_, o.node) + "[c]";
 }
 
@@ -181,6 +220,13 @@ static std::optional<BitsConversion> bits_conversion(DType dtype) {
 }
 
 void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::string_view reduction_step) const {
+  for (int32_t id : group.recomputed) {
+    const Node& n = g_.node(id);
+    std::vector<std::string> operands;
+    for (const Operand& o : n.operands) operands.push_back(operand(o, group));
+    w.line("const float {} = {};  // computed again: cheaper than an array", value_name(g_, id),
+           node_expression(g_, id, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index)));
+  }
   for (int32_t id : group.nodes) {
     const Node& n = g_.node(id);
     std::vector<std::string> operands;

@@ -12,6 +12,10 @@
 // the same bits), rather than in a pass of its own over an array: LayerNorm
 // saves two passes over the row and the array of its squares. Reductions
 // of a read or of a dropout result run over its array with fj_reduce_span.
+// A value of one cheap op (add, sub, mul, ...) of reads, per-row values and
+// dropout results that a later loop needs is computed again there rather
+// than kept in an array: LayerNorm's x - mean, which the squares' loop and
+// the last loop both use, cost an array written and read again per row.
 #pragma once
 
 #include <functional>
@@ -71,7 +75,12 @@ class ElementLoops {
     Step step;
     std::vector<int32_t> nodes;       // several for a loop, else one
     std::vector<int32_t> reductions;  // a loop's attached reductions
+    std::vector<int32_t> recomputed;  // earlier loops' values a loop computes again, first
   };
+  // Whether node `id`, computed in a loop, can be computed again in a later
+  // loop instead of being kept in an array: one cheap op whose operands are
+  // at hand in every later loop (reads, per-row values, dropout results).
+  bool recomputable(int32_t id) const;
 
   std::string operand(const Operand& o, const Group& group) const;
   bool per_element_operand(const Node& n) const;
