@@ -78,9 +78,9 @@ constexpr Probe kProbes[] = {
 };
 
 // Elements per thread: 8 MiB of f32 input and output per thread (4 MiB in
-// bf16), within a
-// server L3 with two threads, and a millisecond or more of work per run, so
-// that waking the pool's threads (tens of microseconds) does not count.
+// bf16), within a server L3 with two threads, and a millisecond or more of
+// work per run, so that waking the pool's threads (tens of microseconds)
+// does not count.
 constexpr int64_t kElementsPerThread = 1 << 20;
 constexpr std::chrono::milliseconds kProbeWarmup{300};
 // Part of the cache key: raised when the way the probes measure changes, so

@@ -4,7 +4,8 @@
 // Consecutive elementwise nodes share one loop, in which each value is a
 // local float: the compiler vectorizes the whole chain and keeps it in
 // registers. A value goes to an f32 array only when something outside its
-// loop needs it element by element (dropout, a later loop), and a written
+// loop needs it element by element (dropout, a later loop that cannot
+// compute it again: see the end of this comment), and a written
 // value is stored to its tensor from inside its loop. Dropout runs as one
 // fj_dropout_span call over the array of its operand (Philox draws 8
 // elements per call). A reduction of a value computed in a loop is
