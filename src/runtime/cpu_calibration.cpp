@@ -128,7 +128,7 @@ absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe, double
   double seconds = median(us) * 1e-6;
   if (probe.conversions_apart && simple_tflops > 0) {
     // At least half the time stays: a kernel faster than its conversions'
-    // price says the price is high, not that the GeLU is free.
+    // price says the price is high, not that the op is free.
     seconds = std::max(seconds - cost.conversion_ops / (simple_tflops * 1e12), 0.5 * seconds);
   }
   return cost.flops / seconds / 1e12;

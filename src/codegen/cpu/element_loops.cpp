@@ -84,16 +84,13 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
       again.push_back(id);
     }
   }
-  // In kernel order, as their operands do not depend on one another.
-  for (Group& group : groups_) {
-    std::sort(group.recomputed.begin(), group.recomputed.end(), [&](int32_t a, int32_t b) {
-      return std::find(kernel.nodes.begin(), kernel.nodes.end(), a) <
-             std::find(kernel.nodes.begin(), kernel.nodes.end(), b);
-    });
-  }
-  std::sort(arrays_.begin(), arrays_.end(), [&](int32_t a, int32_t b) {
+  const auto in_kernel_order = [&](int32_t a, int32_t b) {
     return std::find(kernel.nodes.begin(), kernel.nodes.end(), a) < std::find(kernel.nodes.begin(), kernel.nodes.end(), b);
-  });
+  };
+  // Recomputed values in kernel order too, as their operands do not depend
+  // on one another.
+  for (Group& group : groups_) std::sort(group.recomputed.begin(), group.recomputed.end(), in_kernel_order);
+  std::sort(arrays_.begin(), arrays_.end(), in_kernel_order);
 }
 
 bool ElementLoops::recomputable(int32_t id) const {
@@ -121,6 +118,12 @@ std::string ElementLoops::array_name(const Graph& graph, int32_t id) { return "a
 
 bool ElementLoops::widens_in_loop(int32_t read) const {
   return space_.widen_reads_in_loop && g_.node(read).dtype != DType::kF32 && !whole_array_reads_.contains(read);
+}
+
+std::vector<std::string> ElementLoops::operands_of(const Node& n, const Group& group) const {
+  std::vector<std::string> operands;
+  for (const Operand& o : n.operands) operands.push_back(operand(o, group));
+  return operands;
 }
 
 // The operand as seen from inside `group`: a local of the same loop, an
@@ -220,19 +223,17 @@ static std::optional<BitsConversion> bits_conversion(DType dtype) {
 }
 
 void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::string_view reduction_step) const {
+  const std::string element_index = fmt::format("(unsigned long long)({} + c)", space_.first_index);
   for (int32_t id : group.recomputed) {
     const Node& n = g_.node(id);
-    std::vector<std::string> operands;
-    for (const Operand& o : n.operands) operands.push_back(operand(o, group));
+    const std::vector<std::string> operands = operands_of(n, group);
     w.line("const float {} = {};  // computed again: cheaper than an array", value_name(g_, id),
-           node_expression(g_, id, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index)));
+           node_expression(g_, id, operands, element_index));
   }
   for (int32_t id : group.nodes) {
     const Node& n = g_.node(id);
-    std::vector<std::string> operands;
-    for (const Operand& o : n.operands) operands.push_back(operand(o, group));
-    const std::string expression =
-        node_expression(g_, id, operands, fmt::format("(unsigned long long)({} + c)", space_.first_index));
+    const std::vector<std::string> operands = operands_of(n, group);
+    const std::string expression = node_expression(g_, id, operands, element_index);
     const std::string value = value_name(g_, id);
     const bool stored_here =
         std::find(kernel_.writes.begin(), kernel_.writes.end(), id) != kernel_.writes.end() && !streamed(id);
@@ -268,8 +269,7 @@ void ElementLoops::write(SourceWriter& w) const {
     if (group.step == Step::kAttached) continue;  // written with its loop
     const int32_t id = group.nodes.front();
     const Node& n = g_.node(id);
-    std::vector<std::string> operands;
-    for (const Operand& o : n.operands) operands.push_back(operand(o, group));
+    const std::vector<std::string> operands = operands_of(n, group);
     auto array_of = [](const std::string& element) { return element.substr(0, element.size() - 3); };  // "x[c]"
     switch (group.step) {
       case Step::kLoop:

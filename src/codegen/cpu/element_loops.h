@@ -84,6 +84,8 @@ class ElementLoops {
   bool recomputable(int32_t id) const;
 
   std::string operand(const Operand& o, const Group& group) const;
+  // operand() of each of n's operands.
+  std::vector<std::string> operands_of(const Node& n, const Group& group) const;
   bool per_element_operand(const Node& n) const;
   bool streamed(int32_t id) const;
   void write_loop(SourceWriter& w, const Group& group) const;
