@@ -81,7 +81,7 @@ std::string node_expression(const Graph& graph, int32_t id, std::span<const std:
   const Node& node = graph.node(id);
   std::vector<std::string> printed(operands.begin(), operands.end());
   for (size_t i = 0; i < node.operands.size() && i < printed.size(); ++i) {
-    if (node.operands[i].is_literal()) printed[i] = float_literal(node.operands[i].literal);
+    if (node.operands[i].is_literal()) printed[i] = float_literal(node.operands[i].literal_value());
   }
   return substitute(node.info().code, node, printed, index, "", graph.is_16bit_gelu(id));
 }

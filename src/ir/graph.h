@@ -35,7 +35,15 @@ namespace fusejit {
 // An operand: the result of an earlier node, or a numeric literal.
 struct Operand {
   int32_t node = -1;  // -1: literal
-  double literal = 0;
+  double literal = 0;  // as written (the text format prints it back)
+
+  // What a literal means: its float32 value, the constant every kernel
+  // computes with, and so the reference too. With the float64 value the
+  // reference disagreed with the kernels wherever the rounding matters:
+  // pow(x, 16777217) of -1 is -1, but 16777217 is 16777216 in float32 and
+  // every kernel gave +1; pow(x, 3.0000001) of a negative x is NaN, but
+  // 3.0000001 is 3 in float32.
+  double literal_value() const { return static_cast<float>(literal); }
 
   static Operand value(int32_t id) { return {id, 0}; }
   static Operand scalar(double v) { return {-1, v}; }

@@ -194,10 +194,12 @@ void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round) {
     case OpKind::kUnary: return detail::eval_unary(info.unary, node.attrs, tensor(0), n, out, round, ev.threads);
     case OpKind::kBinary: {
       detail::ElementwiseOperand operands[2];
+      double literals[2];
       for (int i = 0; i < 2; ++i) {
         const Operand& o = node.operands[i];
         // A literal reads as a rank-0 tensor: stride 0 in every dimension.
-        operands[i] = o.is_literal() ? detail::ElementwiseOperand{&o.literal, Shape{}}
+        literals[i] = o.literal_value();
+        operands[i] = o.is_literal() ? detail::ElementwiseOperand{&literals[i], Shape{}}
                                      : detail::ElementwiseOperand{tensor(i), ev.graph.node(o.node).shape};
       }
       return detail::eval_binary(info.binary, operands[0], operands[1], node.shape, out, round, ev.threads);

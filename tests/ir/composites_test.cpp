@@ -90,6 +90,9 @@ std::vector<double> textbook_log_softmax(const std::vector<double>& x) {
   return y;
 }
 
+// eps as the graph holds it: a literal, whose value is its float32 one.
+double f32(double v) { return static_cast<float>(v); }
+
 // Row lengths 1, 3 and 1000, and enough rows that the interpreter's row blocks have a tail.
 const Shape kShapes[] = {{4, 1}, {2, 3, 3}, {67, 1000}, {5}};
 
@@ -113,7 +116,7 @@ TEST(CompositeTest, LayerNormWithAndWithoutParameters) {
         const TensorMap inputs{{"x", x}, {"gamma", gamma}, {"beta", beta}};  // every input, used or not
         const std::vector<double> want = by_rows(x, [&](const std::vector<double>& row) {
           return textbook_layer_norm(row, params >= 1 ? gamma.values.data() : nullptr,
-                                     params >= 2 ? beta.values.data() : nullptr, eps.value_or(1e-5));
+                                     params >= 2 ? beta.values.data() : nullptr, f32(eps.value_or(1e-5)));
         });
         expect_close(run(g, inputs).at("y"), want);
       }
@@ -133,9 +136,9 @@ TEST(CompositeTest, RmsNorm) {
     g.output("scaled", rms_norm(vx, vg, 1e-2));
     const TensorMap out = run(g, {{"x", x}, {"gamma", gamma}});
     expect_close(out.at("plain"),
-                 by_rows(x, [](const std::vector<double>& r) { return textbook_rms_norm(r, nullptr, 1e-6); }));
+                 by_rows(x, [](const std::vector<double>& r) { return textbook_rms_norm(r, nullptr, f32(1e-6)); }));
     expect_close(out.at("scaled"), by_rows(x, [&](const std::vector<double>& r) {
-                   return textbook_rms_norm(r, gamma.values.data(), 1e-2);
+                   return textbook_rms_norm(r, gamma.values.data(), f32(1e-2));
                  }));
   }
 }

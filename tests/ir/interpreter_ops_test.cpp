@@ -324,6 +324,25 @@ TEST(InterpreterOpsTest, LiteralOperandsOnBothSides) {
   }
 }
 
+// A literal is the float32 constant the kernels compute with, not the
+// float64 value written: where rounding to float32 makes an exponent an
+// integer, or an even one, pow's result changes sign or stops being NaN.
+TEST(InterpreterOpsTest, LiteralsMeanTheirFloat32Value) {
+  const Shape shape{1, 3};
+  const HostTensor in{DType::kF32, shape, {-1.0, -2.0, 1.0}};
+  Graph g;
+  auto x = g.input("x", DType::kF32, shape);
+  g.output("even", pow(x, 16777217.0));  // 16777216 in float32: even
+  g.output("whole", pow(x, 3.0000001));  // 3 in float32
+  g.output("tenth", x + 0.1);            // 0.100000001490116...
+  const TensorMap out = run(g, {{"x", in}});
+  expect_close(out.at("even"), {1.0, std::pow(2.0, 16777216.0), 1.0}, 0.0);
+  expect_close(out.at("whole"), {-1.0, -8.0, 1.0}, 0.0);
+  const double tenth = static_cast<float>(0.1);
+  expect_close(out.at("tenth"), {-1.0 + tenth, -2.0 + tenth, 1.0 + tenth}, 0.0);
+  EXPECT_THAT(print_graph(g), HasSubstr("pow(x, 16777217)")) << "the graph keeps the literal as written";
+}
+
 TEST(InterpreterOpsTest, TypePromotion) {
   const Shape shape{4, 8};
   const HostTensor h = nonzero(DType::kF16, shape, 12), b = nonzero(DType::kBF16, shape, 13);
@@ -366,13 +385,14 @@ TEST(InterpreterOpsTest, RoundingModes) {
   const HostTensor stored = run(g, inputs, Rounding::kStoredNodes, {t1.id()}).at("y");
   const HostTensor exact = run(g, inputs, Rounding::kNone).at("y");
   auto r = [](double v) { return round_to_dtype(v, DType::kBF16); };
+  const double k = static_cast<float>(1.37);  // the literal's value: its float32 one
   int64_t differ = 0;
   for (int64_t i = 0; i < in.numel(); ++i) {
     const double v = in.values[i];
-    EXPECT_EQ(every.values[i], r(r(std::exp(r(v * 1.37))) - v)) << i;
-    EXPECT_EQ(outputs_only.values[i], r(std::exp(v * 1.37) - v)) << i;
-    EXPECT_EQ(stored.values[i], r(std::exp(r(v * 1.37)) - v)) << i;
-    EXPECT_EQ(exact.values[i], std::exp(v * 1.37) - v) << i;
+    EXPECT_EQ(every.values[i], r(r(std::exp(r(v * k))) - v)) << i;
+    EXPECT_EQ(outputs_only.values[i], r(std::exp(v * k) - v)) << i;
+    EXPECT_EQ(stored.values[i], r(std::exp(r(v * k)) - v)) << i;
+    EXPECT_EQ(exact.values[i], std::exp(v * k) - v) << i;
     EXPECT_EQ(outputs_only.values[i], r(exact.values[i])) << i;  // one rounding of the float64 value
     differ += every.values[i] != outputs_only.values[i];
   }

@@ -519,6 +519,17 @@ TEST(CpuBackend, NanAndInfinityPropagateAsInTheReference) {
   expect_matches_reference(make_fused_plan(g), inputs);
 }
 
+// Literals that float32 rounds to another kind of exponent (an even
+// integer, an integer) give the kernels' result in the reference as well:
+// the two used to differ in sign, or NaN against finite values.
+TEST(CpuBackend, LiteralsRoundedToFloat32MatchTheReference) {
+  const Graph g = parse("input x: f32[2, 40]\ne = pow(x, 16777217)\nw = pow(x, 3.0000001)\noutput e, w\n");
+  TensorMap inputs = random_inputs(g, 6);
+  for (double& v : inputs.at("x").values) v = -std::fabs(v);  // negative bases: pow's sign and NaN cases
+  expect_matches_reference(make_unfused_plan(g), inputs);
+  expect_matches_reference(make_fused_plan(g), inputs);
+}
+
 // A plan that cannot be run is an error naming why, not a crash (a null
 // graph) or outputs no kernel wrote (zeros, as if computed).
 TEST(CpuBackend, UnrunnablePlansAreRefused) {
