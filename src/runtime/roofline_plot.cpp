@@ -104,6 +104,14 @@ bool on_path(const std::string& program) {
 }  // namespace
 
 absl::Status check_roofline_plot_target(const std::string& path, bool overwrite) {
+  // gnuplot takes the name inside a quoted string of its script, which a
+  // newline would end: refused here, before the benchmark runs, rather than
+  // as a garbled gnuplot error after it.
+  if (std::any_of(path.begin(), path.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return absl::InvalidArgumentError(
+        "--plot: the file name holds a control character (a newline or a tab, say), which gnuplot cannot write; "
+        "choose another name");
+  }
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
   if (std::filesystem::exists(status)) {
@@ -117,6 +125,9 @@ absl::Status check_roofline_plot_target(const std::string& path, bool overwrite)
   // A link is written through (write_roofline_plot): the chart lands where it points.
   const std::filesystem::path parent = std::filesystem::path(link_target(path)).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+    if (std::filesystem::exists(parent, ec)) {
+      return absl::FailedPreconditionError(fmt::format("--plot {}: {} is not a folder", path, parent.string()));
+    }
     return absl::NotFoundError(fmt::format("--plot {}: the folder {} does not exist", path, parent.string()));
   }
   if (absl::Status s = check_can_create_files(parent.empty() ? "." : parent.string()); !s.ok()) {

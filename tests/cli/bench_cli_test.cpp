@@ -174,6 +174,17 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   EXPECT_EQ(nowhere.exit_code, 1);
   EXPECT_TRUE(has(nowhere.err, "/no does not exist")) << nowhere.err;
   EXPECT_FALSE(has(nowhere.out, "measured")) << nowhere.out;
+  // A file where the chart's folder would be is named as such, not as missing.
+  auto through_file = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + other + "/x.svg");
+  EXPECT_EQ(through_file.exit_code, 1);
+  EXPECT_TRUE(has(through_file.err, "other.svg is not a folder")) << through_file.err;
+  EXPECT_FALSE(has(through_file.out, "measured")) << through_file.out;
+  // gnuplot's script cannot hold a newline: refused before the benchmark.
+  auto newline = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot '" + dir + "/new\nline.svg'");
+  EXPECT_EQ(newline.exit_code, 1);
+  EXPECT_TRUE(has(newline.err, "control character")) << newline.err;
+  EXPECT_FALSE(has(newline.out, "measured")) << newline.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/new\nline.svg"));
 }
 
 // A chart gnuplot fails to draw leaves the file it would have replaced, even
