@@ -1,6 +1,7 @@
 #include "cost/cpu_conversions.h"
 
 #include "cost/cost_model.h"
+#include "fusion/cpu_output_stores.h"
 
 namespace fusejit {
 namespace {
@@ -25,7 +26,7 @@ double narrow_ops(DType dtype) {
 
 }  // namespace
 
-double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel) {
+double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel, bool native_bf16_stores) {
   if (kernel.kind == KernelKind::kMatmul) return 0;
   const Graph& graph = *plan.graph;
   const double loop_elements = static_cast<double>(kernel.iteration.numel());
@@ -39,15 +40,24 @@ double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel) {
     const bool per_loop_element = row ? is_row_shaped(n, kernel) : n.shape.numel() > 1;
     ops += widen_ops(n.dtype) * (per_loop_element ? loop_elements : static_cast<double>(n.shape.numel()));
   }
+  // A write stored from an array narrows natively where it can; one stored
+  // in its loop by the portable code.
+  auto native = [&](const Node& n) {
+    return native_bf16_stores && n.dtype == DType::kBF16 && cpu_stores_from_array(n);
+  };
   for (int32_t id : kernel.writes) {
     const Node& n = graph.node(id);
-    ops += narrow_ops(n.dtype) * static_cast<double>(n.shape.numel());
+    ops += (native(n) ? kCpuNarrowBf16Native : narrow_ops(n.dtype)) * static_cast<double>(n.shape.numel());
   }
-  // A stored value the kernel also uses is used as stored: narrowed once
-  // (counted with the writes) and widened again.
+  // A stored value the kernel also uses is used as stored: rounded in its
+  // loop and widened again. Where its loop stores it, the rounding is the
+  // store's (counted with the writes); where it is stored from an array,
+  // the array holds the rounded value and the store narrows it once more.
   for (int32_t id : kernel.nodes) {
     if (rounds_in_kernel(graph, kernel, id)) {
-      ops += widen_ops(graph.node(id).dtype) * static_cast<double>(graph.node(id).shape.numel());
+      const Node& n = graph.node(id);
+      const double rounded_in_loop = cpu_stores_from_array(n) ? narrow_ops(n.dtype) : 0;
+      ops += (rounded_in_loop + widen_ops(n.dtype)) * static_cast<double>(n.shape.numel());
     }
   }
   return ops;

@@ -27,4 +27,12 @@ std::string host_cpu_model() {
 
 std::string host_cpu_identity() { return cpuinfo_line("model name") + "\n" + cpuinfo_line("flags"); }
 
+bool host_cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
 }  // namespace fusejit

@@ -14,4 +14,10 @@ std::string host_cpu_model();
 // where /proc/cpuinfo cannot be read.
 std::string host_cpu_identity();
 
+// Whether the CPU has AVX512-BF16, so that JIT kernels compiled with
+// -march=native narrow bf16 spans natively (DeviceSpec::native_bf16_stores).
+// $FUSEJIT_CXXFLAGS can take it away from the kernels ("-mno-avx512f");
+// the model does not follow it there.
+bool host_cpu_has_avx512_bf16();
+
 }  // namespace fusejit

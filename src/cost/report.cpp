@@ -52,9 +52,14 @@ std::string format_device(const DeviceSpec& d) {
                                     d.class_tflops[c], ridge));
     }
     text += fmt::format("  measured op classes: {}\n", fmt::join(classes, "; "));
-    text += fmt::format("  16-bit conversions at the simple class's rate, per element: bf16 widen {:g}, round {:g}; "
-                        "f16 widen {:g}, round {:g} (vector operations, not FLOPs)\n",
-                        kCpuWidenBf16, kCpuNarrowBf16, kCpuWidenF16, kCpuNarrowF16);
+    const std::string native =
+        d.native_bf16_stores
+            ? fmt::format(" ({:g} stored from an array, with AVX512-BF16's vcvtneps2bf16)", kCpuNarrowBf16Native)
+            : "";
+    text += fmt::format(
+        "  16-bit conversions at the simple class's rate, per element: bf16 widen {:g}, round {:g}{}; "
+        "f16 widen {:g}, round {:g} (vector operations, not FLOPs)\n",
+        kCpuWidenBf16, kCpuNarrowBf16, native, kCpuWidenF16, kCpuNarrowF16);
   }
   return text;
 }

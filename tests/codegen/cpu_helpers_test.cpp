@@ -638,6 +638,9 @@ struct jit_max_combine {  // as row kernels emit their combiners: for a float an
   fj_vec operator()(fj_vec acc, fj_vec x) const { return fj_maximum(acc, x); }
 };
 float jit_reduce_max(const float* x, int64_t n) { return fj_reduce_span(x, n, -FJ_INFINITY, jit_max_combine()); }
+void jit_store_span_bf16(const float* x, fj_bf16* y, int64_t n) { fj_store_span(y, x, n); }
+void jit_stream_span_bf16(const float* x, fj_bf16* y, int64_t n) { fj_stream_span(y, x, n); fj_stream_fence(); }
+int jit_native_bf16() { return FJ_NATIVE_BF16; }
 int jit_philox_avx2() { return FJ_PHILOX_AVX2; }
 int jit_philox_avx512() { return FJ_PHILOX_AVX512; }
 void jit_dropout_span(const float* x, float* y, int64_t n, unsigned long long first, uint32_t t, float s,
@@ -821,6 +824,25 @@ void CpuHelpersJit::expect_conversions_match_dtype() const {
   for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(narrow[i], float_to_half_bits(xs[i])) << hex(xs[i]);
   float_to_bf16(xs.data(), narrow.data(), static_cast<int64_t>(xs.size()));
   for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(narrow[i], float_to_bf16_bits(xs[i])) << hex(xs[i]);
+  // The spans kernels store and stream their bf16 outputs with: with
+  // AVX512-BF16 (FJ_NATIVE_BF16) one instruction per 16 elements, and the
+  // portable conversion for a vector that holds a subnormal. Each span is
+  // offset by one element, so that the streamed one has a head before its
+  // aligned vectors and the vectors of 16 fall across the inputs differently.
+  using NativeBf16 = int (*)();
+  NativeBf16 native = sym<NativeBf16>("jit_native_bf16");
+  ASSERT_NE(native, nullptr);
+  std::printf("[ REPORT   ] bf16 spans narrowed with %s\n",
+              native() ? "vcvtneps2bf16 (AVX512-BF16)" : "the portable conversion");
+  for (const char* name : {"jit_store_span_bf16", "jit_stream_span_bf16"}) {
+    Narrow16 span = sym<Narrow16>(name);
+    ASSERT_NE(span, nullptr);
+    std::vector<uint16_t> spanned(xs.size() + 1, 0xdead);
+    span(xs.data(), spanned.data() + 1, static_cast<int64_t>(xs.size()));
+    EXPECT_EQ(spanned[0], 0xdead) << name << " wrote before its span";
+    for (size_t i = 0; i < xs.size(); ++i)
+      ASSERT_EQ(spanned[i + 1], float_to_bf16_bits(xs[i])) << name << " " << hex(xs[i]);
+  }
 }
 
 void CpuHelpersJit::expect_dropout_matches_reference() const {

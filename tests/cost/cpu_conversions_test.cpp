@@ -6,6 +6,7 @@
 
 #include "cost/cost_model.h"
 #include "fusejit.h"
+#include "fusion/cpu_output_stores.h"
 #include "support/graph_variants.h"
 
 namespace fusejit {
@@ -52,6 +53,32 @@ TEST(CpuConversions, RowKernelsConvertRowsOnceAndKeepIntermediatesInF32) {
   const double rounded_and_stored = only_kernel_conversions(
       parse_or_throw("input x: bf16[64, 1000]\ninput r: bf16[64, 1000]\nh = add(x, r)\ny = layer_norm(h)\noutput h, y"));
   EXPECT_EQ(rounded_and_stored, kElements * (2 * kCpuWidenBf16 + 2 * kCpuNarrowBf16 + kCpuWidenBf16));
+}
+
+// With AVX512-BF16 a bf16 output stored from an array (streamed, or a
+// dropout result) is narrowed by vcvtneps2bf16; one stored in its loop, and
+// every f16 output, by the portable code.
+TEST(CpuConversions, NativeBf16NarrowingPricesOnlyTheStoresThatUseIt) {
+  auto ops = [](const std::string& text, bool native) {
+    const FusionPlan plan = make_fused_plan(parse_or_throw(text));
+    EXPECT_EQ(plan.kernels.size(), 1u) << describe(plan);
+    return cpu_conversion_ops(plan, plan.kernels[0], native);
+  };
+  constexpr double kStreamed = 4096.0 * 2048;  // 16 MiB of bf16: streamed
+  static_assert(kStreamed * 2 == kCpuStreamingStoreBytes);
+  const std::string streamed = "input x: bf16[4096, 2048]\ny = neg(x)\noutput y";
+  EXPECT_EQ(ops(streamed, true), kStreamed * (kCpuWidenBf16 + kCpuNarrowBf16Native));
+  EXPECT_EQ(ops(streamed, false), kStreamed * (kCpuWidenBf16 + kCpuNarrowBf16));
+  const std::string f16 = "input x: f16[4096, 2048]\ny = neg(x)\noutput y";
+  EXPECT_EQ(ops(f16, true), ops(f16, false));
+  const std::string in_loop = "input x: bf16[64, 1000]\ny = neg(x)\noutput y";
+  EXPECT_EQ(ops(in_loop, true), ops(in_loop, false));
+  EXPECT_EQ(ops("input x: bf16[64, 1000]\ny = dropout(x, p=0.1)\noutput y", true),
+            kElements * (kCpuWidenBf16 + kCpuNarrowBf16Native));
+  // A streamed value also used: rounded in its loop, widened, and narrowed
+  // again by its store.
+  EXPECT_EQ(ops("input x: bf16[4096, 2048]\nh = neg(x)\ny = layer_norm(h)\noutput h, y", true),
+            kStreamed * (kCpuWidenBf16 + kCpuNarrowBf16 + kCpuWidenBf16 + 2 * kCpuNarrowBf16Native));
 }
 
 TEST(CpuConversions, MatmulsAreLeftToTheirFlops) {

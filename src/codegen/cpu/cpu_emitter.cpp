@@ -41,10 +41,7 @@ std::string cpu_module_source(const std::vector<const CpuKernelSource*>& kernels
 
 namespace cpu_emit {
 
-bool streams(const Graph& graph, int32_t id) {
-  const Node& n = graph.node(id);
-  return n.shape.numel() * dtype_size(n.dtype) >= kCpuStreamingStoreBytes;
-}
+bool streams(const Graph& graph, int32_t id) { return cpu_streams_output(graph.node(id)); }
 
 void write_helpers(SourceWriter& w) {
   w.line("{}", kCpuHelpersBegin);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "codegen/kernel_source.h"
+#include "fusion/cpu_output_stores.h"
 
 namespace fusejit {
 
@@ -49,12 +50,6 @@ struct CpuKernelSource {
   int64_t grain = 1;  // fewest items worth handing to one thread (about 64 KiB of traffic)
   int64_t scratch_floats = 0;  // working memory of one call, passed as fj_scratch
 };
-
-// Outputs of at least this many bytes are written with streaming stores
-// (codegen/cpu/fj_kernel.h: fj_stream_span): far beyond a core's L2 and a
-// large share of a server L3, so no later kernel finds them in the cache,
-// and a normal store would first read every line it writes.
-inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
 
 // Lanes of a reduction in generated loops: kFjReduceLanes (fj_kernel.h),
 // the lanes of fj_reduce_span, so that a reduction inside a loop gives its

@@ -12,8 +12,9 @@
 // GCC 12 converts _Float16 one element at a time ("no vectype" for HFmode
 // without AVX512-FP16), which would keep the whole kernel loop scalar; the
 // integer version vectorises and is as fast (about 0.3 ns per element
-// either way, measured on an AVX2 machine). bf16 likewise (AVX512-BF16 is
-// rare).
+// either way, measured on an AVX2 machine). bf16 likewise inside loops;
+// a bf16 output stored from its array takes AVX512-BF16's vcvtneps2bf16
+// where the CPU has it (fj_store_span in fj_kernel.h).
 //
 // Header-only: embedded as text into JIT-compiled translation units
 // (after fj_bits.h; the embedding drops the #include of it).
