@@ -43,7 +43,7 @@ double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel, bool nat
   // A write stored from an array narrows natively where it can; one stored
   // in its loop by the portable code.
   auto native = [&](const Node& n) {
-    return native_bf16_stores && n.dtype == DType::kBF16 && cpu_stores_from_array(n);
+    return native_bf16_stores && n.dtype == DType::kBF16 && cpu_stores_from_array(kernel, n);
   };
   for (int32_t id : kernel.writes) {
     const Node& n = graph.node(id);
@@ -56,7 +56,7 @@ double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel, bool nat
   for (int32_t id : kernel.nodes) {
     if (rounds_in_kernel(graph, kernel, id)) {
       const Node& n = graph.node(id);
-      const double rounded_in_loop = cpu_stores_from_array(n) ? narrow_ops(n.dtype) : 0;
+      const double rounded_in_loop = cpu_stores_from_array(kernel, n) ? narrow_ops(n.dtype) : 0;
       ops += (rounded_in_loop + widen_ops(n.dtype)) * static_cast<double>(n.shape.numel());
     }
   }

@@ -27,12 +27,11 @@ std::string host_cpu_model() {
 
 std::string host_cpu_identity() { return cpuinfo_line("model name") + "\n" + cpuinfo_line("flags"); }
 
+// From the kernel's flags line rather than __builtin_cpu_supports, whose
+// reading of the newer feature bits has differed between compilers' runtimes.
 bool host_cpu_has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_cpu_supports("avx512bf16");
-#else
-  return false;
-#endif
+  const std::string flags = cpuinfo_line("flags") + " ";
+  return flags.find(" avx512_bf16 ") != std::string::npos;
 }
 
 }  // namespace fusejit

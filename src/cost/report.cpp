@@ -143,7 +143,10 @@ nlohmann::json device_json(const DeviceSpec& d) {
           {"launch_overhead_us", d.launch_overhead_us},
           {"persistent_row_limit",
            d.persistent_row_limit == kAnyRowLength ? nlohmann::json() : nlohmann::json(d.persistent_row_limit)},
-          {"measured", d.measured}};
+          {"measured", d.measured},
+          // A CPU whose kernels round bf16 outputs stored from arrays with
+          // vcvtneps2bf16, which conversion_ops prices lower; null on a GPU.
+          {"native_bf16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_bf16_stores)}};
 }
 
 nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const KernelCost& c) {

@@ -1,10 +1,11 @@
-// How a CPU kernel stores each output: the CPU generator emits these stores
-// (codegen/cpu/element_loops.cpp) and the cost model prices their
-// conversions (cost/cpu_conversions.cpp), so the two agree.
+// How a CPU kernel stores each output: what the CPU generator emits
+// (codegen/cpu/element_loops.cpp, row.cpp), for the cost model to price
+// the conversions of (cost/cpu_conversions.cpp).
 #pragma once
 
 #include <cstdint>
 
+#include "fusion/plan.h"
 #include "ir/graph.h"
 
 namespace fusejit {
@@ -17,12 +18,25 @@ inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
 
 inline bool cpu_streams_output(const Node& n) { return n.shape.numel() * dtype_size(n.dtype) >= kCpuStreamingStoreBytes; }
 
-// Whether an output is stored from an f32 array by a span helper
-// (fj_stream_span, fj_store_span), which narrows a bf16 one 16 elements at
-// a time with vcvtneps2bf16 where the CPU has AVX512-BF16: streamed
-// outputs, and dropout results, which are computed outside the element
-// loops. Every other output is stored element by element in the loop that
-// computes it.
-inline bool cpu_stores_from_array(const Node& n) { return cpu_streams_output(n) || n.op == Op::kDropout; }
+// Whether output `id` of `kernel` is stored from an f32 array by a span
+// helper (fj_stream_span, fj_store_span), which narrows a bf16 one 16
+// elements at a time with vcvtneps2bf16 where the CPU has AVX512-BF16:
+// outputs computed per element of the loops (every node of a pointwise
+// kernel; a row kernel's row-shaped values, not its per-row ones nor any
+// of a kernel over rows of 1) that are streamed or are dropout results,
+// which are computed outside the element loops. Every other output is
+// stored in the loop, or per row, by the portable conversion; matmuls
+// store C through the span too, but their conversions are not priced.
+// tests/codegen/cpu_output_stores_test.cpp checks this against the
+// generated source.
+inline bool cpu_stores_from_array(const Kernel& kernel, const Node& n) {
+  bool per_element = false;
+  switch (kernel.kind) {
+    case KernelKind::kPointwise: per_element = true; break;
+    case KernelKind::kRow: per_element = kernel.iteration.last() > 1 && n.shape == kernel.iteration; break;
+    case KernelKind::kMatmul: return false;
+  }
+  return per_element && (cpu_streams_output(n) || n.op == Op::kDropout);
+}
 
 }  // namespace fusejit

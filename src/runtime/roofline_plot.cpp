@@ -104,13 +104,18 @@ bool on_path(const std::string& program) {
 }  // namespace
 
 absl::Status check_roofline_plot_target(const std::string& path, bool overwrite) {
-  // gnuplot takes the name inside a quoted string of its script, which a
-  // newline would end: refused here, before the benchmark runs, rather than
-  // as a garbled gnuplot error after it.
-  if (std::any_of(path.begin(), path.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+  // gnuplot reads the name (of the file a link points to, which it writes
+  // beside) from a quoted string in its script, which a newline would end:
+  // control characters are refused here, before the benchmark runs, rather
+  // than found as a garbled gnuplot error after it.
+  auto has_control = [](const std::string& name) {
+    return std::any_of(name.begin(), name.end(),
+                       [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  };
+  if (has_control(path) || has_control(link_target(path))) {
     return absl::InvalidArgumentError(
-        "--plot: the file name holds a control character (a newline or a tab, say), which gnuplot cannot write; "
-        "choose another name");
+        "--plot: the chart's file name (or the name its link points to) holds a control character, a newline "
+        "or a tab, say; gnuplot takes the name from a line of its script, so choose another name");
   }
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
@@ -125,8 +130,14 @@ absl::Status check_roofline_plot_target(const std::string& path, bool overwrite)
   // A link is written through (write_roofline_plot): the chart lands where it points.
   const std::filesystem::path parent = std::filesystem::path(link_target(path)).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-    if (std::filesystem::exists(parent, ec)) {
-      return absl::FailedPreconditionError(fmt::format("--plot {}: {} is not a folder", path, parent.string()));
+    // A file on the way (a/b.svg/c/x.svg) is named as such, not as missing.
+    for (std::filesystem::path p = parent; !p.empty() && p != p.parent_path(); p = p.parent_path()) {
+      if (std::filesystem::exists(p, ec)) {
+        if (!std::filesystem::is_directory(p, ec)) {
+          return absl::FailedPreconditionError(fmt::format("--plot {}: {} is not a folder", path, p.string()));
+        }
+        break;
+      }
     }
     return absl::NotFoundError(fmt::format("--plot {}: the folder {} does not exist", path, parent.string()));
   }

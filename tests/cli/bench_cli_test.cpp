@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cost/host_cpu.h"
 #include "fusejit.h"
 #include "support/graph_variants.h"
 #include "support/run_command.h"
@@ -175,10 +176,12 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   EXPECT_TRUE(has(nowhere.err, "/no does not exist")) << nowhere.err;
   EXPECT_FALSE(has(nowhere.out, "measured")) << nowhere.out;
   // A file where the chart's folder would be is named as such, not as missing.
-  auto through_file = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + other + "/x.svg");
-  EXPECT_EQ(through_file.exit_code, 1);
-  EXPECT_TRUE(has(through_file.err, "other.svg is not a folder")) << through_file.err;
-  EXPECT_FALSE(has(through_file.out, "measured")) << through_file.out;
+  for (const std::string& below : {other + "/x.svg", other + "/deeper/x.svg"}) {
+    auto through_file = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + below);
+    EXPECT_EQ(through_file.exit_code, 1);
+    EXPECT_TRUE(has(through_file.err, "other.svg is not a folder")) << through_file.err;
+    EXPECT_FALSE(has(through_file.out, "measured")) << through_file.out;
+  }
   // gnuplot's script cannot hold a newline: refused before the benchmark.
   auto newline = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot '" + dir + "/new\nline.svg'");
   EXPECT_EQ(newline.exit_code, 1);
@@ -271,6 +274,8 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   EXPECT_EQ(names, device_names());
   const nlohmann::json cpu = j["devices"].back();
   EXPECT_EQ(cpu["bandwidth_gbps"], nlohmann::json::parse(testing::read_file(path))["bandwidth_gbps"]);
+  EXPECT_EQ(cpu["native_bf16_stores"], host_cpu_has_avx512_bf16());
+  EXPECT_TRUE(j["devices"][0]["native_bf16_stores"].is_null()) << "a GPU: " << j["devices"][0];
   auto plan = run_command(env + FUSEJIT_CLI_PATH + " plan " + FUSEJIT_SOURCE_DIR +
                           "/examples/graphs/softmax.fj --device cpu --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;

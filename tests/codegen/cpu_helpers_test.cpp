@@ -36,6 +36,7 @@
 #include "codegen/cpu/fj_math.h"
 #include "codegen/cpu/fj_philox.h"
 #include "codegen/cpu/fj_types.h"
+#include "cost/host_cpu.h"
 #include "ir/dtype.h"
 #include "ir/op_table.h"
 #include "ir/philox.h"
@@ -834,12 +835,18 @@ void CpuHelpersJit::expect_conversions_match_dtype() const {
   ASSERT_NE(native, nullptr);
   std::printf("[ REPORT   ] bf16 spans narrowed with %s\n",
               native() ? "vcvtneps2bf16 (AVX512-BF16)" : "the portable conversion");
+  // The cost model prices native stores wherever the CPU has AVX512-BF16:
+  // the kernels compiled as designed must then take that path.
+  if (std::string(GetParam()).find("-mno-") == std::string::npos) {
+    EXPECT_EQ(native() != 0, host_cpu_has_avx512_bf16()) << "FJ_NATIVE_BF16 under " << command_;
+  }
   for (const char* name : {"jit_store_span_bf16", "jit_stream_span_bf16"}) {
     Narrow16 span = sym<Narrow16>(name);
     ASSERT_NE(span, nullptr);
-    std::vector<uint16_t> spanned(xs.size() + 1, 0xdead);
+    std::vector<uint16_t> spanned(xs.size() + 2, 0xdead);
     span(xs.data(), spanned.data() + 1, static_cast<int64_t>(xs.size()));
-    EXPECT_EQ(spanned[0], 0xdead) << name << " wrote before its span";
+    EXPECT_EQ(spanned.front(), 0xdead) << name << " wrote before its span";
+    EXPECT_EQ(spanned.back(), 0xdead) << name << " wrote past its span";
     for (size_t i = 0; i < xs.size(); ++i)
       ASSERT_EQ(spanned[i + 1], float_to_bf16_bits(xs[i])) << name << " " << hex(xs[i]);
   }

@@ -59,9 +59,10 @@ static inline void fj_store_span(T* __restrict p, const float* __restrict v, lon
   for (long long c = 0; c < n; ++c) p[c] = fj_from_float<T>(v[c]);
 }
 
-#if defined(__AVX512BF16__) && defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
-// Where the CPU has AVX512-BF16 (Intel Sapphire Rapids and later, AMD Zen 4
-// and later), vcvtneps2bf16 narrows 16 floats in one instruction with the
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && defined(__AVX512DQ__) && \
+    (defined(__x86_64__) || defined(__i386__))
+// Where the CPU has AVX512-BF16 (Intel Xeons from Cooper Lake on, AMD Zen 4
+// and later; vfpclassps is AVX512-DQ, which they all have), vcvtneps2bf16 narrows 16 floats in one instruction with the
 // rounding of fj_from_float<fj_bf16> (to nearest even; a NaN keeps its top
 // bits and gets the quiet bit), except that it flushes subnormal inputs to
 // zero: a vector holding one (vfpclassps, class 0x20) takes the portable
