@@ -82,7 +82,7 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
       // The CPU: storage conversions run on the vector units beside the
       // arithmetic, at about the rate of simple arithmetic. Not FLOPs, so
       // they lower the kernel's compute roof rather than raise its intensity.
-      cost.conversion_ops = cpu_conversion_ops(plan, kernel, device.native_bf16_stores);
+      cost.conversion_ops = cpu_conversion_ops(plan, kernel, device);
       const double simple_tflops = device.class_tflops[static_cast<int>(CostClass::kSimple)];
       if (cost.conversion_ops > 0 && simple_tflops > 0) compute_seconds += cost.conversion_ops / (simple_tflops * 1e12);
     }

@@ -26,7 +26,7 @@ double narrow_ops(DType dtype) {
 
 }  // namespace
 
-double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel, bool native_bf16_stores) {
+double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device) {
   if (kernel.kind == KernelKind::kMatmul) return 0;
   const Graph& graph = *plan.graph;
   const double loop_elements = static_cast<double>(kernel.iteration.numel());
@@ -42,12 +42,16 @@ double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel, bool nat
   }
   // A write stored from an array narrows natively where it can; one stored
   // in its loop by the portable code.
-  auto native = [&](const Node& n) {
-    return native_bf16_stores && n.dtype == DType::kBF16 && cpu_stores_from_array(kernel, n);
+  auto store_ops = [&](const Node& n) {
+    if (cpu_stores_from_array(kernel, n)) {
+      if (n.dtype == DType::kBF16 && device.native_bf16_stores) return kCpuNarrowBf16Native;
+      if (n.dtype == DType::kF16 && device.native_f16_stores) return kCpuNarrowF16Native;
+    }
+    return narrow_ops(n.dtype);
   };
   for (int32_t id : kernel.writes) {
     const Node& n = graph.node(id);
-    ops += (native(n) ? kCpuNarrowBf16Native : narrow_ops(n.dtype)) * static_cast<double>(n.shape.numel());
+    ops += store_ops(n) * static_cast<double>(n.shape.numel());
   }
   // A stored value the kernel also uses is used as stored: rounded in its
   // loop and widened again. Where its loop stores it, the rounding is the

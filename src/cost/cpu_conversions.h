@@ -5,6 +5,7 @@
 // chain.
 #pragma once
 
+#include "cost/device.h"
 #include "fusion/plan.h"
 
 namespace fusejit {
@@ -22,15 +23,19 @@ inline constexpr double kCpuNarrowF16 = 24;  // rebias and round, subnormal and 
 // element on one Xeon thread against the portable code's 0.146, which is
 // 11 x 0.39 (bench/results/2026-12-02-cpu-bf16-narrowing.md).
 inline constexpr double kCpuNarrowBf16Native = 4;
+// An f16 output stored from its array with F16C (DeviceSpec::
+// native_f16_stores): vcvtps2ph and the NaN check. 0.039 ns per element
+// against the portable code's 0.35, which is 24 x 0.11.
+inline constexpr double kCpuNarrowF16Native = 3;
 
 // Conversion operations of one run of `kernel` in a CPU kernel: each
 // 16-bit read widened (per element of the loop for a read that varies
 // along it, as pointwise tiles and row kernels read them), each 16-bit
-// write narrowed (a bf16 one stored from an array with vcvtneps2bf16 where
-// `native_bf16_stores`: fusion/cpu_output_stores.h), and a written value
+// write narrowed (one stored from an array with one instruction per vector
+// where `device` says so: fusion/cpu_output_stores.h), and a written value
 // the kernel also uses (rounds_in_kernel) widened again from its stored
 // bits. Values that stay inside the kernel stay f32 and cost nothing. 0
 // for a matmul.
-double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel, bool native_bf16_stores = false);
+double cpu_conversion_ops(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device);
 
 }  // namespace fusejit

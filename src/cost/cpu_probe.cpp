@@ -265,6 +265,7 @@ DeviceSpec cpu_identity() {
   // fused where it measured 1.48x.
   d.persistent_row_limit = kAnyRowLength;
   d.native_bf16_stores = host_cpu_has_avx512_bf16();
+  d.native_f16_stores = host_cpu_has_f16c();
   return d;
 }
 

@@ -57,10 +57,13 @@ struct DeviceSpec {
   int64_t cache_bytes = 0;           // last-level cache (L2 on a GPU)
   int compute_units = 0;             // SMs or cores
   bool measured = false;             // figures measured on this machine rather than a datasheet
-  // A CPU with AVX512-BF16, whose JIT kernels narrow their bf16 outputs with
-  // vcvtneps2bf16 (codegen/cpu/fj_kernel.h, FJ_NATIVE_BF16): the cost model
-  // prices those stores at kCpuNarrowBf16Native (cost/cpu_conversions.h).
+  // A CPU whose JIT kernels round 16-bit outputs stored from an array with
+  // one instruction per vector (codegen/cpu/fj_kernel.h): bf16 with
+  // AVX512-BF16's vcvtneps2bf16, f16 with F16C's vcvtps2ph. The cost model
+  // prices those stores at kCpuNarrowBf16Native and kCpuNarrowF16Native
+  // (cost/cpu_conversions.h).
   bool native_bf16_stores = false;
+  bool native_f16_stores = false;
 
   // Intensity (FLOP/byte) above which a kernel is compute-bound.
   double ridge_f32() const { return peak_f32_tflops * 1e3 / bandwidth_gbps; }

@@ -29,9 +29,14 @@ std::string host_cpu_identity() { return cpuinfo_line("model name") + "\n" + cpu
 
 // From the kernel's flags line rather than __builtin_cpu_supports, whose
 // reading of the newer feature bits has differed between compilers' runtimes.
-bool host_cpu_has_avx512_bf16() {
-  const std::string flags = cpuinfo_line("flags") + " ";
-  return flags.find(" avx512_bf16 ") != std::string::npos;
+namespace {
+bool has_cpu_flag(const std::string& flag) {
+  return (cpuinfo_line("flags") + " ").find(" " + flag + " ") != std::string::npos;
 }
+}  // namespace
+
+bool host_cpu_has_avx512_bf16() { return has_cpu_flag("avx512_bf16"); }
+
+bool host_cpu_has_f16c() { return has_cpu_flag("f16c"); }
 
 }  // namespace fusejit

@@ -19,5 +19,8 @@ std::string host_cpu_identity();
 // $FUSEJIT_CXXFLAGS can take it away from the kernels ("-mno-avx512f");
 // the model does not follow it there.
 bool host_cpu_has_avx512_bf16();
+// Whether the CPU has F16C (nearly every x86-64 CPU since 2012), so that
+// they narrow f16 spans natively (DeviceSpec::native_f16_stores).
+bool host_cpu_has_f16c();
 
 }  // namespace fusejit

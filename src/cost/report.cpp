@@ -52,14 +52,17 @@ std::string format_device(const DeviceSpec& d) {
                                     d.class_tflops[c], ridge));
     }
     text += fmt::format("  measured op classes: {}\n", fmt::join(classes, "; "));
-    const std::string native =
+    const std::string native_bf16 =
         d.native_bf16_stores
             ? fmt::format(" ({:g} stored from an array, with AVX512-BF16's vcvtneps2bf16)", kCpuNarrowBf16Native)
             : "";
+    const std::string native_f16 =
+        d.native_f16_stores ? fmt::format(" ({:g} stored from an array, with F16C's vcvtps2ph)", kCpuNarrowF16Native)
+                            : "";
     text += fmt::format(
         "  16-bit conversions at the simple class's rate, per element: bf16 widen {:g}, round {:g}{}; "
-        "f16 widen {:g}, round {:g} (vector operations, not FLOPs)\n",
-        kCpuWidenBf16, kCpuNarrowBf16, native, kCpuWidenF16, kCpuNarrowF16);
+        "f16 widen {:g}, round {:g}{} (vector operations, not FLOPs)\n",
+        kCpuWidenBf16, kCpuNarrowBf16, native_bf16, kCpuWidenF16, kCpuNarrowF16, native_f16);
   }
   return text;
 }
@@ -146,7 +149,8 @@ nlohmann::json device_json(const DeviceSpec& d) {
           {"measured", d.measured},
           // A CPU whose kernels round bf16 outputs stored from arrays with
           // vcvtneps2bf16, which conversion_ops prices lower; null on a GPU.
-          {"native_bf16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_bf16_stores)}};
+          {"native_bf16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_bf16_stores)},
+          {"native_f16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_f16_stores)}};
 }
 
 nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const KernelCost& c) {

@@ -19,8 +19,9 @@ inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
 inline bool cpu_streams_output(const Node& n) { return n.shape.numel() * dtype_size(n.dtype) >= kCpuStreamingStoreBytes; }
 
 // Whether output `id` of `kernel` is stored from an f32 array by a span
-// helper (fj_stream_span, fj_store_span), which narrows a bf16 one 16
-// elements at a time with vcvtneps2bf16 where the CPU has AVX512-BF16:
+// helper (fj_stream_span, fj_store_span), which rounds a bf16 or f16 one
+// a vector at a time with vcvtneps2bf16 (AVX512-BF16) or vcvtps2ph (F16C)
+// where the CPU has them:
 // outputs computed per element of the loops (every node of a pointwise
 // kernel; a row kernel's row-shaped values, not its per-row ones nor any
 // of a kernel over rows of 1) that are streamed or are dropout results,

@@ -275,7 +275,9 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   const nlohmann::json cpu = j["devices"].back();
   EXPECT_EQ(cpu["bandwidth_gbps"], nlohmann::json::parse(testing::read_file(path))["bandwidth_gbps"]);
   EXPECT_EQ(cpu["native_bf16_stores"], host_cpu_has_avx512_bf16());
+  EXPECT_EQ(cpu["native_f16_stores"], host_cpu_has_f16c());
   EXPECT_TRUE(j["devices"][0]["native_bf16_stores"].is_null()) << "a GPU: " << j["devices"][0];
+  EXPECT_TRUE(j["devices"][0]["native_f16_stores"].is_null()) << "a GPU: " << j["devices"][0];
   auto plan = run_command(env + FUSEJIT_CLI_PATH + " plan " + FUSEJIT_SOURCE_DIR +
                           "/examples/graphs/softmax.fj --device cpu --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;

@@ -641,7 +641,10 @@ struct jit_max_combine {  // as row kernels emit their combiners: for a float an
 float jit_reduce_max(const float* x, int64_t n) { return fj_reduce_span(x, n, -FJ_INFINITY, jit_max_combine()); }
 void jit_store_span_bf16(const float* x, fj_bf16* y, int64_t n) { fj_store_span(y, x, n); }
 void jit_stream_span_bf16(const float* x, fj_bf16* y, int64_t n) { fj_stream_span(y, x, n); fj_stream_fence(); }
+void jit_store_span_f16(const float* x, fj_f16* y, int64_t n) { fj_store_span(y, x, n); }
+void jit_stream_span_f16(const float* x, fj_f16* y, int64_t n) { fj_stream_span(y, x, n); fj_stream_fence(); }
 int jit_native_bf16() { return FJ_NATIVE_BF16; }
+int jit_native_f16() { return FJ_NATIVE_F16; }
 int jit_philox_avx2() { return FJ_PHILOX_AVX2; }
 int jit_philox_avx512() { return FJ_PHILOX_AVX512; }
 void jit_dropout_span(const float* x, float* y, int64_t n, unsigned long long first, uint32_t t, float s,
@@ -825,30 +828,39 @@ void CpuHelpersJit::expect_conversions_match_dtype() const {
   for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(narrow[i], float_to_half_bits(xs[i])) << hex(xs[i]);
   float_to_bf16(xs.data(), narrow.data(), static_cast<int64_t>(xs.size()));
   for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(narrow[i], float_to_bf16_bits(xs[i])) << hex(xs[i]);
-  // The spans kernels store and stream their bf16 outputs with: with
-  // AVX512-BF16 (FJ_NATIVE_BF16) one instruction per 16 elements, and the
-  // portable conversion for a vector that holds a subnormal. Each span is
-  // offset by one element, so that the streamed one has a head before its
-  // aligned vectors and the vectors of 16 fall across the inputs differently.
-  using NativeBf16 = int (*)();
-  NativeBf16 native = sym<NativeBf16>("jit_native_bf16");
-  ASSERT_NE(native, nullptr);
-  std::printf("[ REPORT   ] bf16 spans narrowed with %s\n",
-              native() ? "vcvtneps2bf16 (AVX512-BF16)" : "the portable conversion");
-  // The cost model prices native stores wherever the CPU has AVX512-BF16:
-  // the kernels compiled as designed must then take that path.
+  // The spans kernels store and stream their 16-bit outputs with: with
+  // AVX512-BF16 (FJ_NATIVE_BF16) or F16C (FJ_NATIVE_F16) one instruction
+  // per vector, and the portable conversion for a vector holding a value
+  // the instruction treats otherwise (a bf16 subnormal, an f16 NaN). Each
+  // span is offset by one element, so that the streamed one has a head
+  // before its aligned vectors and the vectors fall across the inputs
+  // differently.
+  using Native = int (*)();
+  Native native_bf16 = sym<Native>("jit_native_bf16"), native_f16 = sym<Native>("jit_native_f16");
+  ASSERT_TRUE(native_bf16 && native_f16);
+  std::printf("[ REPORT   ] bf16 spans narrowed with %s, f16 spans with %s\n",
+              native_bf16() ? "vcvtneps2bf16 (AVX512-BF16)" : "the portable conversion",
+              native_f16() ? "vcvtps2ph (F16C)" : "the portable conversion");
+  // The cost model prices native stores wherever the CPU has the
+  // instructions: the kernels compiled as designed must then use them.
   if (std::string(GetParam()).find("-mno-") == std::string::npos) {
-    EXPECT_EQ(native() != 0, host_cpu_has_avx512_bf16()) << "FJ_NATIVE_BF16 under " << command_;
+    EXPECT_EQ(native_bf16() != 0, host_cpu_has_avx512_bf16()) << "FJ_NATIVE_BF16 under " << command_;
+    EXPECT_EQ(native_f16() != 0, host_cpu_has_f16c()) << "FJ_NATIVE_F16 under " << command_;
   }
-  for (const char* name : {"jit_store_span_bf16", "jit_stream_span_bf16"}) {
-    Narrow16 span = sym<Narrow16>(name);
+  struct Span {
+    const char* name;
+    uint16_t (*reference)(float);
+  };
+  for (const Span& s :
+       {Span{"jit_store_span_bf16", float_to_bf16_bits}, Span{"jit_stream_span_bf16", float_to_bf16_bits},
+        Span{"jit_store_span_f16", float_to_half_bits}, Span{"jit_stream_span_f16", float_to_half_bits}}) {
+    Narrow16 span = sym<Narrow16>(s.name);
     ASSERT_NE(span, nullptr);
     std::vector<uint16_t> spanned(xs.size() + 2, 0xdead);
     span(xs.data(), spanned.data() + 1, static_cast<int64_t>(xs.size()));
-    EXPECT_EQ(spanned.front(), 0xdead) << name << " wrote before its span";
-    EXPECT_EQ(spanned.back(), 0xdead) << name << " wrote past its span";
-    for (size_t i = 0; i < xs.size(); ++i)
-      ASSERT_EQ(spanned[i + 1], float_to_bf16_bits(xs[i])) << name << " " << hex(xs[i]);
+    EXPECT_EQ(spanned.front(), 0xdead) << s.name << " wrote before its span";
+    EXPECT_EQ(spanned.back(), 0xdead) << s.name << " wrote past its span";
+    for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(spanned[i + 1], s.reference(xs[i])) << s.name << " " << hex(xs[i]);
   }
 }
 

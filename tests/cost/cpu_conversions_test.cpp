@@ -17,7 +17,7 @@ using testing::parse_or_throw;
 double only_kernel_conversions(const Graph& g) {
   const FusionPlan plan = make_fused_plan(g);
   EXPECT_EQ(plan.kernels.size(), 1u) << describe(plan);
-  return cpu_conversion_ops(plan, plan.kernels[0]);
+  return cpu_conversion_ops(plan, plan.kernels[0], DeviceSpec{});  // portable conversions
 }
 
 constexpr double kElements = 64.0 * 1000;
@@ -55,29 +55,33 @@ TEST(CpuConversions, RowKernelsConvertRowsOnceAndKeepIntermediatesInF32) {
   EXPECT_EQ(rounded_and_stored, kElements * (2 * kCpuWidenBf16 + 2 * kCpuNarrowBf16 + kCpuWidenBf16));
 }
 
-// With AVX512-BF16 a bf16 output stored from an array (streamed, or a
-// dropout result) is narrowed by vcvtneps2bf16; one stored in its loop, and
-// every f16 output, by the portable code.
-TEST(CpuConversions, NativeBf16NarrowingPricesOnlyTheStoresThatUseIt) {
-  auto ops = [](const std::string& text, bool native) {
+// With AVX512-BF16 (F16C) a bf16 (f16) output stored from an array
+// (streamed, or a dropout result) is narrowed by one instruction per
+// vector; one stored in its loop by the portable code.
+TEST(CpuConversions, NativeNarrowingPricesOnlyTheStoresThatUseIt) {
+  auto ops = [](const std::string& text, bool bf16, bool f16) {
     const FusionPlan plan = make_fused_plan(parse_or_throw(text));
     EXPECT_EQ(plan.kernels.size(), 1u) << describe(plan);
-    return cpu_conversion_ops(plan, plan.kernels[0], native);
+    DeviceSpec cpu;
+    cpu.native_bf16_stores = bf16;
+    cpu.native_f16_stores = f16;
+    return cpu_conversion_ops(plan, plan.kernels[0], cpu);
   };
   constexpr double kStreamed = 4096.0 * 2048;  // 16 MiB of bf16: streamed
   static_assert(kStreamed * 2 == kCpuStreamingStoreBytes);
   const std::string streamed = "input x: bf16[4096, 2048]\ny = neg(x)\noutput y";
-  EXPECT_EQ(ops(streamed, true), kStreamed * (kCpuWidenBf16 + kCpuNarrowBf16Native));
-  EXPECT_EQ(ops(streamed, false), kStreamed * (kCpuWidenBf16 + kCpuNarrowBf16));
+  EXPECT_EQ(ops(streamed, true, false), kStreamed * (kCpuWidenBf16 + kCpuNarrowBf16Native));
+  EXPECT_EQ(ops(streamed, false, true), kStreamed * (kCpuWidenBf16 + kCpuNarrowBf16));
   const std::string f16 = "input x: f16[4096, 2048]\ny = neg(x)\noutput y";
-  EXPECT_EQ(ops(f16, true), ops(f16, false));
+  EXPECT_EQ(ops(f16, false, true), kStreamed * (kCpuWidenF16 + kCpuNarrowF16Native));
+  EXPECT_EQ(ops(f16, true, false), kStreamed * (kCpuWidenF16 + kCpuNarrowF16));
   const std::string in_loop = "input x: bf16[64, 1000]\ny = neg(x)\noutput y";
-  EXPECT_EQ(ops(in_loop, true), ops(in_loop, false));
-  EXPECT_EQ(ops("input x: bf16[64, 1000]\ny = dropout(x, p=0.1)\noutput y", true),
+  EXPECT_EQ(ops(in_loop, true, true), ops(in_loop, false, false));
+  EXPECT_EQ(ops("input x: bf16[64, 1000]\ny = dropout(x, p=0.1)\noutput y", true, false),
             kElements * (kCpuWidenBf16 + kCpuNarrowBf16Native));
   // A streamed value also used: rounded in its loop, widened, and narrowed
   // again by its store.
-  EXPECT_EQ(ops("input x: bf16[4096, 2048]\nh = neg(x)\ny = layer_norm(h)\noutput h, y", true),
+  EXPECT_EQ(ops("input x: bf16[4096, 2048]\nh = neg(x)\ny = layer_norm(h)\noutput h, y", true, false),
             kStreamed * (kCpuWidenBf16 + kCpuNarrowBf16 + kCpuWidenBf16 + 2 * kCpuNarrowBf16Native));
 }
 
@@ -99,7 +103,7 @@ TEST(CpuConversions, CountOnTheCpuOnly) {
   cpu.launch_overhead_us = 0;
   cpu.class_tflops.fill(0.1);
   const KernelCost with = estimate_kernel(plan, plan.kernels[0], cpu);
-  const double ops = cpu_conversion_ops(plan, plan.kernels[0]);
+  const double ops = cpu_conversion_ops(plan, plan.kernels[0], cpu);
   EXPECT_GT(ops, 0);
   EXPECT_EQ(with.conversion_ops, ops);
   EXPECT_NEAR(with.compute_us, (with.flops + ops) / 0.1e12 * 1e6, 1e-9);
