@@ -59,27 +59,45 @@ static inline void fj_store_span(T* __restrict p, const float* __restrict v, lon
   for (long long c = 0; c < n; ++c) p[c] = fj_from_float<T>(v[c]);
 }
 
+// Stores v[0, n) into p kLanes elements at a time with `convert(in, out)`,
+// one instruction per vector that returns false, writing nothing, for a
+// vector that instruction would round otherwise than fj_from_float<T>;
+// such a vector, and the tail, take fj_from_float<T>. The overloads of
+// fj_store_span below give it their instruction, in inline assembly rather
+// than intrinsics: <immintrin.h> costs most of a kernel's compile time
+// (see fj_stream_store), and GCC and Clang name the builtins differently.
+template <typename T, int kLanes, typename Convert>
+static inline void fj_store_span_by_vectors(T* __restrict p, const float* __restrict v, long long n, Convert convert) {
+  long long c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    if (__builtin_expect(!convert(v + c, p + c), 0)) {
+      for (int j = 0; j < kLanes; ++j) p[c + j] = fj_from_float<T>(v[c + j]);
+    }
+  }
+  for (; c < n; ++c) p[c] = fj_from_float<T>(v[c]);
+}
+
+#if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+typedef float fj_v16sf __attribute__((vector_size(64)));
+typedef short fj_v16hi __attribute__((vector_size(32)));
+#endif
+
 #if defined(__AVX512BF16__) && defined(__AVX512F__) && defined(__AVX512DQ__) && \
     (defined(__x86_64__) || defined(__i386__))
 // Where the CPU has AVX512-BF16 (Intel Xeons from Cooper Lake on, AMD Zen 4
-// and later; vfpclassps is AVX512-DQ, which they all have), vcvtneps2bf16 narrows 16 floats in one instruction with the
-// rounding of fj_from_float<fj_bf16> (to nearest even; a NaN keeps its top
-// bits and gets the quiet bit), except that it flushes subnormal inputs to
-// zero: a vector holding one (vfpclassps, class 0x20) takes the portable
-// conversion instead. Bit for bit fj_from_float<fj_bf16> for every float
-// (all 2^32 were compared on an Intel Xeon); 0.057 ns per element on one
-// Xeon thread against 0.146 (bench/results/2026-12-02-cpu-bf16-narrowing.md).
-// Inline assembly rather than intrinsics: <immintrin.h> costs most of a
-// kernel's compile time (see fj_stream_store), and GCC and Clang name the
-// builtin differently.
+// and later; vfpclassps is AVX512-DQ, which they all have), vcvtneps2bf16
+// rounds 16 floats as fj_from_float<fj_bf16> does (to nearest even; a NaN
+// keeps its top bits and gets the quiet bit), except that it flushes
+// subnormal inputs to zero: a vector holding one (vfpclassps, class 0x20)
+// takes the portable conversion. Bit for bit fj_from_float<fj_bf16> for
+// every float (all 2^32 were compared on an Intel Xeon); 0.057 ns per
+// element on one Xeon thread against 0.146
+// (bench/results/2026-12-02-cpu-bf16-narrowing.md).
 #define FJ_NATIVE_BF16 1
 static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict v, long long n) {
-  typedef float fj_v16sf __attribute__((vector_size(64)));
-  typedef short fj_v16hi __attribute__((vector_size(32)));
-  long long c = 0;
-  for (; c + 16 <= n; c += 16) {
+  fj_store_span_by_vectors<fj_bf16, 16>(p, v, n, [](const float* in, fj_bf16* out) {
     fj_v16sf x;
-    __builtin_memcpy(&x, v + c, sizeof x);
+    __builtin_memcpy(&x, in, sizeof x);
     fj_v16hi r;
     unsigned subnormal;
     __asm__(
@@ -89,13 +107,10 @@ static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict 
         : [r] "=v"(r), [s] "=r"(subnormal)
         : [x] "v"(x)
         : "k1");
-    if (__builtin_expect(subnormal != 0, 0)) {
-      for (int j = 0; j < 16; ++j) p[c + j] = fj_from_float<fj_bf16>(v[c + j]);
-    } else {
-      __builtin_memcpy(p + c, &r, sizeof r);
-    }
-  }
-  for (; c < n; ++c) p[c] = fj_from_float<fj_bf16>(v[c]);
+    if (subnormal != 0) return false;
+    __builtin_memcpy(out, &r, sizeof r);
+    return true;
+  });
 }
 #else
 #define FJ_NATIVE_BF16 0
@@ -113,12 +128,9 @@ static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict 
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && (defined(__x86_64__) || defined(__i386__))
 #define FJ_NATIVE_F16 1
 static inline void fj_store_span(fj_f16* __restrict p, const float* __restrict v, long long n) {
-  typedef float fj_v16sf __attribute__((vector_size(64)));
-  typedef short fj_v16hi __attribute__((vector_size(32)));
-  long long c = 0;
-  for (; c + 16 <= n; c += 16) {
+  fj_store_span_by_vectors<fj_f16, 16>(p, v, n, [](const float* in, fj_f16* out) {
     fj_v16sf x;
-    __builtin_memcpy(&x, v + c, sizeof x);
+    __builtin_memcpy(&x, in, sizeof x);
     fj_v16hi r;
     unsigned nan;
     __asm__(
@@ -128,23 +140,19 @@ static inline void fj_store_span(fj_f16* __restrict p, const float* __restrict v
         : [r] "=v"(r), [s] "=r"(nan)
         : [x] "v"(x)
         : "k1");
-    if (__builtin_expect(nan != 0, 0)) {
-      for (int j = 0; j < 16; ++j) p[c + j] = fj_from_float<fj_f16>(v[c + j]);
-    } else {
-      __builtin_memcpy(p + c, &r, sizeof r);
-    }
-  }
-  for (; c < n; ++c) p[c] = fj_from_float<fj_f16>(v[c]);
+    if (nan != 0) return false;
+    __builtin_memcpy(out, &r, sizeof r);
+    return true;
+  });
 }
 #elif defined(__F16C__) && defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
 #define FJ_NATIVE_F16 1
 static inline void fj_store_span(fj_f16* __restrict p, const float* __restrict v, long long n) {
   typedef float fj_v8sf __attribute__((vector_size(32)));
   typedef short fj_v8hi __attribute__((vector_size(16)));
-  long long c = 0;
-  for (; c + 8 <= n; c += 8) {
+  fj_store_span_by_vectors<fj_f16, 8>(p, v, n, [](const float* in, fj_f16* out) {
     fj_v8sf x;
-    __builtin_memcpy(&x, v + c, sizeof x);
+    __builtin_memcpy(&x, in, sizeof x);
     fj_v8sf unordered;
     fj_v8hi r;
     unsigned nan;
@@ -154,13 +162,10 @@ static inline void fj_store_span(fj_f16* __restrict p, const float* __restrict v
         "vcvtps2ph $0x0, %[x], %[r]"
         : [r] "=x"(r), [s] "=r"(nan), [t] "=&x"(unordered)
         : [x] "x"(x));
-    if (__builtin_expect(nan != 0, 0)) {
-      for (int j = 0; j < 8; ++j) p[c + j] = fj_from_float<fj_f16>(v[c + j]);
-    } else {
-      __builtin_memcpy(p + c, &r, sizeof r);
-    }
-  }
-  for (; c < n; ++c) p[c] = fj_from_float<fj_f16>(v[c]);
+    if (nan != 0) return false;
+    __builtin_memcpy(out, &r, sizeof r);
+    return true;
+  });
 }
 #else
 #define FJ_NATIVE_F16 0
