@@ -20,12 +20,12 @@ inline constexpr double kCpuNarrowF16 = 24;  // rebias and round, subnormal and 
 // A bf16 output stored from its array on a CPU with AVX512-BF16
 // (DeviceSpec::native_bf16_stores): vcvtneps2bf16 and the subnormal check
 // (vfpclassps, kmovw, a branch). Timed rather than counted: 0.057 ns per
-// element on one Xeon thread against the portable code's 0.146, which is
-// 11 x 0.39 (bench/results/2026-12-02-cpu-bf16-narrowing.md).
+// element on one Xeon thread against the portable code's 0.146, so 11 x
+// 0.39 = 4.3 operations (bench/results/2026-12-02-cpu-bf16-narrowing.md).
 inline constexpr double kCpuNarrowBf16Native = 4;
 // An f16 output stored from its array with F16C (DeviceSpec::
 // native_f16_stores): vcvtps2ph and the NaN check. 0.039 ns per element
-// against the portable code's 0.35, which is 24 x 0.11.
+// against the portable code's 0.35, so 24 x 0.11 = 2.7 operations.
 inline constexpr double kCpuNarrowF16Native = 3;
 
 // Conversion operations of one run of `kernel` in a CPU kernel: each

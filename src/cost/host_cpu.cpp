@@ -37,6 +37,6 @@ bool has_cpu_flag(const std::string& flag) {
 
 bool host_cpu_has_avx512_bf16() { return has_cpu_flag("avx512_bf16"); }
 
-bool host_cpu_has_f16c() { return has_cpu_flag("f16c"); }
+bool host_cpu_has_f16c() { return has_cpu_flag("f16c") && has_cpu_flag("avx"); }
 
 }  // namespace fusejit

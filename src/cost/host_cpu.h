@@ -19,8 +19,11 @@ std::string host_cpu_identity();
 // $FUSEJIT_CXXFLAGS can take it away from the kernels ("-mno-avx512f");
 // the model does not follow it there.
 bool host_cpu_has_avx512_bf16();
-// Whether the CPU has F16C (nearly every x86-64 CPU since 2012), so that
-// they narrow f16 spans natively (DeviceSpec::native_f16_stores).
+// Whether the CPU has F16C and AVX (nearly every x86-64 CPU since 2012),
+// so that JIT kernels narrow f16 spans natively
+// (DeviceSpec::native_f16_stores). As above, $FUSEJIT_CXXFLAGS can take
+// that away from the kernels (with GCC: "-mno-f16c -mno-avx512dq"); the
+// model does not follow it there.
 bool host_cpu_has_f16c();
 
 }  // namespace fusejit

@@ -147,8 +147,9 @@ nlohmann::json device_json(const DeviceSpec& d) {
           {"persistent_row_limit",
            d.persistent_row_limit == kAnyRowLength ? nlohmann::json() : nlohmann::json(d.persistent_row_limit)},
           {"measured", d.measured},
-          // A CPU whose kernels round bf16 outputs stored from arrays with
-          // vcvtneps2bf16, which conversion_ops prices lower; null on a GPU.
+          // A CPU whose kernels round bf16 (f16) outputs stored from arrays
+          // with vcvtneps2bf16 (vcvtps2ph), which conversion_ops prices
+          // lower; null on a GPU.
           {"native_bf16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_bf16_stores)},
           {"native_f16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_f16_stores)}};
 }

@@ -840,12 +840,18 @@ void CpuHelpersJit::expect_conversions_match_dtype() const {
   ASSERT_TRUE(native_bf16 && native_f16);
   std::printf("[ REPORT   ] bf16 spans narrowed with %s, f16 spans with %s\n",
               native_bf16() ? "vcvtneps2bf16 (AVX512-BF16)" : "the portable conversion",
-              native_f16() ? "vcvtps2ph (F16C)" : "the portable conversion");
+              native_f16() == 16  ? "vcvtps2ph, 16 lanes"
+              : native_f16() == 8 ? "vcvtps2ph, 8 lanes"
+                                  : "the portable conversion");
   // The cost model prices native stores wherever the CPU has the
   // instructions: the kernels compiled as designed must then use them.
   if (std::string(GetParam()).find("-mno-") == std::string::npos) {
     EXPECT_EQ(native_bf16() != 0, host_cpu_has_avx512_bf16()) << "FJ_NATIVE_BF16 under " << command_;
     EXPECT_EQ(native_f16() != 0, host_cpu_has_f16c()) << "FJ_NATIVE_F16 under " << command_;
+  }
+  // Without AVX-512 the 8-lane path, so that an AVX-512 machine checks it too.
+  if (std::string(GetParam()) == "-mno-avx512f" && host_cpu_has_f16c()) {
+    EXPECT_EQ(native_f16(), 8) << "FJ_NATIVE_F16 under " << command_;
   }
   struct Span {
     const char* name;

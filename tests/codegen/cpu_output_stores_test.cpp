@@ -1,5 +1,6 @@
 // fusion/cpu_output_stores.h tells the cost model which outputs a CPU
-// kernel stores from an array (and so, with AVX512-BF16, rounds natively);
+// kernel stores from an array (and so, with AVX512-BF16 or F16C, rounds
+// natively);
 // the generator decides that for itself. Here the two are compared on the
 // generated source of many kernels, so that they cannot drift apart.
 #include "fusion/cpu_output_stores.h"

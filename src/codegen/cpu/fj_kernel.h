@@ -125,8 +125,9 @@ static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict 
 // bit fj_from_float<fj_f16> for all 2^32 floats (AVX-512, on an Intel
 // Xeon); 0.039 ns per element on one Xeon thread against 0.35
 // (bench/results/2026-12-02-cpu-bf16-narrowing.md).
+// FJ_NATIVE_F16: the lanes of the native path, 0 without one.
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && (defined(__x86_64__) || defined(__i386__))
-#define FJ_NATIVE_F16 1
+#define FJ_NATIVE_F16 16
 static inline void fj_store_span(fj_f16* __restrict p, const float* __restrict v, long long n) {
   fj_store_span_by_vectors<fj_f16, 16>(p, v, n, [](const float* in, fj_f16* out) {
     fj_v16sf x;
@@ -146,7 +147,7 @@ static inline void fj_store_span(fj_f16* __restrict p, const float* __restrict v
   });
 }
 #elif defined(__F16C__) && defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
-#define FJ_NATIVE_F16 1
+#define FJ_NATIVE_F16 8
 static inline void fj_store_span(fj_f16* __restrict p, const float* __restrict v, long long n) {
   typedef float fj_v8sf __attribute__((vector_size(32)));
   typedef short fj_v8hi __attribute__((vector_size(16)));

@@ -8,13 +8,13 @@
 // Everything is branch-free bit manipulation (plus two exact float
 // operations for f16 subnormals), so that loops over
 // arrays of these types auto-vectorise (and loops that also do arithmetic
-// around the conversions). Not _Float16 with F16C (vcvtph2ps/vcvtps2ph):
-// GCC 12 converts _Float16 one element at a time ("no vectype" for HFmode
-// without AVX512-FP16), which would keep the whole kernel loop scalar; the
-// integer version vectorises and is as fast (about 0.3 ns per element
-// either way, measured on an AVX2 machine). bf16 likewise inside loops;
-// a bf16 output stored from its array takes AVX512-BF16's vcvtneps2bf16
-// where the CPU has it (fj_store_span in fj_kernel.h).
+// around the conversions). Not _Float16 with F16C inside loops: GCC 12
+// converts _Float16 one element at a time ("no vectype" for HFmode without
+// AVX512-FP16), which would keep the whole kernel loop scalar. A 16-bit
+// output stored from its array, away from the loop's arithmetic, takes one
+// instruction per vector instead where the CPU has it (fj_store_span in
+// fj_kernel.h): f16 F16C's vcvtps2ph, 0.039 ns per element against these
+// helpers' 0.35 on an Intel Xeon, and bf16 AVX512-BF16's vcvtneps2bf16.
 //
 // Header-only: embedded as text into JIT-compiled translation units
 // (after fj_bits.h; the embedding drops the #include of it).
