@@ -112,7 +112,9 @@ absl::Status check_roofline_plot_target(const std::string& path, bool overwrite)
     return std::any_of(name.begin(), name.end(),
                        [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
   };
-  if (has_control(path) || has_control(link_target(path))) {
+  // A link is written through (write_roofline_plot): the chart lands where it points.
+  const std::string target = link_target(path);
+  if (has_control(path) || has_control(target)) {
     return absl::InvalidArgumentError(
         "--plot: the chart's file name (or the name its link points to) holds a control character, a newline "
         "or a tab, say; gnuplot takes the name from a line of its script, so choose another name");
@@ -127,8 +129,7 @@ absl::Status check_roofline_plot_target(const std::string& path, bool overwrite)
       return absl::AlreadyExistsError(fmt::format("--plot {} already exists; pass --overwrite to replace it", path));
     }
   }
-  // A link is written through (write_roofline_plot): the chart lands where it points.
-  const std::filesystem::path parent = std::filesystem::path(link_target(path)).parent_path();
+  const std::filesystem::path parent = std::filesystem::path(target).parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
     // A file on the way (a/b.svg/c/x.svg) is named as such, not as missing.
     for (std::filesystem::path p = parent; !p.empty() && p != p.parent_path(); p = p.parent_path()) {

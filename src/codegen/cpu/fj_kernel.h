@@ -80,6 +80,23 @@ static inline void fj_store_span_by_vectors(T* __restrict p, const float* __rest
 #if defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
 typedef float fj_v16sf __attribute__((vector_size(64)));
 typedef short fj_v16hi __attribute__((vector_size(32)));
+// The `convert` of fj_store_span_by_vectors for 16 floats to T by `insn`
+// (AT&T syntax, completed with " x, r"), refusing a vector in which
+// vfpclassps finds a value of the classes `classes` (AVX512-DQ).
+#define FJ_AVX512_CONVERT16(T, classes, insn)                                                 \
+  [](const float* in, T* out) {                                                               \
+    fj_v16sf x;                                                                               \
+    __builtin_memcpy(&x, in, sizeof x);                                                       \
+    fj_v16hi r;                                                                               \
+    unsigned found;                                                                           \
+    __asm__("vfpclassps $" #classes ", %[x], %%k1\n\tkmovw %%k1, %[s]\n\t" insn " %[x], %[r]" \
+            : [r] "=v"(r), [s] "=r"(found)                                                    \
+            : [x] "v"(x)                                                                      \
+            : "k1");                                                                          \
+    if (found != 0) return false;                                                             \
+    __builtin_memcpy(out, &r, sizeof r);                                                      \
+    return true;                                                                              \
+  }
 #endif
 
 #if defined(__AVX512BF16__) && defined(__AVX512F__) && defined(__AVX512DQ__) && \
@@ -95,22 +112,7 @@ typedef short fj_v16hi __attribute__((vector_size(32)));
 // (bench/results/2026-12-02-cpu-bf16-narrowing.md).
 #define FJ_NATIVE_BF16 1
 static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict v, long long n) {
-  fj_store_span_by_vectors<fj_bf16, 16>(p, v, n, [](const float* in, fj_bf16* out) {
-    fj_v16sf x;
-    __builtin_memcpy(&x, in, sizeof x);
-    fj_v16hi r;
-    unsigned subnormal;
-    __asm__(
-        "vfpclassps $0x20, %[x], %%k1\n\t"
-        "kmovw %%k1, %[s]\n\t"
-        "vcvtneps2bf16 %[x], %[r]"
-        : [r] "=v"(r), [s] "=r"(subnormal)
-        : [x] "v"(x)
-        : "k1");
-    if (subnormal != 0) return false;
-    __builtin_memcpy(out, &r, sizeof r);
-    return true;
-  });
+  fj_store_span_by_vectors<fj_bf16, 16>(p, v, n, FJ_AVX512_CONVERT16(fj_bf16, 0x20, "vcvtneps2bf16"));
 }
 #else
 #define FJ_NATIVE_BF16 0
@@ -129,22 +131,7 @@ static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict 
 #if defined(__AVX512F__) && defined(__AVX512DQ__) && (defined(__x86_64__) || defined(__i386__))
 #define FJ_NATIVE_F16 16
 static inline void fj_store_span(fj_f16* __restrict p, const float* __restrict v, long long n) {
-  fj_store_span_by_vectors<fj_f16, 16>(p, v, n, [](const float* in, fj_f16* out) {
-    fj_v16sf x;
-    __builtin_memcpy(&x, in, sizeof x);
-    fj_v16hi r;
-    unsigned nan;
-    __asm__(
-        "vfpclassps $0x81, %[x], %%k1\n\t"
-        "kmovw %%k1, %[s]\n\t"
-        "vcvtps2ph $0x0, %[x], %[r]"
-        : [r] "=v"(r), [s] "=r"(nan)
-        : [x] "v"(x)
-        : "k1");
-    if (nan != 0) return false;
-    __builtin_memcpy(out, &r, sizeof r);
-    return true;
-  });
+  fj_store_span_by_vectors<fj_f16, 16>(p, v, n, FJ_AVX512_CONVERT16(fj_f16, 0x81, "vcvtps2ph $0x0,"));
 }
 #elif defined(__F16C__) && defined(__AVX__) && (defined(__x86_64__) || defined(__i386__))
 #define FJ_NATIVE_F16 8
