@@ -14,10 +14,10 @@ double stream_cost(const Node& n) { return dtype_size(n.dtype) >= 4 ? kStream4By
 // weight per op, the erf form's 17 (a degree-10 polynomial and one ex2).
 // The tanh form is one ex2 and one rcp, and the erf form where only 16-bit
 // values are computed from it (Graph::is_16bit_gelu) a degree-6 polynomial
-// (codegen/cuda/fj_math.cuh; single-op kernels, bench/sass_count.py: f32
-// 19.8 and bf16 16.5, less the loop and streams).
+// with no clamp (codegen/cuda/fj_math.cuh; single-op kernels,
+// bench/sass_count.py: f32 19.8 and bf16 14.4, less the loop and streams).
 constexpr double kGeluTanhInstructions = 10.5;
-constexpr double kGeluNone16BitInstructions = 13.5;
+constexpr double kGeluNone16BitInstructions = 11.5;
 
 double op_instructions(const Graph& graph, const Kernel& kernel, int32_t id) {
   const Node& n = graph.node(id);
@@ -83,9 +83,10 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
     const GpuRowShape shape = gpu_row_shape(kernel.iteration.last(), kernel.row_strategy);
     const double rows = elements / static_cast<double>(kernel.iteration.last());
     const double per_thread = shape.warp_per_row ? kWarpReduce : block_reduce_instructions(shape.threads);
-    for (int32_t id : kernel.nodes) {
-      if (graph.node(id).info().kind == OpKind::kReduce) total += rows * shape.threads * per_thread;
-    }
+    int reductions = 0;
+    for (int32_t id : kernel.nodes) reductions += graph.node(id).info().kind == OpKind::kReduce ? 1 : 0;
+    const bool leading_barrier = !shape.warp_per_row && reductions % 2 == 1;
+    total += rows * shape.threads * (reductions * per_thread + (leading_barrier ? kBarrier : 0));
   }
   return total;
 }

@@ -420,7 +420,9 @@ static inline float fj_gelu_none(float x) {
 // f32 (2^-16 relative; 105 at worst over the test's samples, which it is
 // held to 110 of), 16 times below the half ulp of f16, and every output it
 // reaches is judged at a 16-bit tolerance. gelu(+inf) = +inf, gelu(-inf) =
-// NaN (the formula's -inf * 0), -0 -> -0, x < -4 sqrt 2 -> -0.
+// NaN (the formula's -inf * 0), -0 -> -0, x < -4 sqrt 2 -> -0. (The CUDA
+// helper has no clamp and gives a negative of at most 4.4e-8 there; this
+// one keeps it, so that n stays in the range fj_detail_pow2i takes.)
 static inline float fj_gelu_none_16bit(float x) {
   const float a = fj_detail_fabs(x);
   const float kClamp = 0x1.6a09e6p+2f;  // 4 sqrt 2

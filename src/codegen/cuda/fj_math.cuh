@@ -34,8 +34,9 @@ __device__ __forceinline__ float fj_erf(float x) { return erff(x); }
 // rounding) and 2.44 ulp for x >= 0, the 16-bit one within 92.9 and 54.9
 // (the host test holds them to 40.5 and 2.5, 96 and 60); ex2.approx's 2
 // ulp add about 4 on a GPU.
-// NaN -> NaN, +inf -> +inf, -inf -> NaN (the formula's -inf * 0), -0 -> -0,
-// x < -4 sqrt 2 (about -5.657) -> -0.
+// NaN -> NaN, +inf -> +inf, -inf -> NaN (the formula's -inf * 0), -0 -> -0;
+// x < -4 sqrt 2 (about -5.657) -> -0 in the f32 helper, and in the 16-bit
+// one a negative number of magnitude at most 4.4e-8 (see there).
 // 2^q on the special-function unit (ex2.approx.ftz: 2 ulp, and results
 // below 2^-126 flush to +0, which the emulator's exp2f does as well).
 __device__ __forceinline__ float fj_exp2_ftz(float q) {
@@ -63,12 +64,13 @@ __device__ __forceinline__ float fj_select_above(float a, float limit, float abo
   return a > limit ? above : otherwise;
 #endif
 }
-// x h or x (1 - h) from a and a P(a), as above. 2^-200 flushes to 0:
-// selecting the exponent rather than the result keeps the polynomial
+// x h or x (1 - h), as above.
+__device__ __forceinline__ float fj_gelu_from_h(float x, float h) { return x * (x < 0.0f ? h : 1.0f - h); }
+// The same from a and a P(a), with h = 0 past the fit: 2^-200 flushes to 0.
+// Selecting the exponent rather than the result keeps the polynomial
 // unconditional.
 __device__ __forceinline__ float fj_gelu_from_exponent(float x, float a, float p) {
-  const float h = fj_exp2_ftz(fj_select_above(a, 0x1.6a09e6p+2f, -200.0f, fmaf(a, p, -1.0f)));  // 4 sqrt 2
-  return x * (x < 0.0f ? h : 1.0f - h);
+  return fj_gelu_from_h(x, fj_exp2_ftz(fj_select_above(a, 0x1.6a09e6p+2f, -200.0f, fmaf(a, p, -1.0f))));  // 4 sqrt 2
 }
 __device__ __forceinline__ float fj_gelu_none(float x) {
   const float a = fabsf(x);
@@ -94,7 +96,15 @@ __device__ __forceinline__ float fj_gelu_none_16bit(float x) {
   p = fmaf(p, a, -0x1.b95c2cp-5f);
   p = fmaf(p, a, -0x1.d58e68p-2f);
   p = fmaf(p, a, -0x1.26b5dap+0f);
-  return fj_gelu_from_exponent(x, a, p);
+  // No clamp: past 4 sqrt 2 this polynomial (its a^6 coefficient is
+  // negative) keeps a P(a) - 1 at or below its value there, -26.95, down to
+  // -inf at a = inf (checked for every float above 4 sqrt 2 in f32
+  // arithmetic; CudaGelu samples it). So h <= 2^-26.9: x >= 0 gives x
+  // exactly, and x < 0 a value of at most 4.4e-8 in magnitude that goes on
+  // approximating x Phi(x), where the clamp gave -0. Leaving out the compare
+  // and select saves 2 of the fused demo kernel's 41 instructions per
+  // element (bench/results/2026-12-02-gpu-reductions-and-gelu.md).
+  return fj_gelu_from_h(x, fj_exp2_ftz(fmaf(a, p, -1.0f)));
 }
 // 1/x on the special-function unit (rcp.approx.ftz: 1 ulp) for x of
 // ordinary size; the emulator divides.

@@ -183,10 +183,32 @@ class RowEmitter {
     return as_computed(g_, kernel_, id, node_expression(g_, id, operands, index));
   }
 
-  std::string reduce_call(const Node& n, const std::string& acc) const {
+  // Block reductions per row; each is written once per row, in the order
+  // the code runs them.
+  int block_reductions() const {
+    if (out_.variant == CudaVariant::kWarpPerRow) return 0;
+    return static_cast<int>(
+        std::count_if(kernel_.nodes.begin(), kernel_.nodes.end(), [&](int32_t id) { return is_reduce(id); }));
+  }
+
+  // The shared buffer for the block reductions: two of 32 floats when there
+  // are several, so that each needs one barrier (fj_reduce.cuh).
+  void write_reduce_buffer() {
+    const int reductions = block_reductions();
+    if (reductions > 0) w_.line("__shared__ float fj_smem[{}];", reductions > 1 ? 64 : 32);
+  }
+
+  // The call for the row's next block reduction. Reduction i takes buffer
+  // i % 2. Only a row's first reduction may need a barrier before its
+  // writes: when the row has an odd number of them, the row before ended on
+  // the same buffer, with no barrier since.
+  std::string reduce_call(const Node& n, const std::string& acc) {
     const std::string combine = fmt::format("fj_combine_{}()", n.name);
     if (out_.variant == CudaVariant::kWarpPerRow) return fmt::format("fj_warp_reduce({}, {})", acc, combine);
-    return fmt::format("fj_block_reduce<kThreads / 32>({}, {}, fj_smem)", acc, combine);
+    const int i = reduced_++;
+    const bool barrier_first = i == 0 && block_reductions() % 2 == 1;
+    return fmt::format("fj_block_reduce<kThreads / 32, {}>({}, {}, fj_smem{})", barrier_first ? "true" : "false", acc,
+                       combine, i % 2 == 1 ? " + 32" : "");
   }
 
   void write_reduce_result(const Node& n, int32_t id, const std::string& acc) {
@@ -254,7 +276,7 @@ class RowEmitter {
 
   void write_persistent_body() {
     const bool warp = out_.variant == CudaVariant::kWarpPerRow;
-    if (!warp) w_.line("__shared__ float fj_smem[32];");
+    write_reduce_buffer();
     w_.line("const int tid = threadIdx.x;");
     // [N] vectors: the same columns in every row, so loaded once per thread.
     for (int32_t id : kernel_.reads) {
@@ -355,7 +377,7 @@ class RowEmitter {
   }
 
   void write_reread_body() {
-    w_.line("__shared__ float fj_smem[32];");
+    write_reduce_buffer();
     w_.line("const int tid = threadIdx.x;");
     w_.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)");
     write_per_row_reads();
@@ -440,6 +462,7 @@ class RowEmitter {
   bool prefetch_ = false;  // FUSEJIT_ROW_PREFETCH
   int chunks_ = 1;
   std::map<int32_t, int> level_;
+  int reduced_ = 0;  // block reductions written so far
 };
 
 }  // namespace

@@ -30,7 +30,7 @@ constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, const unsigned long long* __restrict__ fj_seeds, long long rows) {
   const unsigned long long s_d = fj_seeds[0];
-  __shared__ float fj_smem[32];
+  __shared__ float fj_smem[64];
   const int tid = threadIdx.x;
   float r_b[kItems];
   #pragma unroll
@@ -85,7 +85,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_7()(acc, v_d[c * kVec + e]);
       }
-      v_mean_7 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_7(), fj_smem) / (float)kN;
+      v_mean_7 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_7(), fj_smem) / (float)kN;
     }
     // sub_8 = sub(d, mean_7)
     float v_sub_8[kItems];
@@ -105,7 +105,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_10()(acc, v_square_9[c * kVec + e]);
       }
-      v_mean_10 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_10(), fj_smem) / (float)kN;
+      v_mean_10 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_10(), fj_smem + 32) / (float)kN;
     }
     // add_11 = add(mean_10, 1e-05)
     const float v_add_11 = ((v_mean_10) + (1e-05f));

@@ -27,7 +27,7 @@ constexpr bool kAligned = true;
 constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_residual, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_r, fj_bf16* __restrict__ p_y, long long rows) {
-  __shared__ float fj_smem[32];
+  __shared__ float fj_smem[64];
   const int tid = threadIdx.x;
   float r_gamma[kItems];
   #pragma unroll
@@ -74,7 +74,7 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_5()(acc, v_r[c * kVec + e]);
       }
-      v_mean_5 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_5(), fj_smem) / (float)kN;
+      v_mean_5 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_5(), fj_smem) / (float)kN;
     }
     // sub_6 = sub(r, mean_5)
     float v_sub_6[kItems];
@@ -94,7 +94,7 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_8()(acc, v_square_7[c * kVec + e]);
       }
-      v_mean_8 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_8(), fj_smem) / (float)kN;
+      v_mean_8 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_8(), fj_smem + 32) / (float)kN;
     }
     // add_9 = add(mean_8, 1e-05)
     const float v_add_9 = ((v_mean_8) + (1e-05f));

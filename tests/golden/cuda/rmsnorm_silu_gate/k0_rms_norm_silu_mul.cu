@@ -62,7 +62,7 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_4()(acc, v_square_3[c * kVec + e]);
       }
-      v_mean_4 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_4(), fj_smem) / (float)kN;
+      v_mean_4 = fj_block_reduce<kThreads / 32, true>(acc, fj_combine_mean_4(), fj_smem) / (float)kN;
     }
     // add_5 = add(mean_4, 1e-05)
     const float v_add_5 = ((v_mean_4) + (1e-05f));
