@@ -177,10 +177,13 @@ int emit(const EmitOptions& opt) {
   const FusionOptions options = fusion_options_for(gpu_device("h100"));
   const FusionPlan plan = opt.unfused ? make_unfused_plan(*graph, options) : make_fused_plan(*graph, options);
   const std::filesystem::path dir(opt.out);
+  // A compute_XX target is compiled to PTX only: no ptxas, so no report.
+  const bool ptxas_runs = !opt.arch.starts_with("compute_");
   std::set<std::string> writing = {"plan.txt", kManifest};
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) continue;
-    writing.insert({kernel.name + ".cu", kernel.name + ".ptx", kernel.name + ".ptxas.txt"});
+    writing.insert({kernel.name + ".cu", kernel.name + ".ptx"});
+    if (ptxas_runs) writing.insert(kernel.name + ".ptxas.txt");
   }
   const absl::StatusOr<OutDir> out_dir = prepare_out_dir(dir, writing, opt.overwrite);
   if (!out_dir.ok()) {
@@ -259,26 +262,32 @@ int emit(const EmitOptions& opt) {
     const std::string cu = kernel.name + ".cu", ptx = kernel.name + ".ptx", report = kernel.name + ".ptxas.txt";
     files[cu] = source.source;
     files[ptx] = c.ptx;
-    files[report] = c.ptxas.log;
+    if (ptxas_runs) files[report] = c.ptxas.log;
     // Without ptxas (a compute_XX target) registers, spills and shared memory are unknown, not 0.
     const bool reported = c.ptxas.registers > 0;
     const int64_t spills = c.ptxas.spill_store_bytes + c.ptxas.spill_load_bytes;
     const std::optional<Occupancy> occupancy = occupancy_of(c, source);
     if (opt.json) {
-      kernels.push_back({{"name", kernel.name}, {"library", nullptr}, {"source", cu}, {"ptx", ptx},
-                         {"ptxas_report", report},
-                         {"variant", cuda_variant_name(source.variant)},
-                         {"access", source.access == CudaAccess::kVector ? "vector" : "scalar"},
-                         {"entry", source.name}, {"arch", c.arch},
-                         {"dropout_seeds", emit::dropout_seeds(*plan.graph, kernel)},
-                         {"compile_ms", c.compile_ms}, {"cache_hit", c.cache_hit},
-                         {"registers", reported ? nlohmann::json(c.ptxas.registers) : nlohmann::json()},
-                         {"spill_bytes", reported ? nlohmann::json(spills) : nlohmann::json()},
-                         {"shared_bytes", reported ? nlohmann::json(c.ptxas.shared_bytes) : nlohmann::json()},
-                         {"block_threads", source.block_threads * source.rows_per_block},
-                         {"blocks_per_sm", occupancy ? nlohmann::json(occupancy->blocks_per_sm) : nlohmann::json()},
-                         {"occupancy", occupancy ? nlohmann::json(occupancy->fraction) : nlohmann::json()},
-                         {"occupancy_limited_by", occupancy ? nlohmann::json(occupancy->limited_by) : nlohmann::json()}});
+      kernels.push_back(
+          {{"name", kernel.name},
+           {"library", nullptr},
+           {"source", cu},
+           {"ptx", ptx},
+           {"ptxas_report", ptxas_runs ? nlohmann::json(report) : nlohmann::json()},
+           {"variant", cuda_variant_name(source.variant)},
+           {"access", source.access == CudaAccess::kVector ? "vector" : "scalar"},
+           {"entry", source.name},
+           {"arch", c.arch},
+           {"dropout_seeds", emit::dropout_seeds(*plan.graph, kernel)},
+           {"compile_ms", c.compile_ms},
+           {"cache_hit", c.cache_hit},
+           {"registers", reported ? nlohmann::json(c.ptxas.registers) : nlohmann::json()},
+           {"spill_bytes", reported ? nlohmann::json(spills) : nlohmann::json()},
+           {"shared_bytes", reported ? nlohmann::json(c.ptxas.shared_bytes) : nlohmann::json()},
+           {"block_threads", source.block_threads * source.rows_per_block},
+           {"blocks_per_sm", occupancy ? nlohmann::json(occupancy->blocks_per_sm) : nlohmann::json()},
+           {"occupancy", occupancy ? nlohmann::json(occupancy->fraction) : nlohmann::json()},
+           {"occupancy_limited_by", occupancy ? nlohmann::json(occupancy->limited_by) : nlohmann::json()}});
     } else {
       const std::string resident =
           occupancy ? fmt::format("{:>3.0f}% occupancy ({} blocks/SM, by {})", 100 * occupancy->fraction,

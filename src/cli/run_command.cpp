@@ -147,14 +147,31 @@ struct CreatedFolder {
   }
 };
 
-// Writes every tensor as DIR/NAME.npy (check_save_targets() has run).
+// Writes every tensor as DIR/NAME.npy (check_save_targets() has run), all
+// or none: each file is written to a temporary first, and only when all of
+// them are written are they renamed into place. A failure (a full disk, a
+// name too long for the file system) leaves DIR as it was, so that a rerun
+// does not stop at a file of the failed one.
 absl::Status save_all(const std::string& dir, const TensorMap& inputs, const TensorMap& outputs) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InvalidArgumentError(fmt::format("--save {}: cannot create directory: {}", dir, ec.message()));
+  std::vector<StagedFile> staged;
   for (const TensorMap* map : {&inputs, &outputs}) {
     for (const auto& [name, t] : *map) {
-      if (absl::Status s = write_npy(npy_path(dir, name), t); !s.ok()) return s;
+      absl::StatusOr<StagedFile> file = stage_npy(npy_path(dir, name), t);
+      if (!file.ok()) {
+        for (const StagedFile& f : staged) f.discard();
+        return file.status();
+      }
+      staged.push_back(*std::move(file));
+    }
+  }
+  for (size_t i = 0; i < staged.size(); ++i) {
+    if (absl::Status s = staged[i].commit(); !s.ok()) {
+      for (size_t j = i + 1; j < staged.size(); ++j) staged[j].discard();
+      return absl::Status(s.code(), fmt::format("{} ({} of the {} files were saved before it)",
+                                                std::string(s.message()), i, staged.size()));
     }
   }
   return absl::OkStatus();

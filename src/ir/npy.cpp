@@ -354,7 +354,7 @@ absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const 
   return tensor;
 }
 
-absl::Status write_npy(const std::string& path, const HostTensor& tensor) {
+absl::StatusOr<StagedFile> stage_npy(const std::string& path, const HostTensor& tensor) {
   const Shape& shape = tensor.shape;
   if (shape.rank() < 1 || shape.rank() > kMaxRank || shape.numel_overflows() || tensor.numel() != shape.numel()) {
     return npy_error(path, fmt::format("cannot write a tensor of shape {} holding {} values", shape, tensor.numel()));
@@ -424,12 +424,24 @@ absl::Status write_npy(const std::string& path, const HostTensor& tensor) {
     ::unlink(temp.c_str());
     return npy_error(path, fmt::format("cannot write {}: {}", temp, errno_text(err)));
   }
-  if (std::rename(temp.c_str(), target.c_str()) != 0) {
+  return StagedFile{.path = path, .target = target, .temporary = temp};
+}
+
+absl::Status StagedFile::commit() const {
+  if (std::rename(temporary.c_str(), target.c_str()) != 0) {
     const int err = errno;
-    ::unlink(temp.c_str());
-    return npy_error(path, fmt::format("cannot rename {} to the destination: {}", temp, errno_text(err)));
+    ::unlink(temporary.c_str());
+    return npy_error(path, fmt::format("cannot rename {} to the destination: {}", temporary, errno_text(err)));
   }
   return absl::OkStatus();
+}
+
+void StagedFile::discard() const { ::unlink(temporary.c_str()); }
+
+absl::Status write_npy(const std::string& path, const HostTensor& tensor) {
+  absl::StatusOr<StagedFile> staged = stage_npy(path, tensor);
+  if (!staged.ok()) return staged.status();
+  return staged->commit();
 }
 
 }  // namespace fusejit

@@ -22,12 +22,19 @@ double minimum(double a, double b) {
   return a < b ? a : b;
 }
 
+// The definitions, 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(z)),
+// written without their cancellation for x < 0: 1 + erf(y) = erfc(-y), and
+// 0.5 (1 + tanh(z)) = 1 / (1 + exp(-2z)). In the written forms 1 + erf is 0
+// in double below x = -8.3 (and 1 + tanh below -6.9), where the function
+// is about -1e-16 and still a normal bf16 number, and the kernels' values
+// there looked 9,000 bf16 ulps wrong. Special values are the formulas':
+// gelu(+inf) = +inf, gelu(-inf) = NaN (-inf * 0), gelu(-0) = -0.
 double gelu(double x, std::string_view approximate) {
   if (approximate == "tanh") {
-    const double k = std::sqrt(2.0 / std::numbers::pi);
-    return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+    const double z = std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+    return x / (1.0 + std::exp(-2.0 * z));
   }
-  return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+  return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
 }
 
 }  // namespace reference

@@ -440,6 +440,27 @@ TEST(Cli, RunSavesAndReloadsNpyWithoutOverwriting) {
   std::filesystem::remove_all(dir);
 }
 
+// --save writes all its files or none: an output whose name is too long for
+// the file system fails the save after the inputs' files could have been
+// written, and must not leave them behind (a rerun would stop at them).
+TEST(Cli, RunSavesAllFilesOrNone) {
+  const std::string dir = make_temp_dir("fusejit-cli");
+  const std::string name(300, 'a');
+  const std::string graph = dir + "/long.fj";
+  testing::write_file(graph, "input x: f32[3]\n" + name + " = neg(x)\noutput " + name + "\n");
+  std::filesystem::create_directories(dir + "/out");
+  auto r = run_fusejit("run " + graph + " --save " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/out")) << "x.npy or a temporary file was left behind";
+  // The same graph with a name the file system takes saves both files.
+  testing::write_file(graph, "input x: f32[3]\ny = neg(x)\noutput y\n");
+  auto ok = run_fusejit("run " + graph + " --save " + dir + "/out");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/out/x.npy") && std::filesystem::exists(dir + "/out/y.npy"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, RunRejectsInputsOfTheWrongShapeOrDtype) {
   const std::string dir = make_temp_dir("fusejit-cli");
   const std::string graph = small_graph_file(dir);
@@ -749,7 +770,8 @@ TEST(CliEmit, AnUnwritableFolderFailsBeforeCompiling) {
 }
 
 // Without ptxas (a PTX-only target) the registers, spills and shared memory
-// are unknown: null in JSON, "-" in text, never 0.
+// are unknown: null in JSON, "-" in text, never 0; and there is no ptxas
+// report, so no empty .ptxas.txt is written or listed.
 TEST(CliEmit, PtxOnlyTargetsReportUnknownResourcesAsUnknown) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   const std::string dir = testing::make_temp_dir("fusejit-emit-ptx");
@@ -757,7 +779,13 @@ TEST(CliEmit, PtxOnlyTargetsReportUnknownResourcesAsUnknown) {
                                   "/softmax.fj --arch compute_90 --json --out " + dir + "/k");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json k = nlohmann::json::parse(run.out)["kernels"][0];
-  for (const char* key : {"registers", "spill_bytes", "shared_bytes"}) EXPECT_TRUE(k[key].is_null()) << key;
+  for (const char* key : {"registers", "spill_bytes", "shared_bytes", "ptxas_report"}) {
+    EXPECT_TRUE(k[key].is_null()) << key;
+  }
+  const std::string name = k["name"];
+  EXPECT_TRUE(std::filesystem::exists(dir + "/k/" + name + ".ptx"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/k/" + name + ".ptxas.txt"));
+  EXPECT_EQ(testing::read_file(dir + "/k/emitted.txt").find(".ptxas.txt"), std::string::npos);
   auto text = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples +
                                    "/softmax.fj --arch compute_90 --overwrite --out " + dir + "/k");
   ASSERT_EQ(text.exit_code, 0) << text.err;

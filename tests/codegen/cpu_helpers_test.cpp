@@ -188,21 +188,29 @@ std::vector<UnaryCase> unary_cases() {
 
 // The GeLU from which only 16-bit values are computed (fj_gelu_none_16bit):
 // within 110 ulp of the exact function from x = -4 sqrt 2 up (it states 128
-// and reaches 105), -0 below (where |gelu| < 4.4e-8), and the f32 helper's
-// special values.
+// and reaches 105); below, a negative number of at most 4.4e-8 in magnitude
+// (never a growing x * 2^q) that stays within 1% of x Phi(x) down to x = -8;
+// and the f32 helper's special values.
 void expect_16bit_gelu_accurate(const std::vector<float>& xs, const std::vector<float>& got) {
-  const float clamp = -0x1.6a09e6p+2f;  // -4 sqrt 2
+  const float fit_end = -0x1.6a09e6p+2f;  // -4 sqrt 2
   std::vector<float> in_range, in_range_got;
+  int64_t tail = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
-    if (xs[i] >= clamp || std::isnan(xs[i])) {
+    if (xs[i] >= fit_end || std::isnan(xs[i])) {
       in_range.push_back(xs[i]);
       in_range_got.push_back(got[i]);
     } else if (xs[i] != -kInf) {
-      ASSERT_TRUE(got[i] == 0.0f && std::signbit(got[i])) << "gelu_none_16bit(" << hex(xs[i]) << ") = " << hex(got[i]);
+      ++tail;
+      ASSERT_TRUE(got[i] <= 0.0f && got[i] >= -4.4e-8f) << "gelu_none_16bit(" << hex(xs[i]) << ") = " << hex(got[i]);
+      if (xs[i] >= -8.0f) {
+        const double want = gelu_exact(xs[i]);
+        ASSERT_NEAR(got[i] / want, 1.0, 0.01) << "gelu_none_16bit(" << hex(xs[i]) << ") = " << hex(got[i]);
+      }
     } else {
       EXPECT_TRUE(std::isnan(got[i])) << "gelu_none_16bit(-inf), the formula's -inf * 0";
     }
   }
+  EXPECT_GT(tail, 100) << "the samples reach past -4 sqrt 2";
   const UlpResult r = compare_ulps(in_range, in_range_got, gelu_exact);
   expect_within("gelu_none_16bit", r, 110);
   EXPECT_GT(r.worst, 16) << "the sweep reached the negative tail";
@@ -226,9 +234,10 @@ TEST(CpuMath, UlpErrorOverSampledRange) {
   }
 }
 
-// gelu against the op table's own reference expressions. Where those lose
-// accuracy to cancellation in double (1 + erf(x/sqrt2) and 1 + tanh(z) for
-// x < -5 or so) the difference is below |x| 2^-52 in absolute terms.
+// gelu against the op table's own reference expressions, in ulps all the
+// way down the negative tail: the reference is written without the
+// cancellation of 1 + erf and 1 + tanh (ir/op_table.cpp), which once made
+// it -0 where the function is about -1e-16.
 TEST(CpuMath, GeluMatchesTheOpTableFormulas) {
   const std::vector<float>& xs = sample_inputs();
   for (const char* approximate : {"none", "tanh"}) {
@@ -246,7 +255,7 @@ TEST(CpuMath, GeluMatchesTheOpTableFormulas) {
       const double ulp = std::isinf(wf) ? 0.0 : std::nextafter(std::fabs(wf), kInf) - std::fabs(wf);
       // One ulp beyond each function's bound in unary_cases(): want is not rounded.
       const double ulps = std::string(approximate) == "none" ? 7.0 : 2.0;
-      const double tolerance = ulps * ulp + std::fabs(static_cast<double>(x)) * 0x1p-52;
+      const double tolerance = ulps * ulp;
       if (!(std::fabs(got - want) <= tolerance) && !(got == wf) && failures++ == 0) {
         first = hex(x) + ": got " + hex(got) + ", want " + std::to_string(want);
       }

@@ -412,26 +412,29 @@ static inline float fj_gelu_none(float x) {
 // gelu, approximate = "none", where only f16 and bf16 values are computed
 // from the result (the code generator picks it: Graph::is_16bit_gelu), in
 // the CUDA helper's form: x h for x < 0 and x (1 - h) for x >= 0 with
-// h = 0.5 erfc(|x| / sqrt 2) = 2^(a P(a) - 1), a = |x| <= 4 sqrt 2, and 0
-// beyond (|gelu| < 4.4e-8). P is the CUDA helper's degree-6 fit
-// ("gelu_16bit" in scripts/fit_cpu_math.py: 2^-17.5 in the exponent); 2^q
-// is exp(q ln 2) through fj_detail_exp_reduce, with no division and no
-// second polynomial: about half the f32 helper's time. Within 128 ulp of
-// f32 (2^-16 relative; 105 at worst over the test's samples, which it is
-// held to 110 of), 16 times below the half ulp of f16, and every output it
-// reaches is judged at a 16-bit tolerance. gelu(+inf) = +inf, gelu(-inf) =
-// NaN (the formula's -inf * 0), -0 -> -0, x < -4 sqrt 2 -> -0. (The CUDA
-// helper has no clamp and gives a negative of at most 4.4e-8 there; this
-// one keeps it, so that n stays in the range fj_detail_pow2i takes.)
+// h = 0.5 erfc(|x| / sqrt 2) = 2^(a P(a) - 1), a = |x|. P is the CUDA
+// helper's degree-6 fit over a <= 4 sqrt 2 ("gelu_16bit" in
+// scripts/fit_cpu_math.py: 2^-17.5 in the exponent); 2^q is exp(q ln 2)
+// through fj_detail_exp_reduce, with no division and no second polynomial:
+// about half the f32 helper's time. Within 128 ulp of f32 for
+// x >= -4 sqrt 2 (2^-16 relative; 105 at worst over the test's samples,
+// which it is held to 110 of), 16 times below the half ulp of f16, and
+// every output it reaches is judged at a 16-bit tolerance. Past the fit, as
+// in the CUDA helper, the polynomial goes on: a P(a) - 1 stays at or below
+// its value at 4 sqrt 2, -26.95, and falls to -inf (fj_math.cuh), so x >= 0
+// gives x exactly and x < 0 a negative number of at most 4.4e-8 in
+// magnitude, within 1% of x Phi(x) down to x = -8, underflowing to -0 past
+// about x = -13 (a clamp to -0 there cost 80 bf16 inputs in [-8.3, -5.7] all
+// their digits; a reduced exponent below -126 is scaled in two steps,
+// fj_detail_scale2). gelu(+inf) = +inf, gelu(-inf) = NaN (the formula's
+// -inf * 0), -0 -> -0.
 static inline float fj_gelu_none_16bit(float x) {
   const float a = fj_detail_fabs(x);
-  const float kClamp = 0x1.6a09e6p+2f;  // 4 sqrt 2
-  const float ac = fj_detail_select(a > kClamp, kClamp, a);  // NaN passes
-  const float p = fj_detail_horner(ac, -0x1.26b5dap+0f, -0x1.d58e68p-2f, -0x1.b95c2cp-5f, 0x1.15781ap-7f,
+  const float p = fj_detail_horner(a, -0x1.26b5dap+0f, -0x1.d58e68p-2f, -0x1.b95c2cp-5f, 0x1.15781ap-7f,
                                    -0x1.e277e2p-11f, 0x1.f9936ap-15f, -0x1.da3b1p-20f);
-  int32_t n;  // in [-27, -1]: 2^n is a normal float
-  const float s = fj_detail_exp_reduce(0x1.62e430p-1f * fj_detail_fma(ac, p, -1.0f), n);  // ln 2
-  const float h = fj_detail_select(a > kClamp, 0.0f, (1.0f + s) * fj_detail_pow2i(n));
+  int32_t n;  // in [-174, -1]: exp_reduce clamps its argument at -120
+  const float s = fj_detail_exp_reduce(0x1.62e430p-1f * fj_detail_fma(a, p, -1.0f), n);  // ln 2
+  const float h = fj_detail_scale2(1.0f + s, n);
   return x * fj_detail_select(x < 0.0f, h, 1.0f - h);
 }
 
