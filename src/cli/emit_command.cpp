@@ -177,8 +177,7 @@ int emit(const EmitOptions& opt) {
   const FusionOptions options = fusion_options_for(gpu_device("h100"));
   const FusionPlan plan = opt.unfused ? make_unfused_plan(*graph, options) : make_fused_plan(*graph, options);
   const std::filesystem::path dir(opt.out);
-  // A compute_XX target is compiled to PTX only: no ptxas, so no report.
-  const bool ptxas_runs = !opt.arch.starts_with("compute_");
+  const bool ptxas_runs = !is_virtual_arch(opt.arch);  // else no ptxas report
   std::set<std::string> writing = {"plan.txt", kManifest};
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) continue;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -118,6 +120,17 @@ absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool
   if (ec) return absl::InvalidArgumentError(fmt::format("--save {}: cannot create directory: {}", dir, ec.message()));
   std::vector<int32_t> ids = graph.inputs();
   for (int32_t id : graph.outputs()) ids.push_back(id);
+  // Names the folder's file system cannot hold fail now, not after the run.
+  const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  for (int32_t id : ids) {
+    const std::string file = graph.node(id).name + ".npy";
+    if (name_max > 0 && std::ssize(file) > name_max) {
+      return absl::InvalidArgumentError(
+          fmt::format("--save: {}.npy is {} bytes long; files in {} can have at most {}: rename the {} of the graph",
+                      graph.node(id).name.substr(0, 40) + "...", file.size(), dir, name_max,
+                      graph.node(id).op == Op::kInput ? "input" : "value"));
+    }
+  }
   for (int32_t id : ids) {
     const std::string path = npy_path(dir, graph.node(id).name);
     // The link itself (a dangling one exists too), and what it leads to.
@@ -167,11 +180,25 @@ absl::Status save_all(const std::string& dir, const TensorMap& inputs, const Ten
       staged.push_back(*std::move(file));
     }
   }
+  // A rename can still fail (a file of another user in a sticky folder):
+  // the files this save created are removed again; any it replaced
+  // (--overwrite) hold the new content, and the message says so.
+  std::vector<bool> existed;
+  for (const StagedFile& f : staged) existed.push_back(std::filesystem::exists(f.target, ec));
   for (size_t i = 0; i < staged.size(); ++i) {
     if (absl::Status s = staged[i].commit(); !s.ok()) {
       for (size_t j = i + 1; j < staged.size(); ++j) staged[j].discard();
-      return absl::Status(s.code(), fmt::format("{} ({} of the {} files were saved before it)",
-                                                std::string(s.message()), i, staged.size()));
+      size_t replaced = 0;
+      for (size_t j = 0; j < i; ++j) {
+        if (existed[j]) {
+          ++replaced;
+        } else {
+          std::filesystem::remove(staged[j].target, ec);
+        }
+      }
+      if (replaced == 0) return s;
+      return absl::Status(s.code(), fmt::format("{} ({} files it replaced before it hold this run's values)",
+                                                std::string(s.message()), replaced));
     }
   }
   return absl::OkStatus();

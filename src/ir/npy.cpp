@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -383,7 +384,14 @@ absl::StatusOr<StagedFile> stage_npy(const std::string& path, const HostTensor& 
   // A link stays a link: the file it points to is replaced.
   const std::string target = link_target(path);
   static std::atomic<uint64_t> counter{0};
-  const std::string temp = fmt::format("{}.tmp.{}.{}", target, getpid(), counter++);
+  // Beside the target (rename stays within its file system), under a name
+  // that fits wherever the target's does: the target's name cut to 200
+  // bytes, so that an output whose NAME.npy just fits NAME_MAX (255) is not
+  // refused for its temporary's longer name.
+  const size_t slash = target.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  const std::string temp = fmt::format(
+      "{}.tmp.{}.{}", target.substr(0, base + std::min<size_t>(target.size() - base, 200)), getpid(), counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return npy_error(path, fmt::format("cannot create {}: {}", temp, errno_text(errno)));
   File file(fdopen(fd, "wb"));

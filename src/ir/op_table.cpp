@@ -25,8 +25,8 @@ double minimum(double a, double b) {
 // The definitions, 0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(z)),
 // written without their cancellation for x < 0: 1 + erf(y) = erfc(-y), and
 // 0.5 (1 + tanh(z)) = 1 / (1 + exp(-2z)). In the written forms 1 + erf is 0
-// in double below x = -8.3 (and 1 + tanh below -6.9), where the function
-// is about -1e-16 and still a normal bf16 number, and the kernels' values
+// in double below x = -8.37 (and 1 + tanh below -7.2), where the function
+// is about -4e-16 and still a normal bf16 number, and the kernels' values
 // there looked 9,000 bf16 ulps wrong. Special values are the formulas':
 // gelu(+inf) = +inf, gelu(-inf) = NaN (-inf * 0), gelu(-0) = -0.
 double gelu(double x, std::string_view approximate) {

@@ -204,7 +204,13 @@ void dump_files_if_requested(const std::string& name,
 }
 
 void dump_kernel_if_requested(const CompiledKernel& kernel) {
-  dump_files_if_requested(kernel.name, {{".cu", &kernel.source}, {".ptx", &kernel.ptx}, {".ptxas.txt", &kernel.log}});
+  // A PTX-only compile (compute_XX) has no ptxas report, and NVRTC often
+  // nothing else to say: no empty .ptxas.txt then, as `fusejit emit`.
+  if (kernel.log.empty()) {
+    dump_files_if_requested(kernel.name, {{".cu", &kernel.source}, {".ptx", &kernel.ptx}});
+  } else {
+    dump_files_if_requested(kernel.name, {{".cu", &kernel.source}, {".ptx", &kernel.ptx}, {".ptxas.txt", &kernel.log}});
+  }
 }
 
 std::string kernel_file_stem(std::string_view name) {

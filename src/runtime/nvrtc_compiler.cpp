@@ -49,8 +49,6 @@ std::string cache_key(const std::string& source, const std::vector<std::string>&
   return hash.hex_digest();
 }
 
-bool is_virtual_arch(const std::string& arch) { return arch.starts_with("compute_"); }
-
 // Fills the compiled results from a cache entry; false if it lacks any of them.
 bool restore(const CacheEntry& entry, CompiledKernel& kernel) {
   const auto& blobs = entry.blobs;
@@ -74,6 +72,8 @@ absl::Status compile_failure(const CompiledKernel& kernel, const NvrtcOutput& ou
 }
 
 }  // namespace
+
+bool is_virtual_arch(const std::string& arch) { return arch.starts_with("compute_"); }
 
 int cuda_arch_number(const std::string& arch) { return std::atoi(arch.c_str() + arch.find('_') + 1); }
 

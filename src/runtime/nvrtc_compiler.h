@@ -75,6 +75,8 @@ absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<C
 absl::Status check_cuda_arch(const std::string& arch);
 // The number of a well-formed architecture: sm_90 -> 90, compute_100 -> 100.
 int cuda_arch_number(const std::string& arch);
+// compute_XX: compiled to PTX only, without ptxas (so no ptxas report).
+bool is_virtual_arch(const std::string& arch);
 
 // The NVRTC options compile_cuda() uses with NVRTC `nvrtc_version` ({12, 4}
 // and later take --minimal); InvalidArgument for a malformed arch.

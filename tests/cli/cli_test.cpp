@@ -440,9 +440,11 @@ TEST(Cli, RunSavesAndReloadsNpyWithoutOverwriting) {
   std::filesystem::remove_all(dir);
 }
 
-// --save writes all its files or none: an output whose name is too long for
-// the file system fails the save after the inputs' files could have been
-// written, and must not leave them behind (a rerun would stop at them).
+// --save writes all its files or none. An output name too long for the
+// file system is refused before the run. A file that cannot be written (here
+// a link into a folder that does not exist) fails the save after the
+// inputs' files were written to temporaries, which must not be left behind,
+// nor renamed into place: a rerun would stop at them.
 TEST(Cli, RunSavesAllFilesOrNone) {
   const std::string dir = make_temp_dir("fusejit-cli");
   const std::string name(300, 'a');
@@ -451,13 +453,31 @@ TEST(Cli, RunSavesAllFilesOrNone) {
   std::filesystem::create_directories(dir + "/out");
   auto r = run_fusejit("run " + graph + " --save " + dir + "/out");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find(name), std::string::npos) << r.err;
-  EXPECT_TRUE(std::filesystem::is_empty(dir + "/out")) << "x.npy or a temporary file was left behind";
-  // The same graph with a name the file system takes saves both files.
+  EXPECT_NE(r.err.find(".npy is 304 bytes long; files in " + dir + "/out can have at most 255"), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << "refused before running:\n" << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir + "/out"));
+
   testing::write_file(graph, "input x: f32[3]\ny = neg(x)\noutput y\n");
+  std::filesystem::create_symlink(dir + "/no-such-folder/y.npy", dir + "/out/y.npy");
+  auto failed = run_fusejit("run " + graph + " --overwrite --save " + dir + "/out");
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("no-such-folder"), std::string::npos) << failed.err;
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir + "/out")) ++entries;
+  EXPECT_EQ(entries, 1u) << "only the link: no x.npy, no temporary file";
+  std::filesystem::remove(dir + "/out/y.npy");
+
+  // A name whose NAME.npy just fits the file system's 255 bytes saves: the
+  // temporary file beside it must not need a longer name.
+  const std::string longest(245, 'b');
+  testing::write_file(graph, "input x: f32[3]\n" + longest + " = neg(x)\noutput " + longest + "\n");
   auto ok = run_fusejit("run " + graph + " --save " + dir + "/out");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
-  EXPECT_TRUE(std::filesystem::exists(dir + "/out/x.npy") && std::filesystem::exists(dir + "/out/y.npy"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/out/x.npy") && std::filesystem::exists(dir + "/out/" + longest + ".npy"));
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir + "/out")) ++files;
+  EXPECT_EQ(files, 2u) << "no temporary file is left";
   std::filesystem::remove_all(dir);
 }
 
@@ -786,6 +806,13 @@ TEST(CliEmit, PtxOnlyTargetsReportUnknownResourcesAsUnknown) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/k/" + name + ".ptx"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/k/" + name + ".ptxas.txt"));
   EXPECT_EQ(testing::read_file(dir + "/k/emitted.txt").find(".ptxas.txt"), std::string::npos);
+  // FUSEJIT_DUMP writes no empty report either (the kernel comes from the
+  // cache now; it is dumped all the same).
+  auto dumped = testing::run_command("FUSEJIT_DUMP=" + dir + "/dump " + FUSEJIT_CLI_PATH + std::string(" emit ") +
+                                     kExamples + "/softmax.fj --arch compute_90 --out " + dir + "/k2");
+  ASSERT_EQ(dumped.exit_code, 0) << dumped.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dump/" + name + ".ptx"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/dump/" + name + ".ptxas.txt"));
   auto text = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples +
                                    "/softmax.fj --arch compute_90 --overwrite --out " + dir + "/k");
   ASSERT_EQ(text.exit_code, 0) << text.err;

@@ -161,8 +161,8 @@ TEST_P(CudaGelu, IsAccurateInBothTails) {
       EXPECT_TRUE(std::signbit(bounds.gelu(x))) << x;
     }
   } else {
-    // Unclamped, the polynomial must keep h below 2^-25 past 4 sqrt 2: x
-    // exactly for x > 0, a negative number of at most 4.4e-8 for x < 0
+    // Unclamped, the polynomial must keep h small past 4 sqrt 2 (fj_math.cuh:
+    // at most 2^-26.9): x exactly for x > 0 (h below 2^-25), a negative number of at most 4.4e-8 for x < 0
     // (never a growing x * 2^q), still within 1% of x Phi(x) down to x = -8.
     // Every 257th float up to the largest; fj_math.cuh's claim rests on a
     // check of every one.

@@ -324,7 +324,7 @@ TEST(CostModel, FusionSavingOfTheDemoChain) {
     // half as many (52 us against 66 us for its bytes).
     for (const KernelCost& k : c.unfused.kernels) EXPECT_FALSE(k.compute_bound) << name << " " << k.name;
     EXPECT_GT(c.predicted_speedup, 1.5) << name;
-    EXPECT_LT(c.predicted_speedup, 4.0) << name;
+    EXPECT_LE(c.predicted_speedup, 4.0) << name;  // at most the bytes ratio: an H100 reaches 3.9998
   }
   // H200, by hand: unfused, four memory-bound kernels of ~134 MB at 4.8 TB/s
   // (+1 us launch each): 115.85 us; fused, 1.267e9 instructions / 33.45e12

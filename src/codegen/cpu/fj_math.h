@@ -423,8 +423,9 @@ static inline float fj_gelu_none(float x) {
 // in the CUDA helper, the polynomial goes on: a P(a) - 1 stays at or below
 // its value at 4 sqrt 2, -26.95, and falls to -inf (fj_math.cuh), so x >= 0
 // gives x exactly and x < 0 a negative number of at most 4.4e-8 in
-// magnitude, within 1% of x Phi(x) down to x = -8, and -0 past about
-// x = -12.8 (a clamp to -0 from -4 sqrt 2 on cost 80 bf16 inputs in
+// magnitude, within 1% of x Phi(x) down to x = -8 (28% low at -10.7, 93% at
+// -12.7: the polynomial was fitted only up to 4 sqrt 2), and -0 past
+// x = -12.73 (a clamp to -0 from -4 sqrt 2 on cost 80 bf16 inputs in
 // [-8.3, -5.7] all their digits). gelu(+inf) = +inf, gelu(-inf) = NaN (the
 // formula's -inf * 0), -0 -> -0.
 static inline float fj_gelu_none_16bit(float x) {
@@ -434,7 +435,7 @@ static inline float fj_gelu_none_16bit(float x) {
   const float e = 0x1.62e430p-1f * fj_detail_fma(a, p, -1.0f);  // ln h (ln 2 times the exponent)
   int32_t n;
   const float s = fj_detail_exp_reduce(e, n);
-  // Below e^-87 (about 2^-125.5; a > 12.8) h is 0, as a GPU's ex2.approx.ftz
+  // Below e^-87 (about 2^-125.5; a > 12.73) h is 0, as a GPU's ex2.approx.ftz
   // makes it below 2^-126, and n, which may be below -126 there, is not used:
   // one select and one product, where scaling into the subnormal range in two
   // steps (fj_detail_scale2) made the demo's GeLU kernel 12% slower.
