@@ -423,7 +423,7 @@ static inline float fj_gelu_none(float x) {
 // in the CUDA helper, the polynomial goes on: a P(a) - 1 stays at or below
 // its value at 4 sqrt 2, -26.95, and falls to -inf (fj_math.cuh), so x >= 0
 // gives x exactly and x < 0 a negative number of at most 4.4e-8 in
-// magnitude, within 1% of x Phi(x) down to x = -8 (28% low at -10.7, 93% at
+// magnitude, within 1% of x Phi(x) down to x = -8 (28% low at -10.7, 91% at
 // -12.7: the polynomial was fitted only up to 4 sqrt 2), and -0 past
 // x = -12.73 (a clamp to -0 from -4 sqrt 2 on cost 80 bf16 inputs in
 // [-8.3, -5.7] all their digits). gelu(+inf) = +inf, gelu(-inf) = NaN (the
