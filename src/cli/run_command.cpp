@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "cli/commands.h"
 #include "fusejit.h"
 #include "ir/counted.h"
+#include "runtime/file_io.h"
 
 namespace fusejit::cli {
 namespace {
@@ -161,47 +163,25 @@ struct CreatedFolder {
 };
 
 // Writes every tensor as DIR/NAME.npy (check_save_targets() has run), all
-// or none: each file is written to a temporary first, and only when all of
-// them are written are they renamed into place. A failure (a full disk, a
-// name too long for the file system) leaves DIR as it was, so that a rerun
-// does not stop at a file of the failed one.
+// or none, as one group of replace_files (runtime/file_io.h): a failure (a
+// full disk, a link into a missing folder) leaves DIR as it was, so that a
+// rerun does not stop at a file of the failed one. The files' bytes are all
+// in memory at once, 2 or 4 per element beside the tensors' 8.
 absl::Status save_all(const std::string& dir, const TensorMap& inputs, const TensorMap& outputs) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InvalidArgumentError(fmt::format("--save {}: cannot create directory: {}", dir, ec.message()));
-  std::vector<StagedFile> staged;
+  if (absl::Status s = ensure_directory(dir); !s.ok()) return s;
+  std::map<std::string, std::string> contents;
   for (const TensorMap* map : {&inputs, &outputs}) {
     for (const auto& [name, t] : *map) {
-      absl::StatusOr<StagedFile> file = stage_npy(npy_path(dir, name), t);
-      if (!file.ok()) {
-        for (const StagedFile& f : staged) f.discard();
-        return file.status();
+      absl::StatusOr<std::string> bytes = npy_bytes(t);
+      if (!bytes.ok()) {
+        return absl::Status(bytes.status().code(), fmt::format("{}: {}", name, std::string(bytes.status().message())));
       }
-      staged.push_back(*std::move(file));
+      contents.emplace(npy_path(dir, name), *std::move(bytes));
     }
   }
-  // A rename can still fail (a file of another user in a sticky folder):
-  // the files this save created are removed again; any it replaced
-  // (--overwrite) hold the new content, and the message says so.
-  std::vector<bool> existed;
-  for (const StagedFile& f : staged) existed.push_back(std::filesystem::exists(f.target, ec));
-  for (size_t i = 0; i < staged.size(); ++i) {
-    if (absl::Status s = staged[i].commit(); !s.ok()) {
-      for (size_t j = i + 1; j < staged.size(); ++j) staged[j].discard();
-      size_t replaced = 0;
-      for (size_t j = 0; j < i; ++j) {
-        if (existed[j]) {
-          ++replaced;
-        } else {
-          std::filesystem::remove(staged[j].target, ec);
-        }
-      }
-      if (replaced == 0) return s;
-      return absl::Status(s.code(), fmt::format("{} ({} files it replaced before it hold this run's values)",
-                                                std::string(s.message()), replaced));
-    }
-  }
-  return absl::OkStatus();
+  std::map<std::string, std::string_view> files;
+  for (const auto& [path, bytes] : contents) files.emplace(path, bytes);
+  return replace_files(files);
 }
 
 int run(const RunOptions& opt) {

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -355,10 +354,11 @@ absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const 
   return tensor;
 }
 
-absl::StatusOr<StagedFile> stage_npy(const std::string& path, const HostTensor& tensor) {
+absl::StatusOr<std::string> npy_bytes(const HostTensor& tensor) {
   const Shape& shape = tensor.shape;
   if (shape.rank() < 1 || shape.rank() > kMaxRank || shape.numel_overflows() || tensor.numel() != shape.numel()) {
-    return npy_error(path, fmt::format("cannot write a tensor of shape {} holding {} values", shape, tensor.numel()));
+    return absl::InvalidArgumentError(
+        fmt::format("cannot write a tensor of shape {} holding {} values", shape, tensor.numel()));
   }
   const bool half = tensor.dtype == DType::kF16;
   std::string dims;
@@ -373,25 +373,36 @@ absl::StatusOr<StagedFile> stage_npy(const std::string& path, const HostTensor& 
   header.append(63 - (preamble + header.size()) % 64, ' ');
   header += '\n';
 
+  const int size = half ? 2 : 4;
   std::string bytes(kMagic);
+  bytes.reserve(preamble + header.size() + static_cast<size_t>(tensor.numel()) * size);
   bytes += static_cast<char>(v1 ? 1 : 2);
   bytes += '\0';
   unsigned char length[4];
   store_le(length, header.size(), v1 ? 2 : 4);
   bytes.append(reinterpret_cast<const char*>(length), v1 ? 2 : 4);
   bytes += header;
+  for (double value : tensor.values) {
+    // Rounding again keeps the file exact for its dtype even if a caller broke HostTensor's invariant.
+    const auto f = static_cast<float>(round_to_dtype(value, tensor.dtype));
+    unsigned char raw[4];
+    if (half) {
+      store_le(raw, float_to_half_bits(f), 2);
+    } else {
+      store_le(raw, std::bit_cast<uint32_t>(f), 4);
+    }
+    bytes.append(reinterpret_cast<const char*>(raw), size);
+  }
+  return bytes;
+}
 
+absl::Status write_npy(const std::string& path, const HostTensor& tensor) {
+  const absl::StatusOr<std::string> bytes = npy_bytes(tensor);
+  if (!bytes.ok()) return npy_error(path, std::string(bytes.status().message()));
   // A link stays a link: the file it points to is replaced.
   const std::string target = link_target(path);
   static std::atomic<uint64_t> counter{0};
-  // Beside the target (rename stays within its file system), under a name
-  // that fits wherever the target's does: the target's name cut to 200
-  // bytes, so that an output whose NAME.npy just fits NAME_MAX (255) is not
-  // refused for its temporary's longer name.
-  const size_t slash = target.rfind('/');
-  const size_t base = slash == std::string::npos ? 0 : slash + 1;
-  const std::string temp = fmt::format(
-      "{}.tmp.{}.{}", target.substr(0, base + std::min<size_t>(target.size() - base, 200)), getpid(), counter++);
+  const std::string temp = fmt::format("{}.tmp.{}.{}", target, getpid(), counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return npy_error(path, fmt::format("cannot create {}: {}", temp, errno_text(errno)));
   File file(fdopen(fd, "wb"));
@@ -407,49 +418,19 @@ absl::StatusOr<StagedFile> stage_npy(const std::string& path, const HostTensor& 
     ::unlink(temp.c_str());
     return npy_error(path, fmt::format("{} {}: {}", what, temp, errno_text(err)));
   };
-  if (std::fwrite(bytes.data(), 1, bytes.size(), file.get()) != bytes.size()) return fail("cannot write");
-
-  constexpr int64_t kChunk = 1 << 16;
-  const int size = half ? 2 : 4;
-  std::vector<unsigned char> raw(kChunk * size);
-  const int64_t n = tensor.numel();
-  for (int64_t begin = 0; begin < n; begin += kChunk) {
-    const int64_t count = std::min(kChunk, n - begin);
-    for (int64_t i = 0; i < count; ++i) {
-      // Rounding again keeps the file exact for its dtype even if a caller broke HostTensor's invariant.
-      const auto f = static_cast<float>(round_to_dtype(tensor.values[begin + i], tensor.dtype));
-      if (half) {
-        store_le(raw.data() + 2 * i, float_to_half_bits(f), 2);
-      } else {
-        store_le(raw.data() + 4 * i, std::bit_cast<uint32_t>(f), 4);
-      }
-    }
-    if (std::fwrite(raw.data(), size, count, file.get()) != static_cast<size_t>(count)) return fail("cannot write");
-  }
+  if (std::fwrite(bytes->data(), 1, bytes->size(), file.get()) != bytes->size()) return fail("cannot write");
   if (std::fflush(file.get()) != 0) return fail("cannot write");
   if (std::fclose(file.release()) != 0) {
     const int err = errno;
     ::unlink(temp.c_str());
     return npy_error(path, fmt::format("cannot write {}: {}", temp, errno_text(err)));
   }
-  return StagedFile{.path = path, .target = target, .temporary = temp};
-}
-
-absl::Status StagedFile::commit() const {
-  if (std::rename(temporary.c_str(), target.c_str()) != 0) {
+  if (std::rename(temp.c_str(), target.c_str()) != 0) {
     const int err = errno;
-    ::unlink(temporary.c_str());
-    return npy_error(path, fmt::format("cannot rename {} to the destination: {}", temporary, errno_text(err)));
+    ::unlink(temp.c_str());
+    return npy_error(path, fmt::format("cannot rename {} to the destination: {}", temp, errno_text(err)));
   }
   return absl::OkStatus();
-}
-
-void StagedFile::discard() const { ::unlink(temporary.c_str()); }
-
-absl::Status write_npy(const std::string& path, const HostTensor& tensor) {
-  absl::StatusOr<StagedFile> staged = stage_npy(path, tensor);
-  if (!staged.ok()) return staged.status();
-  return staged->commit();
 }
 
 }  // namespace fusejit

@@ -27,18 +27,9 @@ namespace fusejit {
 // temporary beside it, then renamed over it. A path that is a symbolic link
 // stays one: the file it points to is replaced.
 absl::Status write_npy(const std::string& path, const HostTensor& tensor);
-
-// write_npy in two steps, so that several files can be written all or
-// none: stage_npy writes the temporary (and removes it again if that
-// fails), commit() renames it over the destination, discard() removes it.
-struct StagedFile {
-  std::string path;       // as the caller named it, for messages
-  std::string target;     // what the rename replaces: path, or the file a link at path points to
-  std::string temporary;  // written, not yet renamed
-  absl::Status commit() const;
-  void discard() const;
-};
-absl::StatusOr<StagedFile> stage_npy(const std::string& path, const HostTensor& tensor);
+// The bytes write_npy writes, for a caller that writes several files as a
+// group (fusejit run --save: replace_files, runtime/file_io.h).
+absl::StatusOr<std::string> npy_bytes(const HostTensor& tensor);
 
 // Reads `path` as a tensor of `dtype` with the file's shape; with
 // `expected_shape`, a file of another shape is an error naming both, found

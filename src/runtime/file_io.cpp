@@ -4,6 +4,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
@@ -140,7 +141,12 @@ absl::Status write_whole_file(const std::string& path, std::string_view data) {
 }
 
 std::string temporary_path_beside(const std::string& path, std::string_view extension) {
-  return fmt::format("{}.tmp-{}-{:016x}{}", path, ::getpid(), random_u64(), extension);
+  // The file name cut to 200 bytes, so that the temporary of a file whose
+  // name just fits NAME_MAX (255 bytes) is not refused for a longer one.
+  const size_t slash = path.rfind('/');
+  const size_t name = slash == std::string::npos ? 0 : slash + 1;
+  const std::string_view kept = std::string_view(path).substr(0, name + std::min<size_t>(path.size() - name, 200));
+  return fmt::format("{}.tmp-{}-{:016x}{}", kept, ::getpid(), random_u64(), extension);
 }
 
 absl::Status replace_file(const std::string& path, std::string_view data, const FileWriter& writer) {
@@ -194,11 +200,26 @@ absl::Status replace_files(const std::map<std::string, std::string_view>& files,
     }
     written.push_back({*std::move(temporary), target, destination});
   }
+  // A rename can still fail (a file of another user in a sticky folder):
+  // the files this group created are removed again, and the message counts
+  // those it replaced, which hold their new content.
+  std::vector<bool> existed;
+  for (const Written& w : written) existed.push_back(::access(w.target.c_str(), F_OK) == 0);
   for (size_t i = 0; i < written.size(); ++i) {
     if (std::rename(written[i].temporary.c_str(), written[i].target.c_str()) != 0) {
       const absl::Status s = errno_status(errno, "replace", written[i].destination);
       remove_temporaries(i);
-      return s;
+      size_t replaced = 0;
+      for (size_t j = 0; j < i; ++j) {
+        if (existed[j]) {
+          ++replaced;
+        } else {
+          std::remove(written[j].target.c_str());
+        }
+      }
+      if (replaced == 0) return s;
+      return absl::Status(s.code(), fmt::format("{} ({} files replaced before it hold their new content)",
+                                                std::string(s.message()), replaced));
     }
   }
   return absl::OkStatus();

@@ -20,8 +20,9 @@ absl::Status write_whole_file(const std::string& path, std::string_view data);
 // Writes a file; replaceable so that tests can simulate a full disk.
 using FileWriter = std::function<absl::Status(const std::string& path, std::string_view data)>;
 
-// A unique name for a temporary file beside path: path.tmp-PID-RANDOM, then
-// `extension` (".svg" for a file whose writer goes by its extension).
+// A unique name for a temporary file beside path: path.tmp-PID-RANDOM (the
+// file name cut to 200 bytes first, so that it fits wherever path's does),
+// then `extension` (".svg" for a file whose writer goes by its extension).
 std::string temporary_path_beside(const std::string& path, std::string_view extension = "");
 
 // Writes data to a uniquely named temporary file beside path (pid and a random
@@ -33,7 +34,9 @@ absl::Status replace_file(const std::string& path, std::string_view data, const 
 // replace_file for several files (path -> content) as a group: each is
 // written to its temporary name first, and only once all of them are
 // written is each renamed over its path. A failed write (a full disk)
-// removes the temporaries and leaves every path as it was. A path that is
+// removes the temporaries and leaves every path as it was; a failed rename
+// also removes the files the group created before it (those it replaced
+// keep their new content, and the error says how many). A path that is
 // a symbolic link keeps it: the file it points to is replaced
 // (ir/link_target.h).
 absl::Status replace_files(const std::map<std::string, std::string_view>& files,

@@ -71,5 +71,36 @@ TEST(ReplaceFiles, AFailedWriteThroughALinkNamesTheLinkAndItsTarget) {
   EXPECT_TRUE(fs::is_symlink(dir / "plan.txt"));
 }
 
+// A rename that fails after others succeeded (here onto a folder that is
+// not empty) leaves no file the group created and no temporary; a file it
+// replaced keeps the new content, and the message counts it.
+TEST(ReplaceFiles, AFailedRenameRemovesTheFilesTheGroupCreated) {
+  const fs::path dir = testing::make_temp_dir("fusejit-replace-rename");
+  fs::create_directories(dir / "c" / "inside");
+  ASSERT_TRUE(write_whole_file((dir / "b").string(), "old").ok());
+  const absl::Status s = replace_files(
+      {{(dir / "a").string(), "new a"}, {(dir / "b").string(), "new b"}, {(dir / "c").string(), "new c"}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("(1 files replaced before it hold their new content)"), std::string::npos)
+      << s.message();
+  EXPECT_FALSE(fs::exists(dir / "a")) << "created by the group: removed again";
+  EXPECT_EQ(*read_whole_file((dir / "b").string()), "new b");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 2) << "b and the folder c: no temporary is left";
+}
+
+// Temporaries fit wherever their file does: for a name of 250 bytes (255
+// is the usual limit) the name is cut before the suffix is added.
+TEST(ReplaceFiles, ALongFileNameGetsATemporaryThatFits) {
+  const fs::path dir = testing::make_temp_dir("fusejit-replace-long");
+  const std::string path = (dir / std::string(250, 'n')).string();
+  const std::string temporary = temporary_path_beside(path);
+  EXPECT_EQ(fs::path(temporary).parent_path(), dir);
+  EXPECT_LE(fs::path(temporary).filename().string().size(), 255u) << temporary;
+  ASSERT_TRUE(replace_file(path, "x").ok());
+  EXPECT_EQ(*read_whole_file(path), "x");
+}
+
 }  // namespace
 }  // namespace fusejit
