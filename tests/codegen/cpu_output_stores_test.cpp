@@ -27,6 +27,7 @@ void expect_agreement(const Graph& graph) {
       for (int32_t id : kernel.writes) {
         const std::string param = emit::param_name(g, id);
         const bool from_array = source.find("fj_stream_span(" + param + " ") != std::string::npos ||
+                                source.find("fj_stream_block(" + param + " ") != std::string::npos ||
                                 source.find("fj_store_span(" + param + " ") != std::string::npos;
         EXPECT_EQ(cpu_stores_from_array(kernel, g.node(id)), from_array)
             << kernel.name << " writes " << g.node(id).name << " (" << g.node(id).shape.to_string() << ")\n"

@@ -56,22 +56,18 @@ struct CpuKernelSource {
 // bits.
 inline constexpr int kCpuReduceLanes = 32;
 
-// A row kernel requests the next row of its reads while it computes the
-// current one when that row is at most this many bytes (all reads
-// together): it then arrives in the L1/L2 cache in time and does not push
-// out the row being worked on. Longer rows stream well by themselves.
+// A row kernel requests the next row of its reads while it finishes the
+// current one (its last element loop asks, a block at a time, for the
+// columns of the next row that the block works on) when that row is at
+// most this many bytes (all reads together): it then arrives in the
+// L1/L2 cache in time and does not push out the row being worked on.
+// Longer rows stream well by themselves. Asking for the start of the next
+// row all at once, before the row's work (4 KiB in all, the earlier
+// design), stalled the core on its miss buffers: on the AMD EPYC VM the
+// f32 residual + LayerNorm kernel ran 1.2-1.3x faster with no requests at
+// all, and 1.5x faster with them spread over the last loop
+// (bench/results/2026-12-02-cpu-row-streams.md).
 inline constexpr int64_t kCpuPrefetchRowBytes = int64_t{32} << 10;
-
-// How much of the next row a row kernel requests, all reads together: the
-// first 4 KiB, split evenly among its reads (64 lines in flight at most).
-// On an Intel Xeon VM, requesting the whole next row of both reads of the
-// f32 residual + LayerNorm kernel (128 lines) made it 8% slower than no
-// request at all, and half of each 8-10% faster than whole rows, while the
-// one-read LayerNorm kernel ran 15% faster with its whole 4 KiB row
-// requested than with half; on the AMD VM where the requests were adopted
-// (whole rows), they gained 10% over none
-// (bench/results/2026-12-01-cpu-intel.md).
-inline constexpr int64_t kCpuPrefetchBytes = 4096;
 
 // How far ahead of its tile a pointwise kernel requests each read that
 // streams through it (fj_prefetch_span), in bytes. The loads of a loop

@@ -47,50 +47,62 @@ ElementLoops::ElementLoops(const Graph& graph, const Kernel& kernel, ElementSpac
     group.step = Step::kAttached;
   }
   // Arrays: dropout results, per-element values used outside their loop
-  // (unless a later loop computes them again), and streamed outputs.
-  auto need_array = [&](int32_t id) {
-    if (array_set_.insert(id).second) arrays_.push_back(id);
-  };
-  // Values a later loop would recompute, with those loops; an array is
-  // made instead if anything else needs one.
-  std::vector<std::pair<int32_t, size_t>> recompute;
+  // (unless each later loop that needs one computes it again), and
+  // streamed outputs unless they go out a block at a time. Twice:
+  // the first walk finds the arrays; the second computes again only what
+  // is in none of them (a value kept anyway is read back).
   for (int32_t id : kernel.writes) {
-    if (space_.per_element(id) && space_.streams && space_.streams(id)) need_array(id);
+    if (space_.per_element(id) && streams_from_array(id)) need_array(id);
   }
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    if (groups_[gi].step == Step::kAttached) continue;  // its operand is in its loop
-    for (int32_t id : groups_[gi].nodes) {
-      if (groups_[gi].step == Step::kDropout) need_array(id);
-      if (groups_[gi].step == Step::kDropout || groups_[gi].step == Step::kReduce) {
-        const Operand& o = g_.node(id).operands.at(0);
-        if (!o.is_literal() && !in_kernel(kernel_, o.node)) whole_array_reads_.insert(o.node);
-      }
-      for (const Operand& o : g_.node(id).operands) {
-        if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
-        if (group_of_[static_cast<size_t>(o.node)] == static_cast<int>(gi) && groups_[gi].step == Step::kLoop) continue;
-        if (groups_[gi].step == Step::kLoop && recomputable(o.node)) {
-          recompute.emplace_back(o.node, gi);
-        } else {
-          need_array(o.node);
+  for (int walk = 0; walk < 2; ++walk) {
+    for (Group& group : groups_) group.recomputed.clear();
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      if (groups_[gi].step == Step::kAttached) continue;  // its operand is in its loop
+      for (int32_t id : groups_[gi].nodes) {
+        if (groups_[gi].step == Step::kDropout) need_array(id);
+        if (groups_[gi].step == Step::kDropout || groups_[gi].step == Step::kReduce) {
+          const Operand& o = g_.node(id).operands.at(0);
+          if (!o.is_literal() && !in_kernel(kernel_, o.node)) whole_array_reads_.insert(o.node);
+        }
+        for (const Operand& o : g_.node(id).operands) {
+          if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
+          if (group_of_[static_cast<size_t>(o.node)] == static_cast<int>(gi) && groups_[gi].step == Step::kLoop)
+            continue;
+          if (groups_[gi].step == Step::kLoop) {
+            make_available(o.node, gi);
+          } else {
+            need_array(o.node);
+          }
         }
       }
-    }
-  }
-  for (const auto& [id, gi] : recompute) {
-    std::vector<int32_t>& again = groups_[gi].recomputed;
-    if (array_set_.contains(id)) {
-      need_array(id);  // kept anyway: read it back
-    } else if (std::find(again.begin(), again.end(), id) == again.end()) {
-      again.push_back(id);
     }
   }
   const auto in_kernel_order = [&](int32_t a, int32_t b) {
     return std::find(kernel.nodes.begin(), kernel.nodes.end(), a) < std::find(kernel.nodes.begin(), kernel.nodes.end(), b);
   };
-  // Recomputed values in kernel order too, as their operands do not depend
-  // on one another.
+  // Values computed again in kernel order too: one computed again from
+  // another comes after it.
   for (Group& group : groups_) std::sort(group.recomputed.begin(), group.recomputed.end(), in_kernel_order);
   std::sort(arrays_.begin(), arrays_.end(), in_kernel_order);
+}
+
+void ElementLoops::need_array(int32_t id) {
+  if (array_set_.insert(id).second) arrays_.push_back(id);
+}
+
+void ElementLoops::make_available(int32_t id, size_t gi) {
+  if (array_set_.contains(id)) return;
+  if (!recomputable(id)) {
+    need_array(id);
+    return;
+  }
+  std::vector<int32_t>& again = groups_[gi].recomputed;
+  if (std::find(again.begin(), again.end(), id) != again.end()) return;
+  again.push_back(id);
+  for (const Operand& o : g_.node(id).operands) {
+    if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
+    make_available(o.node, gi);
+  }
 }
 
 bool ElementLoops::recomputable(int32_t id) const {
@@ -102,11 +114,15 @@ bool ElementLoops::recomputable(int32_t id) const {
   // A 16-bit value rounded where it is computed (stored and used again)
   // takes its bits from that rounding: not written a second way.
   if (emit::rounds_in_kernel(g_, kernel_, id)) return false;
+  // At most one element loaded (from a read, an array or a value computed
+  // again in turn): then computing it again costs a load and an op, where
+  // an array costs the same load and a store. x + residual, two loads,
+  // measured slower computed again than kept in an array.
+  int loads = 0;
   for (const Operand& o : n.operands) {
-    if (o.is_literal() || !in_kernel(kernel_, o.node) || !space_.per_element(o.node)) continue;
-    if (groups_[static_cast<size_t>(group_of_[static_cast<size_t>(o.node)])].step != Step::kDropout) return false;
+    if (!o.is_literal() && space_.per_element(o.node)) ++loads;
   }
-  return true;
+  return loads <= 1;
 }
 
 bool ElementLoops::per_element_operand(const Node& n) const {
@@ -143,25 +159,34 @@ std::string ElementLoops::operand(const Operand& o, const Group& group) const {
   return same_loop ? value_name(g_, o.node) : array_name(g_, o.node) + "[c]";
 }
 
-void ElementLoops::write_loop(SourceWriter& w, const Group& group) const {
-  if (!group.reductions.empty()) {
-    write_reducing_loop(w, group);
+void ElementLoops::write_loop(SourceWriter& w, const Group& group, bool last) const {
+  const bool streams_here =
+      std::any_of(group.nodes.begin(), group.nodes.end(), [&](int32_t id) { return streams_by_block(id); });
+  if (!group.reductions.empty() || streams_here || (last && !space_.per_block_requests.empty())) {
+    write_blocked_loop(w, group, last);
     return;
   }
   w.open("for (long long c = 0; c < {}; ++c)", space_.count);
-  write_loop_body(w, group, "");
+  write_loop_body(w, group, "", false);
   w.close();
 }
 
-// The loop in blocks of kCpuReduceLanes elements, element c + j feeding
-// lane j of each reduction's accumulator, then the tail, then the lanes
-// combined in order: fj_reduce_span's order exactly. A block's values go to
-// a float[32] (`omp simd`, as kernels compile with -fopenmp-simd, vectorizes
-// the block: without it the compiler may not reorder a float sum), which
-// fj_lanes_combine combines into accumulators held in vector registers.
-void ElementLoops::write_reducing_loop(SourceWriter& w, const Group& group) const {
+// The loop in blocks of kCpuReduceLanes elements, then the tail.
+// Reductions: element c + j feeds lane j of each reduction's accumulator,
+// and the lanes are combined in order at the end: fj_reduce_span's order
+// exactly. A block's values go to a float[32] (`omp simd`, as kernels
+// compile with -fopenmp-simd, vectorizes the block: without it the
+// compiler may not reorder a float sum), which fj_lanes_combine combines
+// into accumulators held in vector registers. Streamed outputs: each
+// block's values go out with fj_stream_block (from their array when they
+// have one), the tail's with plain stores.
+void ElementLoops::write_blocked_loop(SourceWriter& w, const Group& group, bool last) const {
   constexpr int kLanes = kCpuReduceLanes;
-  // fj_lanes_combine and fj_lanes_store move kFjReduceLanes floats.
+  std::vector<int32_t> streams_out;
+  for (int32_t id : group.nodes) {
+    if (streams_by_block(id)) streams_out.push_back(id);
+  }
+  // fj_lanes_combine, fj_lanes_store and fj_stream_block move kFjReduceLanes floats.
   w.line("static_assert(kFjReduceLanes == {}, \"the emitter's lanes are the helpers'\");", kLanes);
   for (int32_t id : group.reductions) {
     const Node& n = g_.node(id);
@@ -171,22 +196,32 @@ void ElementLoops::write_reducing_loop(SourceWriter& w, const Group& group) cons
   w.open("");
   w.line("long long c0 = 0;");
   w.open("for (; c0 + {0} <= {1}; c0 += {0})", kLanes, space_.count);
+  if (last) {
+    for (const std::string& request : space_.per_block_requests) w.line("{}", request);
+  }
   for (int32_t id : group.reductions) w.line("float step_{}[{}];", g_.node(id).name, kLanes);
+  for (int32_t id : streams_out) {
+    if (!array_set_.contains(id)) w.line("float out_{}[{}];", g_.node(id).name, kLanes);
+  }
   w.line("#pragma omp simd");
   w.open("for (int j = 0; j < {}; ++j)", kLanes);
   w.line("const long long c = c0 + j;");
-  write_loop_body(w, group, "step_{0}[j] = {1};");
+  write_loop_body(w, group, "step_{0}[j] = {1};", true);
   w.close();
   for (int32_t id : group.reductions) {
     const Node& n = g_.node(id);
     w.line("fj_lanes_combine(lanes_{0}, step_{0}, fj_combine_{0}());", n.name);
+  }
+  for (int32_t id : streams_out) {
+    w.line("fj_stream_block({} + {} + c0, {});", param_name(g_, id), space_.first_index,
+           array_set_.contains(id) ? array_name(g_, id) + " + c0" : "out_" + g_.node(id).name);
   }
   w.close();
   for (int32_t id : group.reductions) w.line("fj_lanes_store(lanes_{0}, acc_{0});", g_.node(id).name);
   if (space_.constant_count < 0 || space_.constant_count % kLanes != 0) {
     w.open("for (int j = 0; c0 + j < {}; ++j)", space_.count);
     w.line("const long long c = c0 + j;");
-    write_loop_body(w, group, "acc_{0}[j] = fj_combine_{0}()(acc_{0}[j], {1});");
+    write_loop_body(w, group, "acc_{0}[j] = fj_combine_{0}()(acc_{0}[j], {1});", false);
     w.close();
   }
   w.close();
@@ -222,7 +257,8 @@ static std::optional<BitsConversion> bits_conversion(DType dtype) {
   return std::nullopt;
 }
 
-void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::string_view reduction_step) const {
+void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::string_view reduction_step,
+                                   bool in_block) const {
   const std::string element_index = fmt::format("(unsigned long long)({} + c)", space_.first_index);
   for (int32_t id : group.recomputed) {
     const Node& n = g_.node(id);
@@ -235,8 +271,10 @@ void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::str
     const std::vector<std::string> operands = operands_of(n, group);
     const std::string expression = node_expression(g_, id, operands, element_index);
     const std::string value = value_name(g_, id);
-    const bool stored_here =
-        std::find(kernel_.writes.begin(), kernel_.writes.end(), id) != kernel_.writes.end() && !streamed(id);
+    // A streamed value leaves a block at a time (write_blocked_loop), but
+    // the tail's elements are stored here.
+    const bool block_streams = in_block && streams_by_block(id);
+    const bool stored_here = written(id) && !block_streams && !streams_from_array(id);
     const std::optional<BitsConversion> bits = bits_conversion(n.dtype);
     // A 16-bit value that is both stored and used by other nodes is rounded
     // once, to the bits it is stored as, and widened from them. Rounding
@@ -253,7 +291,11 @@ void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::str
     } else {
       w.line("const float {} = {};", value, emit::as_computed(g_, kernel_, id, expression));
     }
-    if (array_set_.contains(id)) w.line("{}[c] = {};", array_name(g_, id), value);
+    if (array_set_.contains(id)) {
+      w.line("{}[c] = {};", array_name(g_, id), value);
+    } else if (block_streams) {
+      w.line("out_{}[j] = {};", n.name, value);
+    }
     if (stored_here) w.line("{}[{} + c] = {};", param_name(g_, id), space_.first_index, stored);
   }
   for (int32_t id : group.reductions) {
@@ -262,9 +304,19 @@ void ElementLoops::write_loop_body(SourceWriter& w, const Group& group, std::str
   }
 }
 
-bool ElementLoops::streamed(int32_t id) const { return space_.streams && space_.streams(id); }
+bool ElementLoops::written(int32_t id) const {
+  return std::find(kernel_.writes.begin(), kernel_.writes.end(), id) != kernel_.writes.end();
+}
+
+bool ElementLoops::streamed(int32_t id) const { return written(id) && space_.streams && space_.streams(id); }
+bool ElementLoops::streams_by_block(int32_t id) const { return space_.stream_in_blocks && streamed(id); }
+bool ElementLoops::streams_from_array(int32_t id) const { return !space_.stream_in_blocks && streamed(id); }
 
 void ElementLoops::write(SourceWriter& w) const {
+  const Group* last_loop = nullptr;
+  for (const Group& group : groups_) {
+    if (group.step == Step::kLoop) last_loop = &group;
+  }
   for (const Group& group : groups_) {
     if (group.step == Step::kAttached) continue;  // written with its loop
     const int32_t id = group.nodes.front();
@@ -272,9 +324,7 @@ void ElementLoops::write(SourceWriter& w) const {
     const std::vector<std::string> operands = operands_of(n, group);
     auto array_of = [](const std::string& element) { return element.substr(0, element.size() - 3); };  // "x[c]"
     switch (group.step) {
-      case Step::kLoop:
-        write_loop(w, group);
-        break;
+      case Step::kLoop: write_loop(w, group, &group == last_loop); break;
       case Step::kAttached:  // skipped above
         break;
       case Step::kScalar:
@@ -306,14 +356,14 @@ void ElementLoops::write(SourceWriter& w) const {
   write_stores_of_arrays(w);
 }
 
-// Written values computed outside a loop (dropout results) and streamed
-// values are stored from their arrays; per-row values are the row
-// emitter's business.
+// Written values computed outside a loop (dropout results) are stored from
+// their arrays, and so are streamed values that do not go out by blocks;
+// per-row values are the row emitter's business.
 void ElementLoops::write_stores_of_arrays(SourceWriter& w) const {
   for (int32_t id : kernel_.writes) {
     if (!space_.per_element(id)) continue;
     const Group& group = groups_[static_cast<size_t>(group_of_[static_cast<size_t>(id)])];
-    if (group.step == Step::kLoop && !streamed(id)) continue;
+    if (group.step == Step::kLoop && !streams_from_array(id)) continue;  // stored by its loop
     w.line("{}({} + {}, {}, {});", streamed(id) ? "fj_stream_span" : "fj_store_span", param_name(g_, id),
            space_.first_index, array_name(g_, id), space_.count);
   }

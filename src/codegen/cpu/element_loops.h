@@ -13,10 +13,14 @@
 // the same bits), rather than in a pass of its own over an array: LayerNorm
 // saves two passes over the row and the array of its squares. Reductions
 // of a read or of a dropout result run over its array with fj_reduce_span.
-// A value of one cheap op (add, sub, mul, ...) of reads, per-row values and
-// dropout results that a later loop needs is computed again there rather
-// than kept in an array: LayerNorm's x - mean, which the squares' loop and
-// the last loop both use, cost an array written and read again per row.
+// A value of one cheap op (add, sub, mul, ...) with at most one operand
+// that varies along the loop (a read, an array, a value itself computed
+// again), which a later loop needs, is computed again there rather than
+// kept in an array: LayerNorm's x - mean, which the squares' loop and the
+// last loop both use, cost an array written and read again per row.
+// Written values that stream (large outputs) go out from their loop a
+// block of 32 at a time (fj_stream_block) in row kernels, from an array
+// after the loops in pointwise tiles (ElementSpace::stream_in_blocks).
 #pragma once
 
 #include <functional>
@@ -53,6 +57,18 @@ struct ElementSpace {
   // row is used by several passes. A read that dropout or a reduction
   // takes as a whole array keeps it either way.
   bool widen_reads_in_loop = false;
+  // Whether streamed values go out a block of kCpuReduceLanes at a time
+  // from the loop that computes them (fj_stream_block; row kernels), or
+  // from an array after the loops (fj_stream_span; pointwise tiles, whose
+  // bf16 add ran 12-25% slower by blocks on the AMD EPYC VM, while the
+  // f32 residual + LayerNorm row kernel ran 1.1x faster by blocks).
+  bool stream_in_blocks = false;
+  // Statements that the last element loop runs at the start of each block
+  // of kCpuReduceLanes elements starting at element c0: a row kernel's
+  // requests for the same columns of its reads' next row. The last loop,
+  // then, is written in blocks even when it has nothing else to do in
+  // them.
+  std::vector<std::string> per_block_requests;
 };
 
 class ElementLoops {
@@ -79,21 +95,32 @@ class ElementLoops {
     std::vector<int32_t> recomputed;  // earlier loops' values a loop computes again, first
   };
   // Whether node `id`, computed in a loop, can be computed again in a later
-  // loop instead of being kept in an array: one cheap op whose operands are
-  // at hand in every later loop (reads, per-row values, dropout results).
+  // loop instead of being kept in an array: one cheap op with at most one
+  // operand that varies along the loop.
   bool recomputable(int32_t id) const;
+  // Makes value `id` at hand in loop group `gi`: computed again there (and
+  // so, in turn, its operands) or kept in an array.
+  void make_available(int32_t id, size_t gi);
+  void need_array(int32_t id);
 
   std::string operand(const Operand& o, const Group& group) const;
   // operand() of each of n's operands.
   std::vector<std::string> operands_of(const Node& n, const Group& group) const;
   bool per_element_operand(const Node& n) const;
+  bool written(int32_t id) const;
+  // A written value that goes out with streaming stores (ElementSpace::streams).
   bool streamed(int32_t id) const;
-  void write_loop(SourceWriter& w, const Group& group) const;
+  bool streams_by_block(int32_t id) const;    // streamed, from its loop
+  bool streams_from_array(int32_t id) const;  // streamed, from its array after the loops
+  // `last`: the kernel's last element loop (ElementSpace::per_block_requests).
+  void write_loop(SourceWriter& w, const Group& group, bool last) const;
   // `reduction_step` is the statement that feeds element c's operand of
   // each attached reduction to lane j ({0}: the reduction's name, {1}: the
   // operand).
-  void write_loop_body(SourceWriter& w, const Group& group, std::string_view reduction_step) const;
-  void write_reducing_loop(SourceWriter& w, const Group& group) const;
+  // `in_block`: the body of write_blocked_loop's blocks, where streamed
+  // values go to their block rather than to memory.
+  void write_loop_body(SourceWriter& w, const Group& group, std::string_view reduction_step, bool in_block) const;
+  void write_blocked_loop(SourceWriter& w, const Group& group, bool last) const;
   void write_reduce_result(SourceWriter& w, int32_t id, const std::string& total) const;
   void write_stores_of_arrays(SourceWriter& w) const;
 

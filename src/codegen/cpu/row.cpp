@@ -50,10 +50,15 @@ class RowEmitter {
     w_.line("constexpr long long kN = {};", n_);
     // Arrays padded to 16 floats (64 bytes), so each one starts aligned.
     w_.line("constexpr long long kStride = (kN + 15) / 16 * 16;");
-    const ElementLoops loops(g_, kernel_,
-                             {"kN", "row * kN", "row",
-                              [this](int32_t id) { return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id); },
-                              [this](int32_t id) { return streams(g_, id); }, n_});
+    ElementSpace space{"kN",
+                       "row * kN",
+                       "row",
+                       [this](int32_t id) { return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id); },
+                       [this](int32_t id) { return streams(g_, id); },
+                       n_};
+    space.stream_in_blocks = true;
+    space.per_block_requests = next_row_requests();
+    const ElementLoops loops(g_, kernel_, std::move(space));
     std::vector<std::string> arrays;
     for (int32_t id : kernel_.reads) {
       if (read_is_array(id) && !read_in_place(id)) arrays.push_back(read_name(g_, id));
@@ -70,7 +75,6 @@ class RowEmitter {
       if (read_is_array(id) && access.same_for_every_row()) write_array_read(id, param_name(g_, id));
     }
     w_.open("for (long long row = begin; row < end; ++row)");
-    write_next_row_prefetch();
     for (int32_t id : kernel_.reads) write_row_read(id);
     loops.write(w_);
     for (int32_t id : kernel_.writes) {
@@ -96,27 +100,24 @@ class RowEmitter {
   // per read and row for LayerNorm over 1024).
   bool read_in_place(int32_t id) const { return cpu_emit::read_in_place(g_, id); }
 
-  // The start of the next row of each read that changes from row to row,
-  // requested before this row's work (fj_prefetch_span): kCpuPrefetchBytes
-  // in all, shared among the reads; the hardware prefetcher follows on from
-  // there.
-  void write_next_row_prefetch() {
-    std::vector<std::pair<int32_t, TensorAccess>> reads;
+  // The next row of each read that changes from row to row, requested
+  // (fj_prefetch_span) a block at a time by the row's last element loop,
+  // each block the columns it works on: the next row arrives while this one
+  // is finished, at the pace of the work, when the row of all reads
+  // together fits in kCpuPrefetchRowBytes. Longer rows stream well by
+  // themselves.
+  std::vector<std::string> next_row_requests() const {
+    std::vector<std::string> requests;
     int64_t bytes = 0;
     for (int32_t id : kernel_.reads) {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
       if (!read_is_array(id) || access.same_for_every_row()) continue;
       bytes += n_ * dtype_size(g_.node(id).dtype);
-      reads.emplace_back(id, access);
+      requests.push_back(fmt::format("if (row + 1 < end) fj_prefetch_span({} + {} + c0, {});", param_name(g_, id),
+                                     row_offset(access, kernel_.iteration, "(row + 1)"), kCpuReduceLanes));
     }
-    if (reads.empty() || bytes > kCpuPrefetchRowBytes) return;
-    w_.open("if (row + 1 < end)");
-    for (const auto& [id, access] : reads) {
-      const int64_t share = kCpuPrefetchBytes / static_cast<int64_t>(reads.size()) / dtype_size(g_.node(id).dtype);
-      w_.line("fj_prefetch_span({} + {}, {});", param_name(g_, id), row_offset(access, kernel_.iteration, "(row + 1)"),
-              share >= n_ ? std::string("kN") : std::to_string(std::max<int64_t>(share, 1)));
-    }
-    w_.close();
+    if (bytes > kCpuPrefetchRowBytes) requests.clear();
+    return requests;
   }
 
   // r_NAME, the row of read `id` that starts at `start`, as f32: the row
