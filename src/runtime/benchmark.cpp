@@ -138,6 +138,15 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
   return out;
 }
 
+// The figures of `bench` that depend on the device's bandwidth, from `cost`.
+void set_predictions(PlanBench& bench, const PlanCost& cost) {
+  bench.predicted_us = cost.predicted_us;
+  for (size_t k = 0; k < bench.kernels.size(); ++k) {
+    bench.kernels[k].predicted_us = cost.kernels[k].predicted_us;
+    bench.kernels[k].compute_bound = cost.kernels[k].compute_bound;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, const BenchOptions& options) {
@@ -173,6 +182,25 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   absl::StatusOr<PlanBench> f = bench_plan(backend, fused, predicted.fused, inputs, options);
   if (!f.ok()) return f.status();
   r.fused = *std::move(f);
+
+  // The copy again, after the plans, and the better of the two is the
+  // ceiling (and a measured device's bandwidth, the predictions following
+  // it). On a machine whose memory others share, one moment's copy can
+  // read far below what the kernels saw: on the development VM the ceiling
+  // of one run fell to 20 GB/s where the fused kernel then moved 44.
+  say(options, "measuring the copy bandwidth again");
+  absl::StatusOr<double> after = backend.measure_copy_gbps(r.copy_bytes);
+  if (!after.ok()) return after.status();
+  if (*after > r.ceiling_gbps) {
+    r.ceiling_gbps = *after;
+    if (r.device.measured) {
+      r.device.bandwidth_gbps = r.ceiling_gbps;
+      const PlanComparison again = compare_plans(unfused, fused, r.device);
+      r.speedup_predicted = again.predicted_speedup;
+      set_predictions(r.unfused, again.unfused);
+      set_predictions(r.fused, again.fused);
+    }
+  }
 
   r.speedup_measured = r.fused.measured_us_median > 0 ? r.unfused.measured_us_median / r.fused.measured_us_median : 0;
   r.max_rel_error = std::isnan(r.unfused.max_rel_error) || std::isnan(r.fused.max_rel_error)

@@ -86,7 +86,7 @@ struct BenchResult {
   // an earlier moment would call the same kernel memory-bound in the
   // predictions and compute-bound against the ceiling.
   DeviceSpec device;
-  double ceiling_gbps = 0;    // copy bandwidth measured in this run
+  double ceiling_gbps = 0;  // copy bandwidth measured in this run: the better of a copy before the plans and one after
   int64_t copy_bytes = 0;     // size of that copy
   int64_t working_set_bytes = 0;  // the unfused plan's traffic per run
   int reps = 0;
