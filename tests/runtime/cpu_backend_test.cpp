@@ -368,9 +368,10 @@ TEST(CpuBackend, AnOffsetThatSplitsAnElementIsRefused) {
 // array (fj_stream_span). Every element lands, from both kinds of kernel,
 // for rows whose starts fall at every 4-byte offset within the 32-byte
 // stores (blocks that are not aligned take plain stores), with the buffers
-// aligned and misaligned, and the tails of 4099 elements too.
+// aligned and misaligned, and the tails of 4099 elements too; in f32, bf16
+// and f16 (each converted by its own vector instructions).
 TEST(CpuBackend, StreamedOutputsMatchTheReference) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(dtype_name(dtype));
     const int64_t rows = dtype == DType::kF32 ? 1024 : 2048;
     const Graph g = parse(fmt::format("input x: {0}[{1}, 4099]\ninput res: {0}[{1}, 4099]\nr = add(x, res)\n"
