@@ -15,7 +15,11 @@ divides by the elements one thread handles per iteration (the kernel's
 kItems for a row kernel, kVec for a pointwise one). It needs ptxas and
 cuobjdump: those of the CUDA toolkit by default; any pair that agrees on the
 cubin format works (--ptx-version rewrites the PTX's .version line for an
-older ptxas; the counts then come from that ptxas's code generation).
+older ptxas; the counts then come from that ptxas's code generation). A
+cuobjdump older than the ptxas (CUDA 11.8's beside CUDA 13's, as on the
+development VM, whose toolkit has no cuobjdump) reads the newer cubin after
+its ELF header is rewritten in the old encoding (old_elf_header): then the
+counts are the newer ptxas's.
 
   fusejit emit examples/graphs/bias_gelu_dropout_layernorm.fj --out /tmp/k
   bench/sass_count.py /tmp/k [--json] [--top 8]
@@ -126,6 +130,28 @@ def slow_path(body):
     return skipped
 
 
+def old_elf_header(cubin, arch):
+    """Rewrites a cubin's ELF header in the encoding of CUDA 11 and 12.0, so
+    that an older cuobjdump disassembles the code a newer ptxas made (this
+    machine has CUDA 13's ptxas but no cuobjdump of its own). From CUDA 12.x
+    on, a cubin's ELF ABI version is 0x41 and e_flags moved the architecture
+    (sm_90: 0x6005a04); before, the ABI version was 0x33 and e_flags held the
+    SM number twice (sm_90: 0x5a055a), which older tools read as "sm_4"
+    otherwise. The instructions are the same bits for the same architecture.
+    Returns False (and leaves the file) when the header is not the new one."""
+    with open(cubin, "rb") as f:
+        elf = bytearray(f.read())
+    sm = re.fullmatch(r"sm_(\d+)a?", arch)
+    if len(elf) < 0x34 or elf[:4] != b"\x7fELF" or elf[7] < 0x41 or not sm:
+        return False
+    number = int(sm.group(1))
+    elf[7] = 0x33
+    elf[0x30:0x34] = (number | 0x0500 | number << 16).to_bytes(4, "little")
+    with open(cubin, "wb") as f:
+        f.write(elf)
+    return True
+
+
 def count_kernel(ptx_path, cu_path, args, workdir):
     """One kernel's figures; a failure is reported in its "error", not raised."""
     name = os.path.splitext(os.path.basename(ptx_path))[0]
@@ -148,6 +174,9 @@ def count_kernel(ptx_path, cu_path, args, workdir):
     registers = re.search(r"Used (\d+) registers", report.stderr)
     result["registers"] = int(registers.group(1)) if registers else None
     sass = subprocess.run([args.cuobjdump, "-sass", cubin], capture_output=True, text=True)
+    if (sass.returncode != 0 or not INSTRUCTION.search(sass.stdout)) and old_elf_header(cubin, result["arch"]):
+        sass = subprocess.run([args.cuobjdump, "-sass", cubin], capture_output=True, text=True)
+        result["elf_header_rewritten"] = True
     if sass.returncode != 0 or not INSTRUCTION.search(sass.stdout):
         return dict(result, error=f"{args.cuobjdump} cannot read {os.path.basename(args.ptxas)}'s cubin: "
                     f"{(sass.stderr or sass.stdout).strip()}\n(pair the tools of one toolkit, or pass --ptxas and "
