@@ -28,6 +28,11 @@ std::string node_expression(const Graph& graph, int32_t id, std::span<const std:
 // floats). A block decides 8 elements (ir/philox.h), so width 4 uses half.
 std::string dropout_vector_call(const Node& node, int width, std::string_view in, std::string_view out,
                                 std::string_view index);
+// The same for 8 elements of dropout(gelu(x)) where the GeLU folds into the
+// dropout (fusion/gelu_dropout.h): "fj_gelu_dropout8(in, out, index, ...)",
+// `in` pointing at the GeLU's operand.
+std::string gelu_dropout_vector_call(const Node& dropout, std::string_view in, std::string_view out,
+                                     std::string_view index);
 // The widest such call for vectors of `vec` elements: 8 or 4, or 0 when
 // `vec` is not a multiple of 4 (the caller then drops element by element).
 int dropout_vector_width(int vec);

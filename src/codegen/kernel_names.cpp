@@ -25,8 +25,9 @@ std::vector<KernelParam> kernel_params(const FusionPlan& plan, const Kernel& ker
     const Node& n = plan.graph->node(id);
     params.push_back({id, n.name, n.dtype, true});
   }
-  if (!dropout_nodes(*plan.graph, kernel).empty()) {
-    params.push_back({.name = std::string(kSeedsParam), .kind = ParamKind::kDropoutSeeds});
+  if (const size_t dropouts = dropout_nodes(*plan.graph, kernel).size(); dropouts > 0) {
+    params.push_back(
+        {.name = std::string(kSeedsParam), .kind = ParamKind::kDropoutSeeds, .dropouts = static_cast<int>(dropouts)});
   }
   return params;
 }

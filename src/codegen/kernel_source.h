@@ -9,26 +9,29 @@
 
 namespace fusejit {
 
-// What a pointer parameter of a generated kernel points to.
+// What a parameter of a generated kernel is.
 enum class ParamKind : uint8_t {
-  kTensor,  // a tensor the kernel reads or writes
-  // The 64-bit seeds of the kernel's dropout ops, in node order (an array of
-  // unsigned long long; emit::dropout_seeds gives the values). Seeds are
-  // arguments rather than constants in the code, so that kernels that differ
-  // only in their seeds (a model's layers, a new seed per training step)
-  // share one compiled program.
+  kTensor,  // a pointer to a tensor the kernel reads or writes
+  // The seeds of the kernel's dropout ops, in node order
+  // (emit::dropout_seeds gives the values): a CPU kernel takes a pointer to
+  // them (unsigned long long), a CUDA kernel each seed's Philox round keys
+  // by value (fj_dropout_keys<N>, philox_round_keys). Seeds are arguments
+  // rather than constants in the code, so that kernels that differ only in
+  // their seeds (a model's layers, a new seed per training step) share one
+  // compiled program.
   kDropoutSeeds,
 };
 
-// One pointer parameter of a generated kernel, in parameter order: the
-// kernel's reads first, then its writes, then its dropout seeds if it has
-// dropout ops.
+// One parameter of a generated kernel, in parameter order: the kernel's
+// reads first, then its writes, then its dropout seeds if it has dropout
+// ops.
 struct KernelParam {
   int32_t node = -1;  // id in the plan's graph; -1 for kDropoutSeeds
   std::string name;   // the tensor's name
   DType dtype = DType::kF32;
   bool written = false;
   ParamKind kind = ParamKind::kTensor;
+  int dropouts = 0;  // kDropoutSeeds: the kernel's dropout ops, whose seeds it takes
 };
 
 // How a generated CUDA kernel walks its iteration space.

@@ -1,6 +1,7 @@
 #include "cost/gpu_instructions.h"
 
 #include "cost/cost_model.h"
+#include "fusion/gelu_dropout.h"
 #include "fusion/gpu_row_shape.h"
 #include "fusion/gpu_vector_width.h"
 #include "ir/philox.h"
@@ -15,12 +16,12 @@ double stream_cost(const Node& n) { return dtype_size(n.dtype) >= 4 ? kStream4By
 // The tanh form is one ex2 and one rcp, and the erf form where only 16-bit
 // values are computed from it (Graph::is_16bit_gelu) a degree-6 polynomial
 // with no clamp (codegen/cuda/fj_math.cuh; single-op kernels,
-// bench/sass_count.py: f32 19.8 and bf16 14.4, less the loop and streams:
-// 17.3 and 10.9). The 16-bit weight is set half an instruction above that
-// count, which fits the fused demo kernel (model/SASS 0.98 there, 1.04 for
-// the single-op kernel).
+// bench/sass_count.py with CUDA 13's ptxas: f32 12.25 and bf16 13.6, less
+// the loop and streams). Where such a GeLU folds into the dropout of it
+// (fusion/gelu_dropout.h), the pair takes one multiply per element fewer.
 constexpr double kGeluTanhInstructions = 10.5;
-constexpr double kGeluNone16BitInstructions = 11.5;
+constexpr double kGeluNone16BitInstructions = 11.0;
+constexpr double kGeluDropoutFoldSaving = 1.0;
 
 double op_instructions(const Graph& graph, const Kernel& kernel, int32_t id) {
   const Node& n = graph.node(id);
@@ -32,6 +33,9 @@ double op_instructions(const Graph& graph, const Kernel& kernel, int32_t id) {
   // f32 data in rows of 4 times an odd number: 4 to a thread (gpu_vector_width)
   if (n.op == Op::kDropout && gpu_vector_width(graph, kernel) < kDropoutGroup) {
     return n.info().gpu_instructions + kDropoutHalfBlockInstructions;
+  }
+  if (n.op == Op::kDropout && gelu_folded_into_dropout(graph, kernel, id) >= 0) {
+    return n.info().gpu_instructions - kGeluDropoutFoldSaving;
   }
   return n.info().gpu_instructions;
 }
@@ -60,7 +64,10 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
 
   // A re-reading kernel runs its loop once per pass and loads, in every
   // pass, each read that varies along the row ([N] vectors included).
-  double per_element = row ? kLoopRow * passes : kLoopPointwise;
+  // A pointwise kernel's loop costs about the same per step whatever a
+  // step holds: per element, less the more elements a thread takes at once.
+  const int step = gpu_has_vector_path(graph, kernel) ? gpu_vector_width(graph, kernel) : 1;
+  double per_element = row ? kLoopRow * passes : kLoopPointwiseStep / step;
   for (int32_t id : kernel.reads) {
     const Node& n = graph.node(id);
     if (!row) {

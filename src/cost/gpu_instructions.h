@@ -16,8 +16,10 @@
 //   a value the kernel stores in 16 bits and also uses (rounds_in_kernel,
 //              fusion/plan.h): kRoundInKernel per element more, to round it
 //              where it is computed;
-//   the loop:  kLoopPointwise or kLoopRow per element of the iteration
-//              (a re-reading row kernel: kLoopRow per pass);
+//   the loop:  kLoopPointwiseStep per step of a pointwise kernel's
+//              thread (a step holds its vector width of elements, or 1
+//              without a vector variant), kLoopRow per element of a row
+//              kernel (a re-reading one: kLoopRow per pass);
 //   each tensor a thread streams (read or written at the iteration's
 //              shape; every operand of a pointwise kernel, with
 //              kBroadcastIndex more for one it indexes by broadcasting):
@@ -37,9 +39,11 @@
 //              a row's first when the count is odd); with the threads per row of
 //              fusion/gpu_row_shape.h (FUSEJIT_ROW_BLOCK_THREADS, an
 //              experiment's override, is not seen here).
-// The constants are fitted to SASS counts of fusejit's kernels (sm_90);
-// bench/results/2026-12-01-gpu-instructions.md compares the estimate with
-// the count for every example kernel. Re-reading kernels are not in that
+// The constants are fitted to SASS counts of fusejit's kernels (sm_90,
+// CUDA 13's ptxas, the one NVRTC 13 runs); bench/results/
+// 2026-12-03-gpu-loop-invariants.md compares the estimate with the count
+// for every example kernel (2026-12-01-gpu-instructions.md: the first
+// fit, to CUDA 11.8's ptxas). Re-reading kernels are not in that
 // comparison (bench/sass_count.py cannot find their per-element loop), so
 // their estimate is the formula's alone.
 #pragma once
@@ -48,8 +52,8 @@
 
 namespace fusejit {
 
-inline constexpr double kLoopPointwise = 1.5;
-inline constexpr double kLoopRow = 4.0;
+inline constexpr double kLoopPointwiseStep = 4.0;
+inline constexpr double kLoopRow = 2.0;
 inline constexpr double kStream4Byte = 0.5;
 inline constexpr double kStream2Byte = 1.0;
 inline constexpr double kBroadcastIndex = 1.0;
@@ -63,9 +67,9 @@ inline constexpr double kWarpReduce = 10.0;
 // take two 16-byte accesses where rows are a multiple of 8 long). A thread
 // that holds 4 (f32 otherwise) draws a whole block for 4 and uses half:
 // this much more per element
-// (single-op kernels, bench/sass_count.py: f32 18.8 less 2.5 for loads,
-// stores and loop, against the table's 8.5).
-inline constexpr double kDropoutHalfBlockInstructions = 7.8;
+// (single-op kernels, bench/sass_count.py: f32 18.2 less 2 for loads,
+// stores and loop, against the table's 9.25).
+inline constexpr double kDropoutHalfBlockInstructions = 7.0;
 // And a thread of a kernel without a vector variant (innermost extent not a
 // multiple of the vector width) draws a whole block per element: single-op
 // kernels of [4096, 4095] count 75 (f32) and 78 (bf16) per element.

@@ -18,17 +18,23 @@ inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
 
 }  // namespace
 
-PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
-  // Ten rounds; the key is bumped between rounds (nine times), as in Random123.
+PhiloxRoundKeys philox_round_keys(PhiloxKey k) {
+  // The key is bumped between rounds (nine times), as in Random123.
+  PhiloxRoundKeys keys{};
   for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k[0] += kW0;
-      k[1] += kW1;
-    }
+    keys[2 * round] = k[0] + static_cast<uint32_t>(round) * kW0;  // mod 2^32
+    keys[2 * round + 1] = k[1] + static_cast<uint32_t>(round) * kW1;
+  }
+  return keys;
+}
+
+PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
+  const PhiloxRoundKeys keys = philox_round_keys(k);
+  for (int round = 0; round < 10; ++round) {
     uint32_t hi0, lo0, hi1, lo1;
     mulhilo(kM0, c[0], hi0, lo0);
     mulhilo(kM1, c[2], hi1, lo1);
-    c = {hi1 ^ c[1] ^ k[0], lo1, hi0 ^ c[3] ^ k[1], lo0};
+    c = {hi1 ^ c[1] ^ keys[2 * round], lo1, hi0 ^ c[3] ^ keys[2 * round + 1], lo0};
   }
   return c;
 }

@@ -33,6 +33,13 @@ using PhiloxKey = std::array<uint32_t, 2>;
 
 PhiloxCounter philox4x32_10(PhiloxCounter counter, PhiloxKey key);
 
+// The key of each of the ten rounds (the key bumped by the Weyl constants
+// before rounds 1-9): round r uses keys[2r] and keys[2r + 1]. A CUDA kernel
+// takes them as a parameter rather than adding them up itself, which cost
+// its loop 10 uniform additions per Philox call (codegen/cuda/fj_philox.cuh).
+using PhiloxRoundKeys = std::array<uint32_t, 20>;
+PhiloxRoundKeys philox_round_keys(PhiloxKey key);
+
 // Elements decided by one Philox call, and the bits each one gets.
 inline constexpr int kDropoutGroup = 8;
 inline constexpr int kDropoutBits = 16;

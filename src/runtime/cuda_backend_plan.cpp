@@ -12,6 +12,7 @@
 #include "codegen/kernel_names.h"
 #include "codegen/shared_code.h"
 #include "ir/error.h"
+#include "ir/philox.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
 #include "runtime/dram_counters.h"
@@ -38,8 +39,11 @@ struct JitKernel {
   CudaKernelSource meta;  // launch parameters; the source text is dropped once compiled
   std::shared_ptr<const ModuleHandle> module;
   cuda::Function function = nullptr;
-  // In params order: tensor pointers, then the kernel's slice of the plan's seed buffer.
+  // The tensor pointers, in params order.
   std::vector<cuda::DevicePtr> pointers;
+  // The kernel's last parameter when it has dropout ops: each seed's Philox
+  // round keys (fj_dropout_keys<N>, passed by value), in node order.
+  std::vector<uint32_t> dropout_keys;
 };
 
 class CudaLoadedPlan final : public LoadedPlan {
@@ -74,7 +78,6 @@ class CudaLoadedPlan final : public LoadedPlan {
   FusionPlan plan_;
   std::vector<LoadedKernelInfo> infos_;
   std::map<int32_t, TensorBuffer> buffers_;                 // by node id of plan_.graph
-  DeviceBuffer seeds_;  // every generated kernel's dropout seeds, one after another
   std::vector<std::variant<JitKernel, MatmulStep>> steps_;  // one per kernel, in plan order
   std::optional<EventTimer> timer_;
 };
@@ -158,8 +161,6 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
   infos_.resize(plan_.kernels.size());
   std::vector<int> generated;
   std::vector<CudaAccess> access(plan_.kernels.size(), CudaAccess::kScalar);
-  std::vector<uint64_t> seeds;
-  std::vector<size_t> first_seed(plan_.kernels.size(), 0);
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const Kernel& kernel = plan_.kernels[k];
     if (kernel.kind == KernelKind::kMatmul) continue;
@@ -168,17 +169,6 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
     for (int32_t id : kernel.reads) tensors.push_back(buffers_.at(id).ptr);
     for (int32_t id : kernel.writes) tensors.push_back(buffers_.at(id).ptr);
     access[k] = access_for(tensors);
-    first_seed[k] = seeds.size();
-    const std::vector<uint64_t> own = emit::dropout_seeds(g, kernel);
-    seeds.insert(seeds.end(), own.begin(), own.end());
-  }
-  if (!seeds.empty()) {
-    const size_t bytes = seeds.size() * sizeof(uint64_t);
-    absl::StatusOr<DeviceBuffer> memory =
-        DeviceBuffer::allocate(bytes, fmt::format("the dropout seeds ({} bytes) of the {} plan", bytes, plan_.label));
-    if (!memory.ok()) return memory.status();
-    seeds_ = *std::move(memory);
-    if (absl::Status s = cuda::memcpy_htod(seeds_.get(), seeds.data(), bytes); !s.ok()) return s;
   }
   const std::vector<CodeGroup> groups =
       group_same_code(plan_, generated, [&](const FusionPlan& p, int index, int member) {
@@ -215,9 +205,11 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
       j.module = shared;
       j.function = *function;
       for (const KernelParam& p : params) {
-        j.pointers.push_back(p.kind == ParamKind::kDropoutSeeds
-                                 ? seeds_.get() + sizeof(uint64_t) * first_seed[static_cast<size_t>(member)]
-                                 : buffers_.at(p.node).ptr);
+        if (p.kind == ParamKind::kTensor) j.pointers.push_back(buffers_.at(p.node).ptr);
+      }
+      for (uint64_t seed : emit::dropout_seeds(g, kernel)) {
+        const PhiloxRoundKeys keys = philox_round_keys(dropout_key(seed));
+        j.dropout_keys.insert(j.dropout_keys.end(), keys.begin(), keys.end());
       }
       const bool own = member == groups[i].members.front();
       infos_[static_cast<size_t>(member)] = {
@@ -275,6 +267,7 @@ absl::Status CudaLoadedPlan::launch(size_t k) {
   long long count = kernel.meta.count;
   std::vector<void*> args;
   for (cuda::DevicePtr& p : kernel.pointers) args.push_back(&p);
+  if (!kernel.dropout_keys.empty()) args.push_back(kernel.dropout_keys.data());
   args.push_back(&count);
   const LaunchConfig config = launch_config(kernel.meta, gpu_->info().sm_count, gpu_->max_threads_per_sm());
   return cuda::launch_kernel(kernel.function, config.grid, config.block, 0, nullptr, args.data());

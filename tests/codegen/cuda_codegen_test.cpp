@@ -121,6 +121,14 @@ TEST(CudaCodegen, F32DropoutTakesAWholePhiloxBlockPerThreadWhereRowsAllow) {
   EXPECT_EQ(kernel_for("input x: f32[64, 4096]\ny = gelu(x)\noutput y\n").vector_width, 4);
 }
 
+// The generated code, helpers left out, of the first kernel of the fused
+// plan of graph `text`.
+std::string fused_kernel_body(const std::string& text) {
+  absl::StatusOr<Graph> g = parse_graph(text);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? without_helpers(emit_cuda(make_fused_plan(*g))[0].source) : std::string();
+}
+
 // The exact GeLU from which only 16-bit values are computed takes the
 // shorter polynomial (fj_math.cuh: fj_gelu_none_16bit); an f32 one, or a
 // 16-bit one an f32 value is computed from, keeps the f32-accurate one, and
@@ -128,10 +136,8 @@ TEST(CudaCodegen, F32DropoutTakesAWholePhiloxBlockPerThreadWhereRowsAllow) {
 // (CudaHelpersOnHost/CudaGelu).
 TEST(CudaCodegen, GeluTakesTheShorterPolynomialOnlyForA16BitResult) {
   auto body_for = [](const std::string& dtype, const std::string& approximate) {
-    absl::StatusOr<Graph> g = parse_graph(fmt::format("input x: {}[64, 4096]\ny = gelu(x, approximate={})\noutput y\n",
-                                                      dtype, approximate));
-    EXPECT_TRUE(g.ok()) << g.status();
-    return without_helpers(emit_cuda(make_fused_plan(*g))[0].source);
+    return fused_kernel_body(
+        fmt::format("input x: {}[64, 4096]\ny = gelu(x, approximate={})\noutput y\n", dtype, approximate));
   };
   EXPECT_NE(body_for("f32", "none").find("fj_gelu_none(("), std::string::npos);
   for (const char* dtype : {"f16", "bf16"}) {
@@ -149,6 +155,51 @@ TEST(CudaCodegen, GeluTakesTheShorterPolynomialOnlyForA16BitResult) {
   const std::string body = without_helpers(emit_cuda(make_fused_plan(*cast))[0].source);
   EXPECT_NE(body.find("fj_gelu_none(("), std::string::npos) << body;
   EXPECT_EQ(body.find("fj_gelu_none_16bit(("), std::string::npos) << body;
+}
+
+// dropout(gelu(x)) in one helper (fusion/gelu_dropout.h): where the GeLU
+// is 16-bit and only the dropout uses it, a kernel whose threads hold 8
+// elements computes both with fj_gelu_dropout8 from the GeLU's operand, and
+// the GeLU alone only where groups of 8 do not apply. Both run on the
+// emulator against the reference (GpuBackend.GeluFoldedIntoDropoutMatchesTheReference).
+TEST(CudaCodegen, AGeluOnlyADropoutUsesIsComputedWithIt) {
+  const std::string pointwise = "input x: {}[64, 4096]\ng = gelu(x)\ny = dropout(g, p=0.1, seed=5)\noutput y{}\n";
+  const std::string row =
+      "input x: {}[64, 4096]\ng = gelu(x)\nd = dropout(g, p=0.1, seed=5)\ny = layer_norm(d)\noutput y{}\n";
+  for (const std::string& text : {pointwise, row}) {
+    for (const char* dtype : {"bf16", "f16"}) {
+      const std::string folded = fused_kernel_body(fmt::format(fmt::runtime(text), dtype, ""));
+      EXPECT_NE(folded.find("fj_gelu_dropout8(r_x + "), std::string::npos) << folded;
+      if (text == row) EXPECT_EQ(folded.find("fj_gelu_none_16bit("), std::string::npos) << folded;
+      // g written out: computed on its own, and dropped as it is stored.
+      const std::string output = fused_kernel_body(fmt::format(fmt::runtime(text), dtype, ", g"));
+      EXPECT_EQ(output.find("fj_gelu_dropout8("), std::string::npos) << output;
+      EXPECT_NE(output.find("fj_dropout8(v_g + "), std::string::npos) << output;
+    }
+    // An f32 GeLU takes the f32 helper, which has no such fold.
+    EXPECT_EQ(fused_kernel_body(fmt::format(fmt::runtime(text), "f32", "")).find("fj_gelu_dropout8("),
+              std::string::npos);
+  }
+  // Another user of g in the kernel: no fold.
+  const std::string shared = fused_kernel_body(
+      "input x: bf16[64, 4096]\ng = gelu(x)\nd = dropout(g, p=0.1, seed=5)\ny = add(d, g)\noutput y\n");
+  EXPECT_EQ(shared.find("fj_gelu_dropout8("), std::string::npos) << shared;
+}
+
+// rsqrt of a value known to be at least FLT_MIN (ir/value_bounds.h), as in
+// LayerNorm and RMSNorm, takes rsqrt.approx.ftz; an rsqrt of anything else
+// keeps rsqrtf, which is right for subnormal inputs too.
+TEST(CudaCodegen, RsqrtOfANormsVarianceFlushesSubnormalsAndNoOtherDoes) {
+  for (const char* op : {"layer_norm(x)", "rms_norm(x)"}) {
+    const std::string body = fused_kernel_body(fmt::format("input x: bf16[64, 4096]\ny = {}\noutput y\n", op));
+    EXPECT_NE(body.find("fj_rsqrt_normal("), std::string::npos) << body;
+  }
+  for (const char* text : {"input x: f32[64, 4096]\ny = rsqrt(x)\noutput y\n",
+                           "input x: f32[64, 4096]\ns = square(x)\ny = rsqrt(s)\noutput y\n"}) {
+    const std::string body = fused_kernel_body(text);
+    EXPECT_NE(body.find("fj_rsqrt(("), std::string::npos) << body;
+    EXPECT_EQ(body.find("fj_rsqrt_normal("), std::string::npos) << body;
+  }
 }
 
 TEST(CudaCodegen, SixtyFourBitIndicesFromTwoToTheThirtyOneElements) {
@@ -272,6 +323,23 @@ TEST_F(CudaNvrtcTest, MaximumIsOneInstructionAndBlockReductionsShuffleLog2WarpsT
   absl::StatusOr<CompiledKernel> dc = compile_cuda(d.name, d.source, {.arch = "sm_90"}, nullptr);
   ASSERT_TRUE(dc.ok()) << status_text(dc.status());
   EXPECT_EQ(count_of(dc->ptx, "shfl.sync.bfly"), 2 * (5 + 4));
+}
+
+// What the demo kernel computes once, before its row loop, stays there
+// (bench/results/2026-12-03-gpu-loop-invariants.md): the Philox round keys
+// are a parameter, not sums of the seed; each thread's shared-memory slots
+// are computed once (fj_make_reduce_slots); the [N] vectors are widened
+// once (fj_keep). In the PTX: no add of a Weyl constant (0x9E3779B9 is
+// -1640531527 as PTX prints a 32-bit immediate).
+TEST_F(CudaNvrtcTest, DemoKernelComputesItsInvariantsOnce) {
+  const Graph demo = testing::parse_file_or_throw(testing::example_graph_dir() / "bias_gelu_dropout_layernorm.fj");
+  const CudaKernelSource k = emit_cuda(make_fused_plan(demo))[0];
+  absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
+  ASSERT_TRUE(c.ok()) << status_text(c.status());
+  EXPECT_EQ(c->ptx.find("-1640531527"), std::string::npos) << "a Philox key is added up in the kernel";
+  EXPECT_EQ(c->ptx.find("0x9E3779B9"), std::string::npos) << "a Philox key is added up in the kernel";
+  EXPECT_NE(k.source.find("fj_make_reduce_slots<"), std::string::npos);
+  EXPECT_EQ(count_of(without_helpers(k.source), "fj_keep("), 3);  // b, gamma, beta
 }
 
 // GeLU's clamp (|x| past 4 sqrt 2) is a select, so its polynomial runs

@@ -41,13 +41,25 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 
 namespace {
 
+// What the runtime passes a kernel for `seed` (cuda_backend_plan.cpp).
+cuda_on_host::fj_philox_keys keys_of(uint64_t seed) {
+  const PhiloxRoundKeys round_keys = philox_round_keys(dropout_key(seed));
+  cuda_on_host::fj_philox_keys keys;
+  std::memcpy(keys.k, round_keys.data(), sizeof keys.k);
+  return keys;
+}
+
+// The runtime passes fj_dropout_keys<N> as N * 20 words one after another.
+static_assert(sizeof(cuda_on_host::fj_philox_keys) == sizeof(PhiloxRoundKeys));
+static_assert(sizeof(cuda_on_host::fj_dropout_keys<3>) == 3 * sizeof(PhiloxRoundKeys));
+
 TEST(CudaHelpersOnHost, PhiloxMatchesTheReference) {
   for (uint64_t seed : {0ull, 42ull, 0xFFFFFFFFFFFFull}) {
     for (uint64_t group : {0ull, 1ull, 12345ull, 0x1'0000'0003ull}) {
       const PhiloxCounter expected = philox4x32_10(dropout_counter(group * 8), dropout_key(seed));
       const cuda_on_host::uint4 got = cuda_on_host::fj_philox(
           cuda_on_host::make_uint4(static_cast<unsigned>(group), static_cast<unsigned>(group >> 32), 0, 0),
-          dropout_key(seed)[0], dropout_key(seed)[1]);
+          keys_of(seed));
       EXPECT_EQ(got.x, expected[0]);
       EXPECT_EQ(got.y, expected[1]);
       EXPECT_EQ(got.z, expected[2]);
@@ -62,20 +74,20 @@ TEST(CudaHelpersOnHost, DropoutMaskEqualsTheReferenceBitForBit) {
   // reference, also across a change of the counter's high word.
   for (double p : {0.1, 0.5, 0.9}) {
     const uint64_t seed = 1234567;
-    const unsigned k0 = dropout_key(seed)[0], k1 = dropout_key(seed)[1];
+    const cuda_on_host::fj_philox_keys keys = keys_of(seed);
     const unsigned threshold = dropout_threshold(p);
     const float scale = dropout_scale(p);
     int differences = 0, kept = 0;
     for (uint64_t base : {0ull, 8 * ((1ull << 32) - 100)}) {
       for (uint64_t i = base; i < base + 100000; i += 8) {
         float x[8] = {1.5f, -2.0f, 3.25f, 0.5f, -0.75f, 6.0f, -1.0f, 2.5f}, y8[8], y4[8];
-        cuda_on_host::fj_dropout8(x, y8, i, threshold, scale, k0, k1);
-        cuda_on_host::fj_dropout4(x, y4, i, threshold, scale, k0, k1);
-        cuda_on_host::fj_dropout4(x + 4, y4 + 4, i + 4, threshold, scale, k0, k1);
+        cuda_on_host::fj_dropout8(x, y8, i, threshold, scale, keys);
+        cuda_on_host::fj_dropout4(x, y4, i, threshold, scale, keys);
+        cuda_on_host::fj_dropout4(x + 4, y4 + 4, i + 4, threshold, scale, keys);
         for (int e = 0; e < 8; ++e) {
           const bool keeps = dropout_keeps(seed, i + e, p);
           const float expected = keeps ? x[e] * scale : x[e] * 0.0f;
-          const float one = cuda_on_host::fj_dropout(x[e], i + e, threshold, scale, k0, k1);
+          const float one = cuda_on_host::fj_dropout(x[e], i + e, threshold, scale, keys);
           differences += (y8[e] != expected) + (y4[e] != expected) + (one != expected);
           kept += keeps;
         }
@@ -94,7 +106,8 @@ TEST(CudaHelpersOnHost, MathKeepsPyTorchNanRules) {
   EXPECT_EQ(cuda_on_host::fj_relu(-2.0f), 0.0f);
   EXPECT_NEAR(cuda_on_host::fj_gelu_none(1.0f), 0.8413447460685429, 1e-6);
   EXPECT_NEAR(cuda_on_host::fj_gelu_tanh(1.0f), 0.8411919906082768, 1e-6);
-  EXPECT_TRUE(std::isnan(cuda_on_host::fj_dropout(nan, 0, dropout_threshold(0.999), 2.0f, 1, 2)));  // x * 0 is NaN
+  EXPECT_TRUE(
+      std::isnan(cuda_on_host::fj_dropout(nan, 0, dropout_threshold(0.999), 2.0f, keys_of(1))));  // x * 0 is NaN
 }
 
 // Distance from `got` to `want` in units in the last place of `want` as a
@@ -194,6 +207,44 @@ INSTANTIATE_TEST_SUITE_P(CudaHelpersOnHost, CudaGelu,
                          ::testing::Values(GeluBounds{"f32", cuda_on_host::fj_gelu_none, 40.5, 2.5, true},
                                            GeluBounds{"16bit", cuda_on_host::fj_gelu_none_16bit, 96.0, 60.0, false}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// dropout(gelu(x)) in one helper (fj_gelu_none_16bit_dropout, for a
+// 16-bit GeLU only a dropout uses): a kept element is s x Phi(x) within the
+// 16-bit GeLU's stated 128 ulp (the scale rides in the exponent, as
+// log2 s - 1 rounded to float); a dropped one is x * 0, as dropout's
+// multiply gives: +-0, or NaN for an infinity or NaN. Past 4 sqrt 2 the
+// kept value is s x exactly for x > 0 and tiny for x < 0.
+TEST(CudaHelpersOnHost, GeluWithDropoutIsTheScaledGeluOrADroppedZero) {
+  for (double p : {0.1, 0.5, 0.9, 0.999}) {
+    const float scale = dropout_scale(p);
+    const float offset = static_cast<float>(std::log2(static_cast<double>(scale)) - 1);
+    const auto kept = [&](float x) { return cuda_on_host::fj_gelu_none_16bit_dropout(x, true, scale, offset); };
+    const auto dropped = [&](float x) { return cuda_on_host::fj_gelu_none_16bit_dropout(x, false, scale, offset); };
+    double worst = 0;
+    for_floats(-0x1p-126f, -0x1.6a09e6p+2f, 4099, [&](float x) {
+      const long double want = 0.5L * x * scale * std::erfc(-static_cast<long double>(x) / std::sqrt(2.0L));
+      worst = std::max(worst, ulps(kept(x), want));
+      ASSERT_EQ(dropped(x), 0.0f) << x;
+    });
+    for_floats(0.0f, 20.0f, 4099, [&](float x) {
+      const long double want = 0.5L * x * scale * std::erfc(-static_cast<long double>(x) / std::sqrt(2.0L));
+      worst = std::max(worst, ulps(kept(x), want));
+      ASSERT_EQ(dropped(x), 0.0f) << x;
+    });
+    EXPECT_LE(worst, 128.0) << "p = " << p;
+    EXPECT_GT(worst, 1.0) << "p = " << p;  // the sweeps ran
+    for (float a : {6.0f, 100.0f, 1e30f}) {
+      EXPECT_EQ(kept(a), a * scale) << a;
+      EXPECT_LE(kept(-a), 0.0f) << a;
+      EXPECT_GE(kept(-a), -4.4e-8f * scale) << a;
+    }
+    EXPECT_EQ(kept(INFINITY), INFINITY);
+    EXPECT_TRUE(std::isnan(kept(-INFINITY)));    // GeLU's -inf * 0, as fj_gelu_none_16bit
+    EXPECT_TRUE(std::isnan(dropped(INFINITY)));  // dropout's inf * 0
+    EXPECT_TRUE(std::isnan(dropped(std::nanf(""))));
+    EXPECT_TRUE(std::isnan(kept(std::nanf(""))));
+  }
+}
 
 // sigmoid and silu (one ex2 and one rcp in fj_math.cuh) against the exact
 // functions in long double: every 2053rd float of [-87, 30]. On the host

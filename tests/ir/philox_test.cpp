@@ -35,6 +35,19 @@ TEST(PhiloxTest, Random123KnownAnswers) {
   }
 }
 
+// The round keys a CUDA kernel takes (philox4x32_10 uses them too, so the
+// known answers above check their values): the key, then bumped by the Weyl
+// constants once per round, wrapping at 2^32.
+TEST(PhiloxTest, RoundKeysStartAtTheKeyAndStepByTheWeylConstants) {
+  const PhiloxRoundKeys keys = philox_round_keys({0xfffffff0u, 0x12345678u});
+  EXPECT_EQ(keys[0], 0xfffffff0u);
+  EXPECT_EQ(keys[1], 0x12345678u);
+  for (int round = 1; round < 10; ++round) {
+    EXPECT_EQ(keys[2 * round], static_cast<uint32_t>(keys[2 * round - 2] + 0x9E3779B9u)) << round;
+    EXPECT_EQ(keys[2 * round + 1], static_cast<uint32_t>(keys[2 * round - 1] + 0xBB67AE85u)) << round;
+  }
+}
+
 TEST(PhiloxTest, DropoutMappingUsesGlobalIndex) {
   const uint64_t seed = 0x0123456789abcdefull;
   EXPECT_EQ(dropout_key(seed), (PhiloxKey{0x89abcdef, 0x01234567}));

@@ -590,6 +590,34 @@ TEST_F(GpuBackend, DropoutMaskEqualsTheReferenceBitForBit) {
   }
 }
 
+// dropout(gelu(x)) computed in one helper (fusion/gelu_dropout.h) in a
+// pointwise kernel, a row kernel and a re-reading one, 8 to a thread,
+// misaligned (the scalar path: GeLU, then dropout) and with the GeLU also
+// written out (no fold): each against the reference, the mask included
+// (a wrong mask is off in about a third of the elements).
+TEST_F(GpuBackend, GeluFoldedIntoDropoutMatchesTheReference) {
+  const char* kGraphs[] = {
+      "input x: {t}[37, {n}]\ninput b: {t}[{n}]\nh = add(x, b)\ng = gelu(h)\ny = dropout(g, p=0.3, seed=7)\n"
+      "output y{also}\n",
+      "input x: {t}[37, {n}]\ng = gelu(x)\nd = dropout(g, p=0.3, seed=7)\ny = layer_norm(d)\noutput y{also}\n",
+  };
+  for (const char* t : {"bf16", "f16"}) {
+    for (const char* text : kGraphs) {
+      for (const char* also : {"", ", g"}) {
+        for (int64_t n : {4096, 1000}) {
+          const std::string source =
+              fmt::format(fmt::runtime(text), fmt::arg("n", n), fmt::arg("t", t), fmt::arg("also", also));
+          const Graph g = parse_or_throw(source);
+          expect_both_plans_match(g, source);
+          expect_both_plans_match(g, source + " (misaligned)", {.misalign_bytes = 4});
+          const FusionOptions limit{.persistent_row_limit = 1024};
+          if (n > 1024) expect_matches_reference(make_fused_plan(g, limit), source + " (re-read)");
+        }
+      }
+    }
+  }
+}
+
 TEST_F(GpuBackend, LayersRunTheFirstLayersCodeWithTheirOwnSeeds) {
   const Graph g = parse_or_throw(testing::stacked_layers_text(3));
   const FusionPlan plan = make_fused_plan(g, fusion_options());

@@ -110,6 +110,9 @@ static inline float fj_sqrt(float x) { return __builtin_sqrtf(x); }
 // 12-bit rsqrtps estimate (the compiler may not use it without -ffast-math).
 // rsqrt(+0) = +inf, rsqrt(-0) = -inf, as 1.0 / std::sqrt(x).
 static inline float fj_rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
+// The same where x is known to be at least FLT_MIN (ir/value_bounds.h): the
+// GPU takes a cheaper instruction there; a CPU has nothing cheaper to take.
+static inline float fj_rsqrt_normal(float x) { return fj_rsqrt(x); }
 static inline float fj_reciprocal(float x) { return 1.0f / x; }
 // NaN -> NaN; -0 -> +0 (the reference's x > 0 ? x : 0).
 static inline float fj_relu(float x) { return fj_detail_select(!(x <= 0.0f), x, 0.0f); }

@@ -335,3 +335,16 @@ static inline void fj_dropout_span(const float* x, float* y, int64_t n, unsigned
   const int64_t done = head + 8 * groups;
   fj_dropout_partial(x + done, y + done, n - done, first_index + done, threshold, scale, k0, k1);
 }
+
+// What generated kernels call: the seed whole (a kernel's s_NAME local),
+// split into Philox's key here (philox.h: key = (seed lo, seed hi)). CUDA
+// kernels take round keys instead; the op table's code names one `{key}`.
+static inline float fj_dropout(float x, unsigned long long index, uint32_t threshold, float scale,
+                               unsigned long long seed) {
+  return fj_dropout(x, index, threshold, scale, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+static inline void fj_dropout_span(const float* x, float* y, int64_t n, unsigned long long first_index,
+                                   uint32_t threshold, float scale, unsigned long long seed) {
+  fj_dropout_span(x, y, n, first_index, threshold, scale, static_cast<uint32_t>(seed),
+                  static_cast<uint32_t>(seed >> 32));
+}

@@ -11,7 +11,7 @@ std::string pointer_params(const std::vector<KernelParam>& params) {
   std::vector<std::string> parts;
   for (const KernelParam& p : params) {
     if (p.kind == ParamKind::kDropoutSeeds) {
-      parts.push_back(fmt::format("const unsigned long long* __restrict__ {}", p.name));
+      parts.push_back(fmt::format("const fj_dropout_keys<{}> {}", p.dropouts, kDropoutKeysParam));
     } else {
       parts.push_back(
           fmt::format("{}{}* __restrict__ p_{}", p.written ? "" : "const ", storage_type(p.dtype), p.name));
@@ -22,8 +22,17 @@ std::string pointer_params(const std::vector<KernelParam>& params) {
 
 std::string pointer_args(const std::vector<KernelParam>& params) {
   std::vector<std::string> parts;
-  for (const KernelParam& p : params) parts.push_back(p.kind == ParamKind::kDropoutSeeds ? p.name : "p_" + p.name);
+  for (const KernelParam& p : params) {
+    parts.push_back(p.kind == ParamKind::kDropoutSeeds ? std::string(kDropoutKeysParam) : "p_" + p.name);
+  }
   return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+void write_dropout_key_locals(SourceWriter& w, const Graph& graph, const Kernel& kernel) {
+  const std::vector<int32_t> dropouts = emit::dropout_nodes(graph, kernel);
+  for (size_t i = 0; i < dropouts.size(); ++i) {
+    w.line("const fj_philox_keys& {} = {}.key[{}];", emit::seed_name(graph.node(dropouts[i])), kDropoutKeysParam, i);
+  }
 }
 
 void choose_access(CudaKernelSource& out, const Kernel& kernel, CudaAccess requested) {

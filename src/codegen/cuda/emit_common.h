@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/kernel_names.h"
@@ -10,22 +11,27 @@
 
 namespace fusejit::cuda_emit {
 
+using emit::as_computed;
 using emit::in_kernel;
 using emit::kernel_params;
 using emit::param_name;
 using emit::read_name;
-using emit::value_name;
-using emit::as_computed;
 using emit::rounds_in_kernel;
-using emit::write_header;
-using emit::write_seed_locals;
 using emit::statement_comment;
+using emit::value_name;
+using emit::write_header;
+
+// The parameter that holds a CUDA kernel's dropout keys (ParamKind::kDropoutSeeds).
+inline constexpr std::string_view kDropoutKeysParam = "fj_keys";
 
 // "const fj_bf16* __restrict__ p_x, ..., fj_bf16* __restrict__ p_y", then
-// "const unsigned long long* __restrict__ fj_seeds" for a kernel with dropout
+// "const fj_dropout_keys<N> fj_keys" for a kernel with N dropout ops
 std::string pointer_params(const std::vector<KernelParam>& params);
-// "p_x, ..., p_y" (", fj_seeds")
+// "p_x, ..., p_y" (", fj_keys")
 std::string pointer_args(const std::vector<KernelParam>& params);
+// One `const fj_philox_keys& s_NAME = fj_keys.key[i];` per dropout node, at
+// the top of the function that computes the kernel's values.
+void write_dropout_key_locals(SourceWriter& w, const Graph& graph, const Kernel& kernel);
 
 // Sets out.access (kScalar where out.has_vector_path is false, else
 // `requested`) and out.name (the kernel's name, "_scalar" added for the

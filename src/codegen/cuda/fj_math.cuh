@@ -4,11 +4,32 @@
 #define FJ_INFINITY __int_as_float(0x7f800000)
 #define FJ_NAN __int_as_float(0x7fffffff)
 
+// NAME(x): one PTX instruction on a GPU (an approximation on the special-
+// function unit), HOST (an expression of x) in the CUDA emulator
+// (tests/cuda_emulator/) and the host tests, which compile these helpers
+// for the CPU.
+#ifdef __CUDA_ARCH__
+#define FJ_PTX_UNARY(NAME, INSTRUCTION, HOST)       \
+  __device__ __forceinline__ float NAME(float x) {  \
+    float r;                                        \
+    asm(INSTRUCTION " %0, %1;" : "=f"(r) : "f"(x)); \
+    return r;                                       \
+  }
+#else
+#define FJ_PTX_UNARY(NAME, INSTRUCTION, HOST) \
+  __device__ __forceinline__ float NAME(float x) { return HOST; }
+#endif
+
 __device__ __forceinline__ float fj_abs(float x) { return fabsf(x); }
 __device__ __forceinline__ float fj_exp(float x) { return expf(x); }
 __device__ __forceinline__ float fj_log(float x) { return logf(x); }
 __device__ __forceinline__ float fj_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ float fj_rsqrt(float x) { return rsqrtf(x); }
+// rsqrt of an x the code generator knows to be at least FLT_MIN (a
+// variance plus epsilon, ir/value_bounds.h): rsqrt.approx.ftz, as accurate
+// as rsqrtf for normal x and one instruction where rsqrtf takes four (it
+// scales a subnormal x by 2^24 first). The emulator uses rsqrtf.
+FJ_PTX_UNARY(fj_rsqrt_normal, "rsqrt.approx.ftz.f32", rsqrtf(x))
 __device__ __forceinline__ float fj_reciprocal(float x) { return 1.0f / x; }
 __device__ __forceinline__ float fj_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ float fj_relu(float x) { return x != x ? x : fmaxf(x, 0.0f); }
@@ -39,16 +60,7 @@ __device__ __forceinline__ float fj_erf(float x) { return erff(x); }
 // one a negative number of magnitude at most 4.4e-8 (see there).
 // 2^q on the special-function unit (ex2.approx.ftz: 2 ulp, and results
 // below 2^-126 flush to +0, which the emulator's exp2f does as well).
-__device__ __forceinline__ float fj_exp2_ftz(float q) {
-#ifdef __CUDA_ARCH__
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(q));
-  return r;
-#else  // the CUDA emulator (tests/cuda_emulator/)
-  const float r = exp2f(q);
-  return r < 0x1p-126f ? 0.0f : r;
-#endif
-}
+FJ_PTX_UNARY(fj_exp2_ftz, "ex2.approx.ftz.f32", exp2f(x) < 0x1p-126f ? 0.0f : exp2f(x))
 // a > limit ? above : otherwise, as a select in the PTX. Written as C in
 // fj_gelu_none, GeLU's clamp became a branch around the polynomial (NVVM's
 // choice, 38 more loop instructions per 8 elements in the demo's fused
@@ -87,15 +99,18 @@ __device__ __forceinline__ float fj_gelu_none(float x) {
   p = fmaf(p, a, -0x1.26aed4p+0f);
   return fj_gelu_from_exponent(x, a, p);
 }
-__device__ __forceinline__ float fj_gelu_none_16bit(float x) {
-  const float a = fabsf(x);
+// P(a) of the 16-bit GeLU below: h = 2^(a P(a) - 1) = 0.5 erfc(a / sqrt 2).
+__device__ __forceinline__ float fj_gelu_16bit_poly(float a) {
   float p = -0x1.da3b1p-20f;
   p = fmaf(p, a, 0x1.f9936ap-15f);
   p = fmaf(p, a, -0x1.e277e2p-11f);
   p = fmaf(p, a, 0x1.15781ap-7f);
   p = fmaf(p, a, -0x1.b95c2cp-5f);
   p = fmaf(p, a, -0x1.d58e68p-2f);
-  p = fmaf(p, a, -0x1.26b5dap+0f);
+  return fmaf(p, a, -0x1.26b5dap+0f);
+}
+__device__ __forceinline__ float fj_gelu_none_16bit(float x) {
+  const float a = fabsf(x);
   // No clamp: past 4 sqrt 2 this polynomial (its a^6 coefficient is
   // negative) keeps a P(a) - 1 at or below its value there, -26.95, down to
   // -inf at a = inf (checked for every float above 4 sqrt 2 in f32
@@ -104,19 +119,22 @@ __device__ __forceinline__ float fj_gelu_none_16bit(float x) {
   // approximating x Phi(x), where the clamp gave -0. Leaving out the compare
   // and select saves 2 of the fused demo kernel's 41 instructions per
   // element (bench/results/2026-12-02-gpu-reductions-and-gelu.md).
-  return fj_gelu_from_h(x, fj_exp2_ftz(fmaf(a, p, -1.0f)));
+  return fj_gelu_from_h(x, fj_exp2_ftz(fmaf(a, fj_gelu_16bit_poly(a), -1.0f)));
+}
+// dropout(gelu(x)) for a 16-bit GeLU whose value only the dropout uses
+// (fusion/gelu_dropout.h): x (x < 0 ? h s : s - h s), with the scale s in
+// the exponent (`offset` = log2 s - 1, so h s = 2^(a P(a) + offset)), or
+// x * 0 where the element is dropped, as dropout's x * (keep ? s : 0) gives
+// (NaN for a dropped infinity). One multiply fewer than computing GeLU and
+// then scaling it. h s / s = h, so the tail argument above holds as it is.
+__device__ __forceinline__ float fj_gelu_none_16bit_dropout(float x, bool keep, float scale, float offset) {
+  const float a = fabsf(x);
+  const float hs = fj_exp2_ftz(fmaf(a, fj_gelu_16bit_poly(a), offset));
+  return x * (keep ? (x < 0.0f ? hs : scale - hs) : 0.0f);
 }
 // 1/x on the special-function unit (rcp.approx.ftz: 1 ulp) for x of
 // ordinary size; the emulator divides.
-__device__ __forceinline__ float fj_rcp_ftz(float x) {
-#ifdef __CUDA_ARCH__
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-#else
-  return 1.0f / x;
-#endif
-}
+FJ_PTX_UNARY(fj_rcp_ftz, "rcp.approx.ftz.f32", 1.0f / x)
 // sigmoid and silu as x sigmoid(x), with e = 2^(-|x| log2 e) in (0, 1]:
 // sigmoid = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, so nothing
 // overflows; one ex2 and one rcp, about 8 instructions where expf and an

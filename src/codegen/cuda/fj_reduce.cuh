@@ -6,6 +6,27 @@ __device__ __forceinline__ float fj_warp_reduce(float v, Combine combine) {
   return v;
 }
 
+// Where a thread of a block-per-row kernel puts and gets the partial
+// results of a block reduction: computed once per kernel, before the row
+// loop, and kept (fj_keep). Computed inside fj_block_reduce, as it was,
+// the lane and warp numbers and the shared-memory address cost the fused
+// demo kernel 8 of its 302 loop instructions per 8 elements once the
+// Philox round keys took the uniform registers ptxas had kept them in
+// (bench/results/2026-12-03-gpu-loop-invariants.md).
+struct fj_reduce_slots {
+  int write;   // the warp's partial result (lane 0 writes it)
+  int read;    // the partial this lane reads: lanes past kWarps repeat them
+  int writer;  // 1 in lane 0 of each warp
+};
+template <int kWarps>
+__device__ __forceinline__ fj_reduce_slots fj_make_reduce_slots() {
+  fj_reduce_slots s = {(int)(threadIdx.x >> 5), (int)(threadIdx.x & (kWarps - 1)), (threadIdx.x & 31) == 0};
+  fj_keep(s.write);
+  fj_keep(s.read);
+  fj_keep(s.writer);
+  return s;
+}
+
 // Every thread of the block gets the result. kWarps = blockDim.x / 32, a
 // power of two, known when the kernel is generated: the second stage reads
 // the kWarps partial results into every lane (lanes past kWarps repeat
@@ -22,15 +43,13 @@ __device__ __forceinline__ float fj_warp_reduce(float v, Combine combine) {
 // reduction follows the last one's buffer), kBarrierFirst adds a barrier
 // before the writes. Leaving it out elsewhere halves a LayerNorm's barriers.
 template <int kWarps, bool kBarrierFirst, typename Combine>
-__device__ __forceinline__ float fj_block_reduce(float v, Combine combine, float* smem) {
+__device__ __forceinline__ float fj_block_reduce(float v, Combine combine, float* smem, fj_reduce_slots slots) {
   static_assert(kWarps >= 1 && kWarps <= 32 && (kWarps & (kWarps - 1)) == 0, "kWarps: a power of two up to 32");
   v = fj_warp_reduce(v, combine);
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
   if (kBarrierFirst) __syncthreads();
-  if (lane == 0) smem[warp] = v;
+  if (slots.writer) smem[slots.write] = v;
   __syncthreads();
-  v = smem[lane & (kWarps - 1)];
+  v = smem[slots.read];
 #pragma unroll
   for (int offset = kWarps / 2; offset > 0; offset >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;

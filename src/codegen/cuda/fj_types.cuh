@@ -50,6 +50,22 @@ __device__ __forceinline__ fj_bf16 fj_from_float<fj_bf16>(float x) {
   return b;
 }
 
+// A value ptxas must keep rather than compute again inside a loop. ptxas
+// recomputes cheap loop invariants (a thread's shared-memory slot, a bf16
+// vector widened before the row loop) in every iteration when it thinks a
+// register is worth more; each recomputation is issue slots in every row.
+// An empty asm that "writes" the value hides where it came from.
+__device__ __forceinline__ void fj_keep(int& v) {
+#ifdef __CUDA_ARCH__
+  asm volatile("" : "+r"(v));
+#endif
+}
+__device__ __forceinline__ void fj_keep(float& v) {
+#ifdef __CUDA_ARCH__
+  asm volatile("" : "+f"(v));
+#endif
+}
+
 // Rounding an f32 value to a storage type and back: what `cast` means.
 __device__ __forceinline__ float fj_round_f32(float x) { return x; }
 __device__ __forceinline__ float fj_round_f16(float x) { return fj_to_float(fj_from_float<fj_f16>(x)); }
@@ -66,15 +82,32 @@ __device__ __forceinline__ void fj_load_raw(const T* __restrict__ p, uint4* raw)
   for (int c = 0; c < N * (int)sizeof(T) / 16; ++c) raw[c] = __ldg(reinterpret_cast<const uint4*>(p) + c);
 }
 
+// One 16-byte chunk of T widened to 16 / sizeof(T) floats.
+template <typename T>
+__device__ __forceinline__ void fj_widen_chunk(const uint4& raw, const T*, float* v) {
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int j = 0; j < 16 / (int)sizeof(T); ++j) v[j] = fj_to_float(e[j]);
+}
+// bf16 pairs from their 32-bit words: the low element is the word shifted
+// up 16 bits, the high one the word with its low half cleared, one
+// instruction each. Element by element, ptxas extracted the high half and
+// shifted it back (PRMT + SHF): 4 more loop instructions per 8 elements in
+// the fused demo kernel.
+__device__ __forceinline__ void fj_widen_chunk(const uint4& raw, const fj_bf16*, float* v) {
+  const unsigned w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    v[2 * k] = __uint_as_float(w[k] << 16);
+    v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+
 template <typename T, int N>
 __device__ __forceinline__ void fj_convert_raw(const uint4* raw, float* v) {
   constexpr int kPerChunk = 16 / sizeof(T);
 #pragma unroll
-  for (int c = 0; c < N / kPerChunk; ++c) {
-    const T* e = reinterpret_cast<const T*>(&raw[c]);
-#pragma unroll
-    for (int j = 0; j < kPerChunk; ++j) v[c * kPerChunk + j] = fj_to_float(e[j]);
-  }
+  for (int c = 0; c < N / kPerChunk; ++c) fj_widen_chunk(raw[c], (const T*)nullptr, v + c * kPerChunk);
 }
 
 template <typename T, int N>

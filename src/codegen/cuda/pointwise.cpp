@@ -4,11 +4,16 @@
 // with 16-byte loads and stores (V elements of one row, so broadcast operands
 // are one vector load or one scalar); the scalar variant one element per
 // step. Broadcast operands are indexed at their own size, never materialized.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/emit_common.h"
 #include "codegen/cuda/emit_kernels.h"
-#include "codegen/tensor_access.h"
-#include "codegen/cuda/cuda_emitter.h"
 #include "codegen/expr.h"
+#include "codegen/tensor_access.h"
+#include "fusion/gelu_dropout.h"
 #include "fusion/gpu_vector_width.h"
 
 namespace fusejit::cuda_emit {
@@ -20,7 +25,7 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
   const Graph& g = *plan.graph;
   w.line("template <int kV, bool kAligned>");
   w.open("__device__ __forceinline__ void {}_items({}, {} i)", kernel.name, pointer_params(params), index_type);
-  write_seed_locals(w, g, kernel);
+  write_dropout_key_locals(w, g, kernel);
   for (int32_t id : kernel.reads) {
     const Node& n = g.node(id);
     const TensorAccess access = tensor_access(n.shape, kernel.iteration);
@@ -38,41 +43,65 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
       w.close();
     }
   }
+  auto array_of = [&](const Operand& o) {
+    return in_kernel(kernel, o.node) ? value_name(g, o.node) : read_name(g, o.node);
+  };
+  // Node `id` element by element: "for (int e = 0; e < kV; ++e) v_y[e] = ...;".
+  auto element_loop = [&](int32_t id) {
+    std::vector<std::string> operands;
+    for (const Operand& o : g.node(id).operands) {
+      operands.push_back(o.is_literal() ? std::string() : array_of(o) + "[e]");  // node_expression prints literals
+    }
+    return fmt::format("for (int e = 0; e < kV; ++e) {}[e] = {};", value_name(g, id),
+                       as_computed(g, kernel, id, node_expression(g, id, operands, "(unsigned long long)(i + e)")));
+  };
+  // GeLUs that fold into the dropout that drops them (fusion/gelu_dropout.h):
+  // written with it.
+  std::set<int32_t> folded;
+  for (int32_t id : kernel.nodes) {
+    if (const int32_t gelu = gelu_folded_into_dropout(g, kernel, id); gelu >= 0) folded.insert(gelu);
+  }
   for (int32_t id : kernel.nodes) {
     const Node& n = g.node(id);
-    std::vector<std::string> operands;
-    for (const Operand& o : n.operands) {
-      if (o.is_literal()) {
-        operands.emplace_back();  // node_expression prints the literal
-      } else {
-        operands.push_back((in_kernel(kernel, o.node) ? value_name(g, o.node) : read_name(g, o.node)) + "[e]");
-      }
-    }
+    if (folded.contains(id)) continue;
     w.line("float {}[kV];", value_name(g, id));
-    const std::string element =
-        fmt::format("for (int e = 0; e < kV; ++e) {}[e] = {};", value_name(g, id),
-                    as_computed(g, kernel, id, node_expression(g, id, operands, "(unsigned long long)(i + e)")));
-    if (n.op == Op::kDropout) {
-      // Vector groups start at multiples of kV (4 or 8): one Philox call per
-      // 8 elements where a thread holds 8 (16-bit data), else per 4.
-      const Operand& x = n.operands[0];
-      const std::string in = in_kernel(kernel, x.node) ? value_name(g, x.node) : read_name(g, x.node);
-      for (int width : {8, 4}) {
-        w.open("{}if constexpr (kV % {} == 0)", width == 8 ? "" : "else ", width);
-        w.line("#pragma unroll");
-        w.line("for (int e = 0; e < kV; e += {}) {};", width,
-               dropout_vector_call(n, width, in + " + e", value_name(g, id) + " + e", "(unsigned long long)(i + e)"));
-        w.close();
-      }
-      w.open("else");
+    if (n.op != Op::kDropout) {
       w.line("#pragma unroll");
-      w.line("{}", element);
-      w.close();
-    } else {
-      w.line("#pragma unroll");
-      w.line("{}", element);
+      w.line("{}", element_loop(id));
+      continue;
     }
-    if (n.op == Op::kDropout && rounds_in_kernel(g, kernel, id)) {
+    // Vector groups start at multiples of kV (4 or 8): one Philox call per
+    // 8 elements where a thread holds 8 (16-bit data), else per 4. A GeLU
+    // that folds into the dropout is computed with it from its own operand
+    // in groups of 8, and on its own before the dropout otherwise.
+    const std::string out = value_name(g, id) + " + e", index = "(unsigned long long)(i + e)";
+    const int32_t gelu = gelu_folded_into_dropout(g, kernel, id);
+    if (gelu >= 0) {
+      w.open("if constexpr (kV % 8 == 0)");
+      w.line("#pragma unroll");
+      w.line("for (int e = 0; e < kV; e += 8) {};  // computes {} too",
+             gelu_dropout_vector_call(n, array_of(g.node(gelu).operands[0]) + " + e", out, index),
+             statement_comment(g, g.node(gelu)));
+      w.close();
+      w.open("else");
+      w.line("float {}[kV];", value_name(g, gelu));
+      w.line("#pragma unroll");
+      w.line("{}", element_loop(gelu));
+    }
+    for (int width : {8, 4}) {
+      if (gelu >= 0 && width == 8) continue;
+      w.open("{}if constexpr (kV % {} == 0)", width == 8 || gelu >= 0 ? "" : "else ", width);
+      w.line("#pragma unroll");
+      w.line("for (int e = 0; e < kV; e += {}) {};", width,
+             dropout_vector_call(n, width, array_of(n.operands[0]) + " + e", out, index));
+      w.close();
+    }
+    w.open("else");
+    w.line("#pragma unroll");
+    w.line("{}", element_loop(id));
+    w.close();
+    if (gelu >= 0) w.close();
+    if (rounds_in_kernel(g, kernel, id)) {
       w.line("#pragma unroll");
       w.line("for (int e = 0; e < kV; ++e) {0}[e] = fj_round_{1}({0}[e]);", value_name(g, id), dtype_name(n.dtype));
     }

@@ -29,10 +29,11 @@
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/cuda/emit_common.h"
 #include "codegen/cuda/emit_kernels.h"
-#include "codegen/tensor_access.h"
 #include "codegen/expr.h"
-#include "fusion/gpu_vector_width.h"
+#include "codegen/tensor_access.h"
+#include "fusion/gelu_dropout.h"
 #include "fusion/gpu_row_shape.h"
+#include "fusion/gpu_vector_width.h"
 #include "ir/text_format.h"
 
 namespace fusejit::cuda_emit {
@@ -137,7 +138,7 @@ class RowEmitter {
     w_.blank();
     w_.open("__device__ __forceinline__ void {}_rows({}, long long rows)", kernel_.name,
             pointer_params(out_.params));
-    write_seed_locals(w_, g_, kernel_);
+    write_dropout_key_locals(w_, g_, kernel_);
     if (out_.variant == CudaVariant::kReread) {
       write_reread_body();
     } else {
@@ -183,6 +184,27 @@ class RowEmitter {
     return as_computed(g_, kernel_, id, node_expression(g_, id, operands, index));
   }
 
+  // The call that drops `width` elements of dropout node `id` from slot
+  // `slot` on: from the GeLU's operand, with the GeLU computed in the call,
+  // where the GeLU folds into the dropout (fusion/gelu_dropout.h); the
+  // GeLU's own values then go unused, and the compiler leaves them out.
+  std::string dropout_call(int32_t id, int width, const std::string& slot, const std::string& out,
+                           const std::string& index) const {
+    const Node& n = g_.node(id);
+    const int32_t gelu = width == 8 ? gelu_folded_into_dropout(g_, kernel_, id) : -1;
+    if (gelu < 0) return dropout_vector_call(n, width, operand_pointer(n.operands[0], slot), out, index);
+    return gelu_dropout_vector_call(n, operand_pointer(g_.node(gelu).operands[0], slot), out, index);
+  }
+
+  // Whether node `id` is a GeLU that dropout_call computes with its dropout.
+  bool folded_gelu(int32_t id) const {
+    if (dropout_vector_width(vec_) != 8) return false;
+    for (int32_t user : kernel_.nodes) {
+      if (gelu_folded_into_dropout(g_, kernel_, user) == id) return true;
+    }
+    return false;
+  }
+
   // Block reductions per row; each is written once per row, in the order
   // the code runs them.
   int block_reductions() const {
@@ -195,7 +217,9 @@ class RowEmitter {
   // are several, so that each needs one barrier (fj_reduce.cuh).
   void write_reduce_buffer() {
     const int reductions = block_reductions();
-    if (reductions > 0) w_.line("__shared__ float fj_smem[{}];", reductions > 1 ? 64 : 32);
+    if (reductions == 0) return;
+    w_.line("__shared__ float fj_smem[{}];", reductions > 1 ? 64 : 32);
+    w_.line("const fj_reduce_slots fj_slots = fj_make_reduce_slots<kThreads / 32>();");
   }
 
   // The call for the row's next block reduction. Reduction i takes buffer
@@ -207,8 +231,8 @@ class RowEmitter {
     if (out_.variant == CudaVariant::kWarpPerRow) return fmt::format("fj_warp_reduce({}, {})", acc, combine);
     const int i = reduced_++;
     const bool barrier_first = i == 0 && block_reductions() % 2 == 1;
-    return fmt::format("fj_block_reduce<kThreads / 32, {}>({}, {}, fj_smem{})", barrier_first ? "true" : "false", acc,
-                       combine, i % 2 == 1 ? " + 32" : "");
+    return fmt::format("fj_block_reduce<kThreads / 32, {}>({}, {}, fj_smem{}, fj_slots)",
+                       barrier_first ? "true" : "false", acc, combine, i % 2 == 1 ? " + 32" : "");
   }
 
   void write_reduce_result(const Node& n, int32_t id, const std::string& acc) {
@@ -278,10 +302,15 @@ class RowEmitter {
     const bool warp = out_.variant == CudaVariant::kWarpPerRow;
     write_reduce_buffer();
     w_.line("const int tid = threadIdx.x;");
-    // [N] vectors: the same columns in every row, so loaded once per thread.
+    // [N] vectors: the same columns in every row, so loaded once per thread,
+    // and kept widened (fj_keep): ptxas would otherwise widen them again in
+    // every row.
     for (int32_t id : kernel_.reads) {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
-      if (access.varies_along_row() && access.same_for_every_row()) write_chunk_loads(id, "0");
+      if (!access.varies_along_row() || !access.same_for_every_row()) continue;
+      write_chunk_loads(id, "0");
+      w_.line("#pragma unroll");
+      w_.line("for (int k = 0; k < kItems; ++k) fj_keep({}[k]);", read_name(g_, id));
     }
     std::vector<int32_t> row_reads;  // read anew for every row
     for (int32_t id : kernel_.reads) {
@@ -322,6 +351,10 @@ class RowEmitter {
     for (int32_t id : kernel_.nodes) {
       const Node& n = g_.node(id);
       w_.line("// {}", statement_comment(g_, n));
+      if (folded_gelu(id)) {
+        w_.line("//   computed with the dropout of it below (fj_gelu_dropout8)");
+        continue;
+      }
       if (is_reduce(id)) {
         w_.line("float {};", value_name(g_, id));
         w_.open("");
@@ -348,8 +381,8 @@ class RowEmitter {
           // kVec is 4, as for f32).
           const int width = dropout_vector_width(vec_);
           w_.line("for (int k = 0; k < kItems; k += {}) {};", width,
-                  dropout_vector_call(n, width, operand_pointer(n.operands[0], "k"), value_name(g_, id) + " + k",
-                                      fmt::format("(unsigned long long)(row * kN + {})", persistent_column())));
+                  dropout_call(id, width, "k", value_name(g_, id) + " + k",
+                               fmt::format("(unsigned long long)(row * kN + {})", persistent_column())));
           if (rounds_in_kernel(g_, kernel_, id)) {
             w_.line("#pragma unroll");
             w_.line("for (int k = 0; k < kItems; ++k) {0}[k] = fj_round_{1}({0}[k]);", value_name(g_, id),
@@ -408,15 +441,14 @@ class RowEmitter {
                 row_offset(access, kernel_.iteration, "row"), read_name(g_, id));
       }
       for (int32_t id : kernel_.nodes) {
-        if (!row_shaped(id) || level_[id] > pass) continue;
+        if (!row_shaped(id) || level_[id] > pass || folded_gelu(id)) continue;
         const Node& n = g_.node(id);
         w_.line("float {}[kVec];", value_name(g_, id));
         w_.line("#pragma unroll");
         if (n.op == Op::kDropout && dropout_vector_width(vec_) > 0) {
           const int width = dropout_vector_width(vec_);
           w_.line("for (int e = 0; e < kVec; e += {}) {};", width,
-                  dropout_vector_call(n, width, operand_pointer(n.operands[0], "e"), value_name(g_, id) + " + e",
-                                      "(unsigned long long)(row * kN + j + e)"));
+                  dropout_call(id, width, "e", value_name(g_, id) + " + e", "(unsigned long long)(row * kN + j + e)"));
           if (rounds_in_kernel(g_, kernel_, id)) {
             w_.line("#pragma unroll");
             w_.line("for (int e = 0; e < kVec; ++e) {0}[e] = fj_round_{1}({0}[e]);", value_name(g_, id),

@@ -28,9 +28,10 @@ constexpr int kItems = kChunks * kVec;
 constexpr bool kAligned = true;
 constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
-__device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, const unsigned long long* __restrict__ fj_seeds, long long rows) {
-  const unsigned long long s_d = fj_seeds[0];
+__device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, const fj_dropout_keys<1> fj_keys, long long rows) {
+  const fj_philox_keys& s_d = fj_keys.key[0];
   __shared__ float fj_smem[64];
+  const fj_reduce_slots fj_slots = fj_make_reduce_slots<kThreads / 32>();
   const int tid = threadIdx.x;
   float r_b[kItems];
   #pragma unroll
@@ -39,6 +40,8 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_b + j, r_b + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_b[c * kVec + e] = 0.0f;
   }
+  #pragma unroll
+  for (int k = 0; k < kItems; ++k) fj_keep(r_b[k]);
   float r_gamma[kItems];
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
@@ -46,6 +49,8 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_gamma + j, r_gamma + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_gamma[c * kVec + e] = 0.0f;
   }
+  #pragma unroll
+  for (int k = 0; k < kItems; ++k) fj_keep(r_gamma[k]);
   float r_beta[kItems];
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
@@ -53,6 +58,8 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_beta + j, r_beta + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_beta[c * kVec + e] = 0.0f;
   }
+  #pragma unroll
+  for (int k = 0; k < kItems; ++k) fj_keep(r_beta[k]);
   const long long fj_row_step = gridDim.x;
   long long row = blockIdx.x;
   for (; row < rows; row += fj_row_step) {
@@ -68,13 +75,11 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
     #pragma unroll
     for (int k = 0; k < kItems; ++k) v_h[k] = ((r_x[k]) + (r_b[k]));
     // g = gelu(h)
-    float v_g[kItems];
-    #pragma unroll
-    for (int k = 0; k < kItems; ++k) v_g[k] = fj_gelu_none_16bit((v_h[k]));
+    //   computed with the dropout of it below (fj_gelu_dropout8)
     // d = dropout(g, p=0.1)  (seed: s_d)
     float v_d[kItems];
     #pragma unroll
-    for (int k = 0; k < kItems; k += 8) fj_dropout8(v_g + k, v_d + k, (unsigned long long)(row * kN + ((k / kVec) * kThreads + tid) * kVec + k % kVec), 6554u, 1.1111112f, (unsigned)(s_d), (unsigned)(s_d >> 32));
+    for (int k = 0; k < kItems; k += 8) fj_gelu_dropout8(v_h + k, v_d + k, (unsigned long long)(row * kN + ((k / kVec) * kThreads + tid) * kVec + k % kVec), 6554u, 1.1111112f, -0.84799683f, s_d);
     // mean_7 = mean(d)
     float v_mean_7;
     {
@@ -85,7 +90,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_7()(acc, v_d[c * kVec + e]);
       }
-      v_mean_7 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_7(), fj_smem) / (float)kN;
+      v_mean_7 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_7(), fj_smem, fj_slots) / (float)kN;
     }
     // sub_8 = sub(d, mean_7)
     float v_sub_8[kItems];
@@ -105,12 +110,12 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_10()(acc, v_square_9[c * kVec + e]);
       }
-      v_mean_10 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_10(), fj_smem + 32) / (float)kN;
+      v_mean_10 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_10(), fj_smem + 32, fj_slots) / (float)kN;
     }
     // add_11 = add(mean_10, 1e-05)
     const float v_add_11 = ((v_mean_10) + (1e-05f));
     // rsqrt_12 = rsqrt(add_11)
-    const float v_rsqrt_12 = fj_rsqrt((v_add_11));
+    const float v_rsqrt_12 = fj_rsqrt_normal((v_add_11));
     // mul_13 = mul(sub_8, rsqrt_12)
     float v_mul_13[kItems];
     #pragma unroll
@@ -132,6 +137,6 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
 }
 
 extern "C" __global__ void __launch_bounds__(512)
-k0_add_gelu_dropout_layer_norm(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, const unsigned long long* __restrict__ fj_seeds, long long rows) {
-  k0_add_gelu_dropout_layer_norm_rows(p_x, p_b, p_gamma, p_beta, p_y, fj_seeds, rows);
+k0_add_gelu_dropout_layer_norm(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_b, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_y, const fj_dropout_keys<1> fj_keys, long long rows) {
+  k0_add_gelu_dropout_layer_norm_rows(p_x, p_b, p_gamma, p_beta, p_y, fj_keys, rows);
 }

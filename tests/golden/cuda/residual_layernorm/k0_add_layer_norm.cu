@@ -28,6 +28,7 @@ constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_residual, const fj_bf16* __restrict__ p_gamma, const fj_bf16* __restrict__ p_beta, fj_bf16* __restrict__ p_r, fj_bf16* __restrict__ p_y, long long rows) {
   __shared__ float fj_smem[64];
+  const fj_reduce_slots fj_slots = fj_make_reduce_slots<kThreads / 32>();
   const int tid = threadIdx.x;
   float r_gamma[kItems];
   #pragma unroll
@@ -36,6 +37,8 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
     if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_gamma + j, r_gamma + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_gamma[c * kVec + e] = 0.0f;
   }
+  #pragma unroll
+  for (int k = 0; k < kItems; ++k) fj_keep(r_gamma[k]);
   float r_beta[kItems];
   #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
@@ -43,6 +46,8 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
     if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_beta + j, r_beta + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_beta[c * kVec + e] = 0.0f;
   }
+  #pragma unroll
+  for (int k = 0; k < kItems; ++k) fj_keep(r_beta[k]);
   const long long fj_row_step = gridDim.x;
   long long row = blockIdx.x;
   for (; row < rows; row += fj_row_step) {
@@ -74,7 +79,7 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_5()(acc, v_r[c * kVec + e]);
       }
-      v_mean_5 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_5(), fj_smem) / (float)kN;
+      v_mean_5 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_5(), fj_smem, fj_slots) / (float)kN;
     }
     // sub_6 = sub(r, mean_5)
     float v_sub_6[kItems];
@@ -94,12 +99,12 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_8()(acc, v_square_7[c * kVec + e]);
       }
-      v_mean_8 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_8(), fj_smem + 32) / (float)kN;
+      v_mean_8 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_8(), fj_smem + 32, fj_slots) / (float)kN;
     }
     // add_9 = add(mean_8, 1e-05)
     const float v_add_9 = ((v_mean_8) + (1e-05f));
     // rsqrt_10 = rsqrt(add_9)
-    const float v_rsqrt_10 = fj_rsqrt((v_add_9));
+    const float v_rsqrt_10 = fj_rsqrt_normal((v_add_9));
     // mul_11 = mul(sub_6, rsqrt_10)
     float v_mul_11[kItems];
     #pragma unroll

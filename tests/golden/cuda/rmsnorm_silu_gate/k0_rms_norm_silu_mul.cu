@@ -23,6 +23,7 @@ constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_w, const fj_bf16* __restrict__ p_z, fj_bf16* __restrict__ p_y, long long rows) {
   __shared__ float fj_smem[32];
+  const fj_reduce_slots fj_slots = fj_make_reduce_slots<kThreads / 32>();
   const int tid = threadIdx.x;
   float r_w[kItems];
   #pragma unroll
@@ -31,6 +32,8 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
     if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_w + j, r_w + c * kVec, kAligned);
     else for (int e = 0; e < kVec; ++e) r_w[c * kVec + e] = 0.0f;
   }
+  #pragma unroll
+  for (int k = 0; k < kItems; ++k) fj_keep(r_w[k]);
   const long long fj_row_step = gridDim.x;
   long long row = blockIdx.x;
   for (; row < rows; row += fj_row_step) {
@@ -62,12 +65,12 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_4()(acc, v_square_3[c * kVec + e]);
       }
-      v_mean_4 = fj_block_reduce<kThreads / 32, true>(acc, fj_combine_mean_4(), fj_smem) / (float)kN;
+      v_mean_4 = fj_block_reduce<kThreads / 32, true>(acc, fj_combine_mean_4(), fj_smem, fj_slots) / (float)kN;
     }
     // add_5 = add(mean_4, 1e-05)
     const float v_add_5 = ((v_mean_4) + (1e-05f));
     // rsqrt_6 = rsqrt(add_5)
-    const float v_rsqrt_6 = fj_rsqrt((v_add_5));
+    const float v_rsqrt_6 = fj_rsqrt_normal((v_add_5));
     // mul_7 = mul(x, rsqrt_6)
     float v_mul_7[kItems];
     #pragma unroll
