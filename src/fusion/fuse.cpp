@@ -20,8 +20,9 @@
 // 5. A join or merge never creates a cycle between kernels: it is refused
 //    when a third kernel lies on a path between the two.
 // 6. A join or merge never makes a kernel take more than
-//    FusionOptions::max_kernel_tensors tensors (reads plus writes), nor hold
-//    more than FusionOptions::max_kernel_nodes nodes.
+//    FusionOptions::max_kernel_tensors tensors (reads plus writes, each
+//    dropout counting as kDropoutKeySlots more), nor hold more than
+//    FusionOptions::max_kernel_nodes nodes.
 // Nothing is recomputed in two kernels, so no duplication decision arises.
 // The result is deterministic: it depends only on node order.
 #include <algorithm>
@@ -155,11 +156,18 @@ class Partitioner {
   // holds at most max_nodes_ nodes and takes at most max_tensors_ tensors:
   // what it reads from outside plus what it writes (a graph output, or a
   // value used by a node outside, counting users not placed yet, so the
-  // count never falls short of the final one).
+  // count never falls short of the final one), each dropout counting as
+  // kDropoutKeySlots more.
   bool fits(std::initializer_list<int> gs, int32_t extra) const {
     size_t nodes = extra >= 0 ? 1 : 0;
     for (int g : gs) nodes += groups_[g].nodes.size();
     if (nodes > static_cast<size_t>(max_nodes_)) return false;
+    // A dropout's Philox round keys are a CUDA kernel's parameter too: 80
+    // bytes, the space of kDropoutKeySlots pointers.
+    int64_t dropouts = extra >= 0 && graph_.node(extra).op == Op::kDropout ? 1 : 0;
+    for (int g : gs) {
+      for (int32_t id : groups_[g].nodes) dropouts += graph_.node(id).op == Op::kDropout ? 1 : 0;
+    }
     auto inside = [&](int32_t id) {
       return id == extra || (group_of_[id] >= 0 && std::find(gs.begin(), gs.end(), group_of_[id]) != gs.end());
     };
@@ -182,7 +190,7 @@ class Partitioner {
       }
       writes += is_output_[extra] || !users_[extra].empty();  // its users come later
     }
-    return static_cast<int64_t>(reads.size()) + writes <= max_tensors_;
+    return static_cast<int64_t>(reads.size()) + writes + kDropoutKeySlots * dropouts <= max_tensors_;
   }
 
   int new_group(KernelKind kind, Shape iteration) {

@@ -10,6 +10,9 @@ int32_t gelu_folded_into_dropout(const Graph& graph, const Kernel& kernel, int32
   if (!(d.attrs.get_float("p") < 1)) return -1;  // p = 1 drops everything: no finite scale to fold
   const int32_t gelu = d.operands[0].node;
   if (!graph.is_16bit_gelu(gelu) || graph.node(gelu).operands[0].is_literal()) return -1;
+  // Elementwise over the kernel's space, not a per-row value of a row
+  // kernel ([M, 1]), which is computed on its own.
+  if (graph.node(gelu).shape != kernel.iteration) return -1;
   const auto& nodes = kernel.nodes;
   if (std::find(nodes.begin(), nodes.end(), gelu) == nodes.end()) return -1;
   if (std::find(kernel.writes.begin(), kernel.writes.end(), gelu) != kernel.writes.end()) return -1;

@@ -17,8 +17,8 @@ namespace fusejit {
 
 // The GeLU node whose value dropout node `dropout` of `kernel` takes and
 // that the kernel may compute together with it, or -1: the GeLU is in the
-// kernel, computes 16-bit values, is not written out and has no other user
-// in the kernel.
+// kernel, elementwise over its whole space, computes 16-bit values, is not
+// written out and has no other user in the kernel, and p < 1.
 int32_t gelu_folded_into_dropout(const Graph& graph, const Kernel& kernel, int32_t dropout);
 
 }  // namespace fusejit

@@ -58,16 +58,23 @@ struct FusionPlan {
   std::vector<Kernel> kernels;
 };
 
+// What one dropout op adds to a kernel's parameters, in pointers
+// (FusionOptions::max_kernel_tensors).
+inline constexpr int kDropoutKeySlots = 10;
+
 struct FusionOptions {
   // Longest row (elements) a row kernel keeps on chip; longer rows use the
   // re-read variant. Comes from the target device (cost/device.h).
   int64_t persistent_row_limit = 16384;
-  // Most tensors one kernel takes (reads plus writes). A CUDA kernel's
-  // parameters must fit in 4 KiB on every architecture (32 KiB only from
-  // Volta with CUDA 12.1); 256 pointers are 2 KiB, leaving room for the
-  // scalars. A fused group that would need more is split, so a wide graph
-  // (thousands of inputs added up) still compiles everywhere. At least 4:
-  // the unfused plan's kernel for layer_norm(x, gamma, beta) takes 4.
+  // Most tensors one kernel takes (reads plus writes), each dropout op
+  // counting as kDropoutKeySlots more: a CUDA kernel takes a dropout's ten
+  // Philox round keys as parameters, 80 bytes, the space of 10 pointers. A
+  // CUDA kernel's parameters must fit in 4 KiB on every architecture (32
+  // KiB only from Volta with CUDA 12.1); 256 pointers are 2 KiB, leaving
+  // room for the scalars. A fused group that would need more is split, so a
+  // wide graph (thousands of inputs added up, or a long chain of dropouts)
+  // still compiles everywhere. At least 4: the unfused plan's kernel for
+  // layer_norm(x, gamma, beta) takes 4.
   int max_kernel_tensors = 256;
   // Most nodes (composites expanded: a layer_norm is 9) one kernel holds. A
   // compiler's time grows faster than a kernel's size (NVRTC: a chain of 50

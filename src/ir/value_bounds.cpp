@@ -13,15 +13,19 @@ namespace {
 constexpr double kRoundingSlack = 1 - 0x1p-20;
 
 // The bound after rounding a value >= b to `dtype` (nearest even):
-// relative for normal results, an absolute step for f16's subnormals.
-double rounded(double b, DType dtype) {
-  if (b <= 0) return b * (1 + 0x1p-7);  // a negative bound only loosens
+// relative for normal results, an absolute step for f16's subnormals. No
+// claim for a negative bound (it would have to allow for overflow to -inf),
+// and 0 for one below f32's normal range, where the kernels flush or round
+// by absolute steps.
+std::optional<double> rounded(double b, DType dtype) {
+  if (b < 0) return std::nullopt;
+  if (b < 0x1p-126) return 0.0;
   switch (dtype) {
     case DType::kF32: return b * kRoundingSlack;
     case DType::kBF16: return b * (1 - 0x1p-8);
     case DType::kF16: return b >= 0x1p-14 ? b * (1 - 0x1p-10) : std::max(0.0, b - 0x1p-24);
   }
-  return 0;
+  return std::nullopt;
 }
 
 // `bounds` holds those of the nodes before n.
@@ -36,8 +40,7 @@ std::optional<double> bound_of_node(const Node& n, const std::vector<std::option
     case Op::kSquare:
     case Op::kAbs:
     case Op::kExp:
-    case Op::kSqrt:
-    case Op::kRsqrt:
+    case Op::kSqrt:  // sqrt(-0) is -0, which equals 0 (not rsqrt: rsqrt(-0) is -inf)
     case Op::kRelu:
     case Op::kSigmoid: return 0.0;
     case Op::kAdd: {
@@ -77,9 +80,8 @@ std::optional<double> lower_bound(const Graph& graph, const Operand& operand) {
   std::vector<std::optional<double>> bounds;
   for (int32_t id = 0; id <= operand.node; ++id) {
     const Node& n = graph.node(id);
-    std::optional<double> b = bound_of_node(n, bounds);
-    if (b) b = rounded(*b, n.dtype);
-    bounds.push_back(b);
+    const std::optional<double> b = bound_of_node(n, bounds);
+    bounds.push_back(b ? rounded(*b, n.dtype) : std::nullopt);
   }
   return bounds.back();
 }

@@ -43,8 +43,10 @@ TEST(ValueBounds, OpsThatSayNothingGiveNoBound) {
       "d = sub(s, 1e-3)\n"  // a difference: no claim
       "q = div(s, 3.0)\n"   // a division: no claim
       "m = mul(s, -2.0)\n"  // a negative factor: no claim
-      "output a, d, q, m\n");
-  for (const char* name : {"x", "a", "d", "q", "m"}) EXPECT_FALSE(bound_of(g, name).has_value()) << name;
+      "r = rsqrt(s)\n"      // rsqrt(-0) is -inf
+      "n = add(s, -1.0)\n"  // a negative bound: no claim
+      "output a, d, q, m, r, n\n");
+  for (const char* name : {"x", "a", "d", "q", "m", "r", "n"}) EXPECT_FALSE(bound_of(g, name).has_value()) << name;
   EXPECT_EQ(bound_of(g, "s"), 0.0);
 }
 

@@ -340,7 +340,10 @@ TEST(CudaBackendKernels, RowsOfOneElementCompile) {
 
 // The kernels of a graph too wide for one kernel's parameters (fusion splits
 // it at FusionOptions::max_kernel_tensors; 5000 pointers would overflow
-// even the 32 KiB parameter space of sm_70+), and dropout of single values.
+// even the 32 KiB parameter space of sm_70+), of a chain of dropouts too
+// long for them (each takes its 80 bytes of Philox round keys), dropout of
+// single values, and of a per-row GeLU (which does not fold into its
+// dropout: fusion/gelu_dropout.h). Every kernel's parameters fit in 4 KiB.
 TEST(CudaBackendKernels, WideGraphsAndDropoutOfSingleValuesCompile) {
   if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
   std::string wide;
@@ -348,11 +351,19 @@ TEST(CudaBackendKernels, WideGraphsAndDropoutOfSingleValuesCompile) {
   wide += "s1 = add(x0, x1)\n";
   for (int i = 2; i < 300; ++i) wide += fmt::format("s{} = add(s{}, x{})\n", i, i - 1, i);
   wide += "output s299\n";
-  for (const std::string& text : {wide, std::string("input x: f16[1]\ny = dropout(x, p=0.1, seed=94)\noutput y\n"),
-                                  std::string("input x: bf16[2, 5, 17]\ns = sum(x)\ny = dropout(s, p=0.1, seed=54)\n"
-                                              "output y\n")}) {
+  std::string dropouts = "input x: bf16[8, 64]\nd0 = dropout(x, p=0.1, seed=1)\n";
+  for (int i = 1; i < 60; ++i) dropouts += fmt::format("d{} = dropout(d{}, p=0.1, seed={})\n", i, i - 1, i + 1);
+  dropouts += "output d59\n";
+  for (const std::string& text :
+       {wide, dropouts, std::string("input x: f16[1]\ny = dropout(x, p=0.1, seed=94)\noutput y\n"),
+        std::string("input x: bf16[2, 5, 17]\ns = sum(x)\ny = dropout(s, p=0.1, seed=54)\noutput y\n"),
+        std::string("input x: bf16[64, 4096]\nm = mean(x)\ng = gelu(m)\nd = dropout(g, p=0.1, seed=5)\n"
+                    "y = sub(x, d)\noutput y\n")}) {
     const FusionPlan plan = make_fused_plan(parse_or_throw(text));
     for (const CudaKernelSource& k : emit_cuda(plan)) {
+      int64_t param_bytes = 8;  // the element or row count
+      for (const KernelParam& p : k.params) param_bytes += p.kind == ParamKind::kTensor ? 8 : 80 * p.dropouts;
+      EXPECT_LE(param_bytes, 4096) << k.name << "\n" << describe(plan);
       absl::StatusOr<CompiledKernel> compiled = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
       EXPECT_TRUE(compiled.ok()) << describe(plan) << compiled.status();
     }
