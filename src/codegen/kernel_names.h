@@ -30,7 +30,8 @@ std::vector<KernelParam> kernel_params(const FusionPlan& plan, const Kernel& ker
 
 // The seeds parameter; tensor parameters all start with "p_".
 inline constexpr std::string_view kSeedsParam = "fj_seeds";
-// s_NAME: the local that holds a dropout node's seed, loaded from kSeedsParam.
+// s_NAME: the local that holds a dropout node's seed: on a CPU loaded from
+// kSeedsParam, on a GPU its round keys (cuda_emit::write_dropout_key_locals).
 std::string seed_name(const Node& dropout);
 // The kernel's dropout nodes, in node order: the order of kSeedsParam.
 std::vector<int32_t> dropout_nodes(const Graph& graph, const Kernel& kernel);

@@ -25,4 +25,12 @@ int32_t gelu_folded_into_dropout(const Graph& graph, const Kernel& kernel, int32
   return gelu;
 }
 
+absl::flat_hash_set<int32_t> gelus_folded_into_dropouts(const Graph& graph, const Kernel& kernel) {
+  absl::flat_hash_set<int32_t> folded;
+  for (int32_t id : kernel.nodes) {
+    if (const int32_t gelu = gelu_folded_into_dropout(graph, kernel, id); gelu >= 0) folded.insert(gelu);
+  }
+  return folded;
+}
+
 }  // namespace fusejit

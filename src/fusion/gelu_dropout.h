@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include <absl/container/flat_hash_set.h>
+
 #include "fusion/plan.h"
 
 namespace fusejit {
@@ -20,5 +22,7 @@ namespace fusejit {
 // kernel, elementwise over its whole space, computes 16-bit values, is not
 // written out and has no other user in the kernel, and p < 1.
 int32_t gelu_folded_into_dropout(const Graph& graph, const Kernel& kernel, int32_t dropout);
+// Every GeLU of `kernel` that folds into its dropout.
+absl::flat_hash_set<int32_t> gelus_folded_into_dropouts(const Graph& graph, const Kernel& kernel);
 
 }  // namespace fusejit

@@ -337,7 +337,6 @@ TEST_F(CudaNvrtcTest, DemoKernelComputesItsInvariantsOnce) {
   absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
   ASSERT_TRUE(c.ok()) << status_text(c.status());
   EXPECT_EQ(c->ptx.find("-1640531527"), std::string::npos) << "a Philox key is added up in the kernel";
-  EXPECT_EQ(c->ptx.find("0x9E3779B9"), std::string::npos) << "a Philox key is added up in the kernel";
   EXPECT_NE(k.source.find("fj_make_reduce_slots<"), std::string::npos);
   EXPECT_EQ(count_of(without_helpers(k.source), "fj_keep("), 3);  // b, gamma, beta
 }

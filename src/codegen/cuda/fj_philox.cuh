@@ -26,11 +26,17 @@ __device__ __forceinline__ uint4 fj_philox(uint4 c, const fj_philox_keys& keys) 
   return c;
 }
 
+// Philox's output for the group of 8 elements that holds element `index`:
+// counter (index / 8, 0, 0).
+__device__ __forceinline__ uint4 fj_philox_group(unsigned long long index, const fj_philox_keys& keys) {
+  const unsigned long long group = index >> 3;
+  return fj_philox(make_uint4((unsigned)group, (unsigned)(group >> 32), 0u, 0u), keys);
+}
+
 // The 16-bit number of element `index`: number index % 8 of its group's
 // output, little-endian (the low half of word 0 first).
 __device__ __forceinline__ unsigned fj_dropout_bits(unsigned long long index, const fj_philox_keys& keys) {
-  const unsigned long long group = index >> 3;
-  const uint4 r = fj_philox(make_uint4((unsigned)group, (unsigned)(group >> 32), 0u, 0u), keys);
+  const uint4 r = fj_philox_group(index, keys);
   unsigned word;
   switch ((index >> 1) & 3) {
     case 0: word = r.x; break;
@@ -61,8 +67,7 @@ __device__ __forceinline__ void fj_dropout_pair(const float* x, float* y, unsign
 // one Philox call decides them all.
 __device__ __forceinline__ void fj_dropout8(const float* x, float* y, unsigned long long index, unsigned threshold,
                                             float scale, const fj_philox_keys& keys) {
-  const unsigned long long group = index >> 3;
-  const uint4 r = fj_philox(make_uint4((unsigned)group, (unsigned)(group >> 32), 0u, 0u), keys);
+  const uint4 r = fj_philox_group(index, keys);
   fj_dropout_pair(x + 0, y + 0, r.x, threshold, scale);
   fj_dropout_pair(x + 2, y + 2, r.y, threshold, scale);
   fj_dropout_pair(x + 4, y + 4, r.z, threshold, scale);
@@ -74,8 +79,7 @@ __device__ __forceinline__ void fj_dropout8(const float* x, float* y, unsigned l
 // GeLU's operand (fj_gelu_none_16bit_dropout; offset = log2(scale) - 1).
 __device__ __forceinline__ void fj_gelu_dropout8(const float* x, float* y, unsigned long long index, unsigned threshold,
                                                  float scale, float offset, const fj_philox_keys& keys) {
-  const unsigned long long group = index >> 3;
-  const uint4 r = fj_philox(make_uint4((unsigned)group, (unsigned)(group >> 32), 0u, 0u), keys);
+  const uint4 r = fj_philox_group(index, keys);
   const unsigned words[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -89,8 +93,7 @@ __device__ __forceinline__ void fj_gelu_dropout8(const float* x, float* y, unsig
 // whose threads hold 8 consecutive elements call fj_dropout8 instead.
 __device__ __forceinline__ void fj_dropout4(const float* x, float* y, unsigned long long index, unsigned threshold,
                                             float scale, const fj_philox_keys& keys) {
-  const unsigned long long group = index >> 3;
-  const uint4 r = fj_philox(make_uint4((unsigned)group, (unsigned)(group >> 32), 0u, 0u), keys);
+  const uint4 r = fj_philox_group(index, keys);
   const bool upper = (index & 4) != 0;
   fj_dropout_pair(x + 0, y + 0, upper ? r.z : r.x, threshold, scale);
   fj_dropout_pair(x + 2, y + 2, upper ? r.w : r.y, threshold, scale);

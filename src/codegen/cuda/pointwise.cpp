@@ -4,7 +4,6 @@
 // with 16-byte loads and stores (V elements of one row, so broadcast operands
 // are one vector load or one scalar); the scalar variant one element per
 // step. Broadcast operands are indexed at their own size, never materialized.
-#include <set>
 #include <string>
 #include <vector>
 
@@ -57,10 +56,7 @@ void write_items_function(SourceWriter& w, const FusionPlan& plan, const Kernel&
   };
   // GeLUs that fold into the dropout that drops them (fusion/gelu_dropout.h):
   // written with it.
-  std::set<int32_t> folded;
-  for (int32_t id : kernel.nodes) {
-    if (const int32_t gelu = gelu_folded_into_dropout(g, kernel, id); gelu >= 0) folded.insert(gelu);
-  }
+  const absl::flat_hash_set<int32_t> folded = gelus_folded_into_dropouts(g, kernel);
   for (int32_t id : kernel.nodes) {
     const Node& n = g.node(id);
     if (folded.contains(id)) continue;

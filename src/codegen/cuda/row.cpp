@@ -90,6 +90,8 @@ class RowEmitter {
     choose_access(out_, kernel, access);
     vec_ = out_.has_vector_path ? width : 1;
     out_.vector_width = vec_;
+    // dropout_call folds GeLUs into groups of 8 only.
+    if (dropout_vector_width(vec_) == 8) folded_gelus_ = gelus_folded_into_dropouts(g_, kernel);
     const GpuRowShape shape = gpu_row_shape(n_, kernel.row_strategy);
     threads_ = shape.threads;
     if (kernel.row_strategy == RowStrategy::kReread) {
@@ -197,13 +199,7 @@ class RowEmitter {
   }
 
   // Whether node `id` is a GeLU that dropout_call computes with its dropout.
-  bool folded_gelu(int32_t id) const {
-    if (dropout_vector_width(vec_) != 8) return false;
-    for (int32_t user : kernel_.nodes) {
-      if (gelu_folded_into_dropout(g_, kernel_, user) == id) return true;
-    }
-    return false;
-  }
+  bool folded_gelu(int32_t id) const { return folded_gelus_.contains(id); }
 
   // Block reductions per row; each is written once per row, in the order
   // the code runs them.
@@ -490,6 +486,7 @@ class RowEmitter {
   SourceWriter w_;
   int64_t n_ = 0;
   int vec_ = 1;
+  absl::flat_hash_set<int32_t> folded_gelus_;  // GeLUs dropout_call computes with their dropout
   int threads_ = 32;
   bool prefetch_ = false;  // FUSEJIT_ROW_PREFETCH
   int chunks_ = 1;
