@@ -55,6 +55,16 @@ enum class CudaAccess : uint8_t {
 };
 std::string_view cuda_access_name(CudaAccess a);
 
+// A launch shape for a block-per-row kernel other than the default one
+// (fusion/gpu_row_shape.h): the CUDA runtime compiles a few and keeps the
+// one that runs fastest on its GPU (runtime/cuda_row_tuning.h). The shape is
+// part of the generated source, so cached kernels never mix.
+struct CudaRowShape {
+  int block_threads = 0;  // threads per row; 0 for the default (or FUSEJIT_ROW_BLOCK_THREADS)
+  bool prefetch = false;  // load each next row while computing the current one (or FUSEJIT_ROW_PREFETCH=1)
+  bool operator==(const CudaRowShape&) const = default;
+};
+
 struct CudaKernelSource {
   // The extern "C" entry point: the plan kernel's name, with "_scalar" for
   // the element-wise variant of a kernel that also has a vector one.
@@ -70,6 +80,7 @@ struct CudaKernelSource {
   bool has_vector_path = false; // a kVector variant exists (innermost extent a multiple of vector_width)
   int block_threads = 256;      // blockDim.x
   int rows_per_block = 1;       // blockDim.y (warp per row)
+  bool prefetch = false;        // a persistent row kernel that loads each next row early
   bool index_64bit = false;     // element indices need 64 bits (2^31 elements or more)
 };
 

@@ -8,7 +8,9 @@
 // inputs last given to it; nothing is compiled while it runs, and nothing is
 // allocated after the first run (the CPU's working arrays are taken then,
 // per thread, and kept), so the benchmark harness, which warms up first,
-// times kernels and nothing else.
+// times kernels and nothing else. On a GPU the first run of a large row
+// kernel also times its launch shapes (runtime/cuda_row_tuning.h) and keeps
+// the fastest; that too happens before the harness times anything.
 //
 // Buffers hold each tensor in its storage dtype (f32, or the 16-bit patterns
 // of f16/bf16), row-major, 64-byte aligned unless a test asks otherwise.
@@ -42,12 +44,26 @@ struct LoadedKernelInfo {
   // seeds (codegen/shared_code.h); "" when it has its own. compile_ms is 0
   // for a kernel that shares code.
   std::string shares_code_with;
+  // GPU: how the kernel is launched ("512 threads per row"), and, where its
+  // launch shapes were timed against each other (runtime/cuda_row_tuning.h),
+  // what was timed and kept; both empty for library kernels and on the CPU.
+  std::string launch_shape;
+  std::string tuning;
+};
+
+// Whether the CUDA backend times a row kernel's launch shapes on its first
+// run and keeps the fastest (runtime/cuda_row_tuning.h).
+enum class Autotune : uint8_t {
+  kAuto,    // kernels of at least kAutotuneMinElements; FUSEJIT_AUTOTUNE=0 or 1 turns it off or on for all
+  kOff,     // the default shape
+  kAlways,  // every kernel that has other shapes, however small (tests)
 };
 
 struct LoadOptions {
   // Byte offset added to every buffer's address (0..63), so tests can run
   // kernels on pointers that are not 16-byte aligned. 0 in normal use.
   int misalign_bytes = 0;
+  Autotune autotune = Autotune::kAuto;
 };
 
 // The public calls check what every backend would otherwise check alike

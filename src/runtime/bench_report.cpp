@@ -44,23 +44,25 @@ std::string plan_table(const BenchResult& r, const PlanBench& p) {
 nlohmann::json run_json(const PlanBench& p) {
   nlohmann::json kernels = nlohmann::json::array();
   for (const KernelBench& k : p.kernels) {
-    kernels.push_back({{"name", k.name},
-                       {"executed_by", k.executed_by},
-                       {"bytes", k.bytes},
-                       {"flops", k.flops},
-                       {"intensity", k.intensity},
-                       {"compute_roof_gflops", k.compute_roof_gflops},
-                       {"instructions", k.instructions > 0 ? nlohmann::json(k.instructions) : nlohmann::json()},
-                       {"predicted_us", k.predicted_us},
-                       {"measured_us_median", k.measured_us_median},
-                       {"measured_us_min", k.measured_us_min},
-                       {"effective_gbps", k.effective_gbps},
-                       {"achieved_gflops", k.achieved_gflops},
-                       {"measured_bytes", k.measured_bytes ? nlohmann::json(*k.measured_bytes) : nlohmann::json()},
-                       {"compile_ms", k.compile_ms},
-                       {"cache_hit", k.cache_hit},
-                       {"same_code_as",
-                        k.shares_code_with.empty() ? nlohmann::json() : nlohmann::json(k.shares_code_with)}});
+    kernels.push_back(
+        {{"name", k.name},
+         {"executed_by", k.executed_by},
+         {"bytes", k.bytes},
+         {"flops", k.flops},
+         {"intensity", k.intensity},
+         {"compute_roof_gflops", k.compute_roof_gflops},
+         {"instructions", k.instructions > 0 ? nlohmann::json(k.instructions) : nlohmann::json()},
+         {"predicted_us", k.predicted_us},
+         {"measured_us_median", k.measured_us_median},
+         {"measured_us_min", k.measured_us_min},
+         {"effective_gbps", k.effective_gbps},
+         {"achieved_gflops", k.achieved_gflops},
+         {"measured_bytes", k.measured_bytes ? nlohmann::json(*k.measured_bytes) : nlohmann::json()},
+         {"compile_ms", k.compile_ms},
+         {"cache_hit", k.cache_hit},
+         {"same_code_as", k.shares_code_with.empty() ? nlohmann::json() : nlohmann::json(k.shares_code_with)},
+         {"launch_shape", k.launch_shape.empty() ? nlohmann::json() : nlohmann::json(k.launch_shape)},
+         {"launch_tuning", k.tuning.empty() ? nlohmann::json() : nlohmann::json(k.tuning)}});
   }
   return {{"bytes", p.bytes},
           {"measured_bytes", p.measured_bytes ? nlohmann::json(*p.measured_bytes) : nlohmann::json()},
@@ -105,6 +107,20 @@ std::string timing_spread_note(const BenchResult& r) {
                      fmt::join(spreads, ", "));
 }
 
+// One line per kernel whose launch shapes were timed against each other
+// (runtime/cuda_row_tuning.h): which was kept, and why.
+std::string launch_tuning_lines(const BenchResult& r) {
+  std::string t;
+  for (const PlanBench* p : {&r.unfused, &r.fused}) {
+    for (const KernelBench& k : p->kernels) {
+      if (k.tuning.empty() || !k.shares_code_with.empty()) continue;
+      t += fmt::format("  {} {}: {}; {}\n", p->label, k.name, k.launch_shape, k.tuning);
+    }
+  }
+  return t.empty() ? t
+                   : "launch shapes (timed on each kernel's first run, FUSEJIT_AUTOTUNE=0 keeps the defaults):\n" + t;
+}
+
 }  // namespace
 
 std::string format_bench(const BenchResult& r) {
@@ -147,6 +163,7 @@ std::string format_bench(const BenchResult& r) {
   }
   t += fmt::format("fused time vs predicted: {:.2f}x; measured bytes per kernel: {}\n",
                    r.fused.predicted_us > 0 ? r.fused.measured_us_median / r.fused.predicted_us : 0.0, counters);
+  t += launch_tuning_lines(r);
   return t;
 }
 

@@ -112,6 +112,8 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
     kb.compile_ms = info.compile_ms;
     kb.cache_hit = info.cache_hit;
     kb.shares_code_with = info.shares_code_with;
+    kb.launch_shape = info.launch_shape;
+    kb.tuning = info.tuning;
     out.kernels.push_back(std::move(kb));
   }
   // Measured bytes after the timing, so that profiling (which replays

@@ -54,6 +54,8 @@ struct KernelBench {
   double compile_ms = 0;
   bool cache_hit = false;
   std::string shares_code_with;  // LoadedKernelInfo::shares_code_with
+  std::string launch_shape;      // LoadedKernelInfo::launch_shape ("" on the CPU and for library kernels)
+  std::string tuning;            // LoadedKernelInfo::tuning: the launch shapes timed, where they were
 };
 
 struct PlanBench {

@@ -15,8 +15,10 @@
 #include "ir/philox.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
+#include "runtime/cuda_row_tuning.h"
 #include "runtime/dram_counters.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/occupancy.h"
 #include "runtime/tensor_storage.h"
 
 namespace fusejit::cuda_backend {
@@ -33,12 +35,30 @@ struct TensorBuffer {
   bool poisoned = false;  // written by a kernel (or a graph output): poison_outputs() fills it
 };
 
-// A generated kernel, compiled and loaded: its own code, or the code it
-// shares with the same kernel of other layers (codegen/shared_code.h).
-struct JitKernel {
+// One launch shape of a generated kernel, compiled and loaded.
+struct CompiledShape {
   CudaKernelSource meta;  // launch parameters; the source text is dropped once compiled
   std::shared_ptr<const ModuleHandle> module;
   cuda::Function function = nullptr;
+  int registers = 0;  // 0 where ptxas did not run (a PTX-only build)
+  int spill_bytes = 0;
+  std::string shape;  // cuda_launch_shape(meta)
+};
+
+// The compiled code of a group of kernels that share it
+// (codegen/shared_code.h): its default launch shape first, then the others
+// worth timing (runtime/cuda_row_tuning.h). `chosen` is the one launched;
+// until `tuned`, the default.
+struct KernelCode {
+  std::vector<CompiledShape> shapes;
+  size_t chosen = 0;
+  bool tuned = true;            // false until the shapes are timed, where there are several
+  std::vector<size_t> members;  // the plan's kernels that run this code
+};
+
+// A generated kernel of the plan: its code and its own arguments.
+struct JitKernel {
+  std::shared_ptr<KernelCode> code;
   // The tensor pointers, in params order.
   std::vector<cuda::DevicePtr> pointers;
   // The kernel's last parameter when it has dropout ops: each seed's Philox
@@ -67,8 +87,11 @@ class CudaLoadedPlan final : public LoadedPlan {
 
   absl::Status allocate(int32_t node, bool poisoned, int misalign);
   // Compiles and loads the generated kernels; steps_[k] for each of them.
-  absl::Status load_jit_kernels(std::vector<std::optional<JitKernel>>& jit);
+  absl::Status load_jit_kernels(std::vector<std::optional<JitKernel>>& jit, Autotune autotune);
   absl::Status launch(size_t k);
+  absl::Status launch_shape(size_t k, const CompiledShape& shape);
+  // Times the launch shapes of kernel k's code on its first launch and keeps the fastest.
+  absl::Status tune(size_t k);
   // "kernel k1_gelu (2 of 4, fused plan)", for errors.
   std::string kernel_label(size_t k) const;
   absl::Status about_kernel(size_t k, const absl::Status& s) const;
@@ -125,7 +148,7 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
     if (absl::Status s = allocate(id, g.node(id).op != Op::kInput, options.misalign_bytes); !s.ok()) return s;
   }
   std::vector<std::optional<JitKernel>> jit(plan_.kernels.size());
-  if (absl::Status s = load_jit_kernels(jit); !s.ok()) return s;
+  if (absl::Status s = load_jit_kernels(jit, options.autotune); !s.ok()) return s;
   for (size_t k = 0; k < plan_.kernels.size(); ++k) {
     const Kernel& kernel = plan_.kernels[k];
     if (kernel.kind != KernelKind::kMatmul) {
@@ -153,10 +176,11 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
 }
 
 // Each distinct generated kernel is compiled once (the layers of a model
-// share their kernels' code), the programs several at a time. Buffers never
+// share their kernels' code), the programs several at a time, together with
+// the other launch shapes of the kernels that will be tuned. Buffers never
 // move once allocated, so the variant chosen from their addresses holds for
 // every launch: a misaligned buffer can never take the 16-byte path.
-absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKernel>>& jit) {
+absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKernel>>& jit, Autotune autotune) {
   const Graph& g = *plan_.graph;
   infos_.resize(plan_.kernels.size());
   std::vector<int> generated;
@@ -174,36 +198,62 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
       group_same_code(plan_, generated, [&](const FusionPlan& p, int index, int member) {
         return emit_cuda_kernel(p, index, access[static_cast<size_t>(member)]).source;
       });
+  // Every program to compile, and which group and shape each is.
   std::vector<CudaKernelSource> sources;
   std::vector<CudaSource> programs;
-  for (const CodeGroup& group : groups) {
-    sources.push_back(emit_cuda_kernel(group.code_plan(plan_), group.code_index(),
-                                       access[static_cast<size_t>(group.members.front())]));
-    programs.push_back({sources.back().name, sources.back().source});
+  std::vector<size_t> group_of;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const FusionPlan& code_plan = groups[i].code_plan(plan_);
+    const CudaAccess a = access[static_cast<size_t>(groups[i].members.front())];
+    std::vector<CudaRowShape> shapes = cuda_row_shape_candidates(code_plan, groups[i].code_index(), a);
+    const Kernel& kernel = code_plan.kernels[static_cast<size_t>(groups[i].code_index())];
+    if (!should_autotune(autotune, kernel.iteration.numel(), shapes.size())) shapes = {CudaRowShape{}};
+    for (const CudaRowShape& shape : shapes) {
+      sources.push_back(emit_cuda_kernel(code_plan, groups[i].code_index(), a, shape));
+      programs.push_back({sources.back().name, sources.back().source});
+      group_of.push_back(i);
+    }
   }
   absl::StatusOr<std::vector<CompiledKernel>> compiled =
       compile_cuda_all(programs, {.arch = gpu_->arch()}, &KernelCache::global());
   if (!compiled.ok()) return compiled.status();
-  for (size_t i = 0; i < groups.size(); ++i) {
-    const CompiledKernel& c = (*compiled)[i];
+  std::vector<std::shared_ptr<KernelCode>> codes(groups.size());
+  std::vector<double> compile_ms(groups.size(), 0);
+  std::vector<bool> cache_hit(groups.size(), true);
+  for (size_t p = 0; p < programs.size(); ++p) {
+    const CompiledKernel& c = (*compiled)[p];
     absl::StatusOr<ModuleHandle> module = ModuleHandle::load(c);
     if (!module.ok()) return module.status();
     auto shared = std::make_shared<const ModuleHandle>(*std::move(module));
-    absl::StatusOr<cuda::Function> function = cuda::module_function(shared->get(), sources[i].name);
+    absl::StatusOr<cuda::Function> function = cuda::module_function(shared->get(), sources[p].name);
     if (!function.ok()) return function.status();
-    sources[i].source.clear();
+    sources[p].source.clear();
+    std::shared_ptr<KernelCode>& code = codes[group_of[p]];
+    if (!code) code = std::make_shared<KernelCode>();
+    code->shapes.push_back({.meta = sources[p],
+                            .module = shared,
+                            .function = *function,
+                            .registers = std::max(0, c.ptxas.registers),  // -1 (no ptxas) for PTX-only builds
+                            .spill_bytes = static_cast<int>(c.ptxas.spill_bytes()),
+                            .shape = cuda_launch_shape(sources[p])});
+    compile_ms[group_of[p]] += c.compile_ms;
+    cache_hit[group_of[p]] = cache_hit[group_of[p]] && c.cache_hit;
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    KernelCode& code = *codes[i];
+    code.tuned = code.shapes.size() < 2;
+    const std::vector<KernelParam>& code_params = code.shapes.front().meta.params;
     const std::string& first = plan_.kernels[static_cast<size_t>(groups[i].members.front())].name;
     for (int member : groups[i].members) {
       const Kernel& kernel = plan_.kernels[static_cast<size_t>(member)];
       const std::vector<KernelParam> params = emit::kernel_params(plan_, kernel);
-      if (params.size() != sources[i].params.size()) {
-        return absl::InternalError(fmt::format("kernel {} takes {} arguments, the code it shares takes {}",
-                                               kernel.name, params.size(), sources[i].params.size()));
+      if (params.size() != code_params.size()) {
+        return absl::InternalError(fmt::format("kernel {} takes {} arguments, the code it shares takes {}", kernel.name,
+                                               params.size(), code_params.size()));
       }
+      code.members.push_back(static_cast<size_t>(member));
       JitKernel& j = jit[static_cast<size_t>(member)].emplace();
-      j.meta = sources[i];
-      j.module = shared;
-      j.function = *function;
+      j.code = codes[i];
       for (const KernelParam& p : params) {
         if (p.kind == ParamKind::kTensor) j.pointers.push_back(buffers_.at(p.node).ptr);
       }
@@ -212,14 +262,19 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
         j.dropout_keys.insert(j.dropout_keys.end(), keys.begin(), keys.end());
       }
       const bool own = member == groups[i].members.front();
+      const CompiledShape& shape = code.shapes.front();
       infos_[static_cast<size_t>(member)] = {
           .name = kernel.name,
           .executed_by = "jit",
-          .compile_ms = own ? c.compile_ms : 0,
-          .cache_hit = c.cache_hit,
-          .registers = std::max(0, c.ptxas.registers),  // -1 (no ptxas) for PTX-only builds
-          .spill_bytes = static_cast<int>(c.ptxas.spill_bytes()),
-          .shares_code_with = own ? "" : first};
+          .compile_ms = own ? compile_ms[i] : 0,
+          .cache_hit = cache_hit[i],
+          .registers = shape.registers,
+          .spill_bytes = shape.spill_bytes,
+          .shares_code_with = own ? "" : first,
+          .launch_shape = shape.shape,
+          .tuning = code.tuned
+                        ? ""
+                        : fmt::format("{} launch shapes compiled, to be timed on its first run", code.shapes.size())};
     }
   }
   return absl::OkStatus();
@@ -263,24 +318,80 @@ absl::Status CudaLoadedPlan::about_kernel(size_t k, const absl::Status& s) const
 
 absl::Status CudaLoadedPlan::launch(size_t k) {
   if (MatmulStep* step = std::get_if<MatmulStep>(&steps_[k])) return step->launch(*gpu_);
+  const KernelCode& code = *std::get<JitKernel>(steps_[k]).code;
+  return launch_shape(k, code.shapes[code.chosen]);
+}
+
+absl::Status CudaLoadedPlan::launch_shape(size_t k, const CompiledShape& shape) {
   JitKernel& kernel = std::get<JitKernel>(steps_[k]);
-  long long count = kernel.meta.count;
+  long long count = shape.meta.count;
   std::vector<void*> args;
   for (cuda::DevicePtr& p : kernel.pointers) args.push_back(&p);
   if (!kernel.dropout_keys.empty()) args.push_back(kernel.dropout_keys.data());
   args.push_back(&count);
-  const LaunchConfig config = launch_config(kernel.meta, gpu_->info().sm_count, gpu_->max_threads_per_sm());
-  return cuda::launch_kernel(kernel.function, config.grid, config.block, 0, nullptr, args.data());
+  const LaunchConfig config = launch_config(shape.meta, gpu_->info().sm_count, gpu_->max_threads_per_sm());
+  return cuda::launch_kernel(shape.function, config.grid, config.block, 0, nullptr, args.data());
+}
+
+// Every shape writes the same outputs from the same inputs (a kernel never
+// writes what it reads), so timing them on the plan's own buffers changes
+// nothing the next launch does not write again.
+absl::Status CudaLoadedPlan::tune(size_t k) {
+  JitKernel* kernel = std::get_if<JitKernel>(&steps_[k]);
+  if (kernel == nullptr || kernel->code->tuned) return absl::OkStatus();
+  KernelCode& code = *kernel->code;
+  const GpuInfo& info = gpu_->info();
+  const SmLimits limits = sm_limits(info.cc_major, info.cc_minor);
+  std::vector<std::optional<double>> best_us(code.shapes.size());
+  for (int launch = -1; launch < kAutotuneLaunches; ++launch) {  // launch -1 warms each shape up
+    for (size_t v = 0; v < code.shapes.size(); ++v) {
+      const CompiledShape& shape = code.shapes[v];
+      const int threads = shape.meta.block_threads * shape.meta.rows_per_block;
+      // A shape whose block needs more registers than an SM has cannot launch (the default always can).
+      if (v > 0 && shape.registers > 0 &&
+          theoretical_occupancy(limits, threads, shape.registers, 0).blocks_per_sm == 0) {
+        continue;
+      }
+      if (absl::Status s = gpu_->queue_l2_flush(); !s.ok()) return about_kernel(k, s);
+      if (absl::Status s = timer_->start(); !s.ok()) return about_kernel(k, s);
+      if (absl::Status s = launch_shape(k, shape); !s.ok()) {
+        return about_kernel(
+            k, absl::Status(s.code(), fmt::format("timing launch shape {}: {}", shape.shape, status_text(s))));
+      }
+      absl::StatusOr<double> ms = timer_->stop_ms();
+      if (!ms.ok()) return about_kernel(k, ms.status());
+      if (launch >= 0 && (!best_us[v] || *ms * 1e3 < *best_us[v])) best_us[v] = *ms * 1e3;
+    }
+  }
+  code.chosen = pick_launch_shape(best_us);
+  code.tuned = true;
+  std::vector<std::string> names;
+  for (const CompiledShape& shape : code.shapes) names.push_back(shape.shape);
+  const std::string note = describe_tuning(names, best_us, code.chosen);
+  const CompiledShape& chosen = code.shapes[code.chosen];
+  for (size_t member : code.members) {
+    infos_[member].registers = chosen.registers;
+    infos_[member].spill_bytes = chosen.spill_bytes;
+    infos_[member].launch_shape = chosen.shape;
+    infos_[member].tuning = note;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaLoadedPlan::do_run_kernel(size_t k) {
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  if (absl::Status s = tune(k); !s.ok()) return s;
   if (absl::Status s = launch(k); !s.ok()) return about_kernel(k, s);
   return about_kernel(k, cuda::context_synchronize());
 }
 
 absl::StatusOr<double> CudaLoadedPlan::do_time_kernel(size_t k) {
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  if (const JitKernel* jit = std::get_if<JitKernel>(&steps_[k]); jit != nullptr && !jit->code->tuned) {
+    if (absl::Status s = tune(k); !s.ok()) return s;
+    // Tuning used the L2 flush the caller queued for this timing.
+    if (absl::Status s = gpu_->queue_l2_flush(); !s.ok()) return about_kernel(k, s);
+  }
   if (absl::Status s = timer_->start(); !s.ok()) return about_kernel(k, s);
   if (absl::Status s = launch(k); !s.ok()) return about_kernel(k, s);
   absl::StatusOr<double> ms = timer_->stop_ms();
@@ -291,6 +402,7 @@ absl::StatusOr<double> CudaLoadedPlan::do_time_kernel(size_t k) {
 absl::StatusOr<double> CudaLoadedPlan::do_measure_kernel_bytes(size_t k) {
   if (cuda_driver_is_emulator()) return absl::UnavailableError("the CUDA emulator has no DRAM counters");
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  if (absl::Status s = tune(k); !s.ok()) return s;
   // A profiler for this measurement only: one enabled on the context would
   // stay in the way of other plans' profilers and of later timings.
   absl::StatusOr<std::unique_ptr<DramByteCounter>> counter = DramByteCounter::create(gpu_->context(), 0);

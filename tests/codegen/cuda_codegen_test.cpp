@@ -367,16 +367,22 @@ TEST_F(CudaNvrtcTest, GeluInTheDemoKernelIsBranchFree) {
   }
 }
 
+// The demo's fused plan at its GPU size, [16384, 4096] bf16.
+FusionPlan demo_plan_at_gpu_size() {
+  const absl::StatusOr<Graph> g = parse_graph(
+      "input x: bf16[16384, 4096]\ninput b: bf16[4096]\ninput gamma: bf16[4096]\n"
+      "input beta: bf16[4096]\nh = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.1, seed=42)\n"
+      "y = layer_norm(d, gamma, beta)\noutput y\n");
+  EXPECT_TRUE(g.ok()) << g.status();
+  return make_fused_plan(*g, fusion_options_for(gpu_device("h200")));
+}
+
 // The demo kernel at its GPU size with FUSEJIT_ROW_PREFETCH=1: the next
 // row's loads are issued before this row's math, for two more registers,
 // no spills and the same occupancy as without (that it is faster is for a
 // GPU to show; the emulated GPU tests show it computes the same).
 TEST_F(CudaNvrtcTest, RowPrefetchLoadsTheNextRowWithoutLosingOccupancy) {
-  const absl::StatusOr<Graph> g = parse_graph("input x: bf16[16384, 4096]\ninput b: bf16[4096]\ninput gamma: bf16[4096]\n"
-                                              "input beta: bf16[4096]\nh = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.1, seed=42)\n"
-                                              "y = layer_norm(d, gamma, beta)\noutput y\n");
-  ASSERT_TRUE(g.ok()) << g.status();
-  const FusionPlan plan = make_fused_plan(*g, fusion_options_for(gpu_device("h100")));
+  const FusionPlan plan = demo_plan_at_gpu_size();
   const auto compile = [&](const std::optional<std::string>& prefetch, const std::optional<std::string>& threads) {
     testing::ScopedEnv p("FUSEJIT_ROW_PREFETCH", prefetch);
     testing::ScopedEnv t("FUSEJIT_ROW_BLOCK_THREADS", threads);
@@ -411,6 +417,66 @@ TEST_F(CudaNvrtcTest, RowPrefetchLoadsTheNextRowWithoutLosingOccupancy) {
     testing::ScopedEnv t("FUSEJIT_ROW_BLOCK_THREADS", bad);
     EXPECT_EQ(emit_cuda(plan)[0].block_threads, plain.block_threads) << bad;
   }
+}
+
+// The launch shapes the CUDA runtime times for a block-per-row kernel
+// (runtime/cuda_row_tuning.h): the default first, then half and twice its
+// threads and the prefetching ones; each is what the experiment variables
+// would emit, compiles without spills and fits on an SM.
+TEST_F(CudaNvrtcTest, BlockPerRowKernelsOfferLaunchShapesThatAllFit) {
+  const FusionPlan plan = demo_plan_at_gpu_size();
+  const std::vector<CudaRowShape> shapes = cuda_row_shape_candidates(plan, 0, CudaAccess::kVector);
+  const std::vector<CudaRowShape> want = {{},
+                                          {.block_threads = 256},
+                                          {.block_threads = 1024},
+                                          {.prefetch = true},
+                                          {.block_threads = 256, .prefetch = true}};
+  EXPECT_EQ(shapes, want);
+  std::set<std::string> names;
+  for (const CudaRowShape& shape : shapes) {
+    const CudaKernelSource k = emit_cuda_kernel(plan, 0, CudaAccess::kVector, shape);
+    names.insert(cuda_launch_shape(k));
+    EXPECT_EQ(k.block_threads, shape.block_threads > 0 ? shape.block_threads : 512);
+    EXPECT_EQ(k.prefetch, shape.prefetch);
+    {
+      testing::ScopedEnv t("FUSEJIT_ROW_BLOCK_THREADS",
+                           shape.block_threads > 0 ? std::optional(std::to_string(shape.block_threads)) : std::nullopt);
+      testing::ScopedEnv p("FUSEJIT_ROW_PREFETCH", shape.prefetch ? std::optional<std::string>("1") : std::nullopt);
+      EXPECT_EQ(emit_cuda(plan)[0].source, k.source) << cuda_launch_shape(k);
+      // A shape fixed by the environment is not tuned.
+      EXPECT_EQ(cuda_row_shape_candidates(plan, 0, CudaAccess::kVector).size(), shape == CudaRowShape{} ? 5u : 0u);
+    }
+    absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
+    ASSERT_TRUE(c.ok()) << status_text(c.status());
+    EXPECT_EQ(c->ptxas.spill_bytes(), 0) << cuda_launch_shape(k);
+    EXPECT_GT(theoretical_occupancy(sm_limits(9, 0), k.block_threads, c->ptxas.registers, c->ptxas.shared_bytes)
+                  .blocks_per_sm,
+              0)
+        << cuda_launch_shape(k);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"512 threads per row", "256 threads per row", "1024 threads per row",
+                                          "512 threads per row, next row prefetched",
+                                          "256 threads per row, next row prefetched"}));
+  // Misaligned buffers (the scalar variant) never prefetch.
+  EXPECT_EQ(cuda_row_shape_candidates(plan, 0, CudaAccess::kScalar),
+            (std::vector<CudaRowShape>{{}, {.block_threads = 256}, {.block_threads = 1024}}));
+}
+
+TEST(CudaCodegen, OnlyBlockPerRowKernelsHaveLaunchShapesToChoose) {
+  const auto candidates = [](const std::string& text, const FusionOptions& options = {}) {
+    const absl::StatusOr<Graph> g = parse_graph(text);
+    EXPECT_TRUE(g.ok()) << g.status();
+    const FusionPlan plan = make_fused_plan(*g, options);
+    return cuda_row_shape_candidates(plan, 0, CudaAccess::kVector).size();
+  };
+  // A warp per row, a pointwise kernel, a re-reading row kernel: one shape each.
+  EXPECT_EQ(candidates("input x: f32[64, 512]\ny = softmax(x)\noutput y\n"), 0u);
+  EXPECT_EQ(candidates("input x: f32[64, 4096]\ny = gelu(x)\noutput y\n"), 0u);
+  EXPECT_EQ(candidates("input x: f32[64, 4096]\ny = softmax(x)\noutput y\n", {.persistent_row_limit = 1024}), 0u);
+  // Rows of 16384 (1024 threads of 16): neither fewer threads nor more fit; prefetch does.
+  EXPECT_EQ(candidates("input x: bf16[64, 16384]\ny = softmax(x)\noutput y\n"), 2u);
+  // Rows of 1001 f32 (128 threads of 8; no 16-byte path, so no prefetch): 64 and 256 threads.
+  EXPECT_EQ(candidates("input x: f32[64, 1001]\ny = softmax(x)\noutput y\n"), 3u);
 }
 
 }  // namespace

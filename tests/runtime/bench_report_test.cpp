@@ -108,5 +108,38 @@ TEST(BenchReport, ALongKernelNameWidensItsColumn) {
   EXPECT_EQ(rows, 6) << "3 rows in the plan tables, 3 in the roofline's\n" << text;
 }
 
+// Kernels whose launch shapes were timed get a line each, saying what was
+// kept; a kernel that runs another's code does not repeat it; without
+// tuning there is no such section. The JSON has both fields, null where empty.
+TEST(BenchReport, TunedLaunchShapesAreReported) {
+  BenchResult r = result_with_cache(int64_t{32} << 20);
+  KernelBench tuned;
+  tuned.name = "k0_add_layer_norm";
+  tuned.launch_shape = "256 threads per row";
+  tuned.tuning = "fastest of 5 launch shapes timed on its first run (31.0 us, default 512 threads per row: 36.0 us)";
+  KernelBench repeated = tuned;
+  repeated.name = "k1_add_layer_norm";
+  repeated.shares_code_with = "k0_add_layer_norm";
+  KernelBench plain;
+  plain.name = "k2_add";
+  plain.launch_shape = "256 threads per block";
+  r.fused.kernels = {tuned, repeated, plain};
+  const std::string text = format_bench(r);
+  EXPECT_NE(text.find("launch shapes (timed on each kernel's first run, FUSEJIT_AUTOTUNE=0 keeps the defaults):\n"
+                      "  fused k0_add_layer_norm: 256 threads per row; fastest of 5 launch shapes timed on its first "
+                      "run (31.0 us, default 512 threads per row: 36.0 us)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("k1_add_layer_norm:"), std::string::npos) << text;
+  EXPECT_EQ(text.find("k2_add:"), std::string::npos) << text;
+  const nlohmann::json j = bench_json(r);
+  EXPECT_EQ(j["fused"]["kernels"][0]["launch_shape"], "256 threads per row");
+  EXPECT_EQ(j["fused"]["kernels"][0]["launch_tuning"], tuned.tuning);
+  EXPECT_EQ(j["fused"]["kernels"][2]["launch_shape"], "256 threads per block");
+  EXPECT_TRUE(j["fused"]["kernels"][2]["launch_tuning"].is_null());
+  r.fused.kernels = {plain};
+  EXPECT_EQ(format_bench(r).find("launch shapes"), std::string::npos) << format_bench(r);
+}
+
 }  // namespace
 }  // namespace fusejit

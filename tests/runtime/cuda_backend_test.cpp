@@ -629,6 +629,53 @@ TEST_F(GpuBackend, GeluFoldedIntoDropoutMatchesTheReference) {
   }
 }
 
+// A block-per-row kernel timed in each of its launch shapes
+// (runtime/cuda_row_tuning.h) keeps one, says which, and computes the
+// reference's result with it; every shape it could keep computes it too.
+TEST_F(GpuBackend, RowKernelsTimeTheirLaunchShapesAndEveryShapeMatches) {
+  const std::string source =
+      "input x: bf16[6, 4096]\ninput b: bf16[4096]\ninput gamma: bf16[4096]\ninput beta: bf16[4096]\n"
+      "h = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.1, seed=42)\ny = layer_norm(d, gamma, beta)\noutput y\n";
+  const Graph g = parse_or_throw(source);
+  const FusionPlan plan = make_fused_plan(g, fusion_options());
+  ASSERT_EQ(plan.kernels.size(), 1u);
+  const std::vector<CudaRowShape> shapes = cuda_row_shape_candidates(plan, 0, CudaAccess::kVector);
+  ASSERT_EQ(shapes.size(), 5u);
+  for (const CudaRowShape& shape : shapes) {
+    testing::ScopedEnv t("FUSEJIT_ROW_BLOCK_THREADS",
+                         shape.block_threads > 0 ? std::optional(std::to_string(shape.block_threads)) : std::nullopt);
+    testing::ScopedEnv p("FUSEJIT_ROW_PREFETCH", shape.prefetch ? std::optional<std::string>("1") : std::nullopt);
+    expect_matches_reference(plan, cuda_launch_shape(emit_cuda_kernel(plan, 0, CudaAccess::kVector, shape)));
+  }
+
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(plan, {.autotune = Autotune::kAlways});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->kernels()[0].tuning, "5 launch shapes compiled, to be timed on its first run");
+  EXPECT_EQ((*loaded)->kernels()[0].launch_shape, "512 threads per row");
+  const TensorMap inputs = random_inputs(g, 3);
+  ASSERT_TRUE((*loaded)->set_inputs(inputs).ok());
+  ASSERT_TRUE((*loaded)->poison_outputs().ok());
+  ASSERT_TRUE((*loaded)->run().ok());
+  const LoadedKernelInfo& info = (*loaded)->kernels()[0];
+  EXPECT_TRUE(info.tuning.starts_with("fastest of 5 launch shapes") || info.tuning.starts_with("default kept"))
+      << info.tuning;
+  EXPECT_EQ(info.tuning.starts_with("default kept"), info.launch_shape == "512 threads per row") << info.tuning;
+  absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+  ASSERT_TRUE(out.ok()) << out.status();
+  absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  EXPECT_TRUE(compare_tensors(out->at("y"), ref->at("y")).within(DType::kBF16)) << info.launch_shape;
+
+  // Turned off, or below the size it pays at, nothing extra is compiled.
+  for (const Autotune mode : {Autotune::kOff, Autotune::kAuto}) {
+    testing::ScopedEnv unset("FUSEJIT_AUTOTUNE", std::nullopt);
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> plain = backend().load(plan, {.autotune = mode});
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_EQ((*plain)->kernels()[0].tuning, "");
+    EXPECT_EQ((*plain)->kernels()[0].launch_shape, "512 threads per row");
+  }
+}
+
 TEST_F(GpuBackend, LayersRunTheFirstLayersCodeWithTheirOwnSeeds) {
   const Graph g = parse_or_throw(testing::stacked_layers_text(3));
   const FusionPlan plan = make_fused_plan(g, fusion_options());

@@ -1,5 +1,7 @@
 #include "codegen/cuda/cuda_emitter.h"
 
+#include <fmt/format.h>
+
 #include "codegen/cuda/emit_kernels.h"
 #include "codegen/translation_unit.h"
 
@@ -19,10 +21,26 @@ std::string_view cuda_access_name(CudaAccess a) {
   return a == CudaAccess::kVector ? "16-byte accesses" : "scalar accesses";
 }
 
-CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access) {
+CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access, const CudaRowShape& shape) {
   const Kernel& kernel = plan.kernels.at(index);
-  return kernel.kind == KernelKind::kRow ? cuda_emit::emit_row(plan, kernel, access)
+  return kernel.kind == KernelKind::kRow ? cuda_emit::emit_row(plan, kernel, access, shape)
                                          : cuda_emit::emit_pointwise(plan, kernel, access);
+}
+
+std::vector<CudaRowShape> cuda_row_shape_candidates(const FusionPlan& plan, int index, CudaAccess access) {
+  const Kernel& kernel = plan.kernels.at(index);
+  if (kernel.kind != KernelKind::kRow) return {};
+  return cuda_emit::row_shape_candidates(plan, kernel, access);
+}
+
+std::string cuda_launch_shape(const CudaKernelSource& kernel) {
+  switch (kernel.variant) {
+    case CudaVariant::kPointwise: return fmt::format("{} threads per block", kernel.block_threads);
+    case CudaVariant::kWarpPerRow: return fmt::format("a warp per row, {} rows per block", kernel.rows_per_block);
+    case CudaVariant::kBlockPerRow:
+    case CudaVariant::kReread: break;
+  }
+  return fmt::format("{} threads per row{}", kernel.block_threads, kernel.prefetch ? ", next row prefetched" : "");
 }
 
 std::string without_helpers(const std::string& source) {

@@ -2,6 +2,7 @@
 // calls and have no source.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -13,8 +14,20 @@ namespace fusejit {
 
 // The source of kernel `index` of `plan` (which must not be a matmul) for
 // `access`; a kernel without a vector path is emitted with scalar accesses
-// whatever is asked.
-CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access = CudaAccess::kVector);
+// whatever is asked. `shape` applies to block-per-row kernels only (see
+// cuda_row_shape_candidates); other kernels ignore it.
+CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access = CudaAccess::kVector,
+                                  const CudaRowShape& shape = {});
+
+// The launch shapes worth timing for kernel `index` compiled for `access`:
+// the default first, then half and twice its threads per row (16 elements
+// per thread at most, 64 to 1024 threads) and, for the 16-byte variant, the
+// default and the halved shape with the next row prefetched. Empty (nothing
+// to choose) for kernels other than block-per-row ones, and when
+// FUSEJIT_ROW_BLOCK_THREADS or FUSEJIT_ROW_PREFETCH fixes the shape.
+std::vector<CudaRowShape> cuda_row_shape_candidates(const FusionPlan& plan, int index, CudaAccess access);
+// "256 threads per row, next row prefetched": a source's launch shape in words.
+std::string cuda_launch_shape(const CudaKernelSource& kernel);
 // Sources of every generated kernel of the plan, in launch order.
 std::vector<CudaKernelSource> emit_cuda(const FusionPlan& plan, CudaAccess access = CudaAccess::kVector);
 

@@ -80,7 +80,7 @@ bool row_prefetch_enabled() {
 
 class RowEmitter {
  public:
-  RowEmitter(const FusionPlan& plan, const Kernel& kernel, CudaAccess access)
+  RowEmitter(const FusionPlan& plan, const Kernel& kernel, CudaAccess access, const CudaRowShape& requested)
       : plan_(plan), g_(*plan.graph), kernel_(kernel) {
     n_ = kernel.iteration.last();
     out_.params = kernel_params(plan, kernel);
@@ -101,10 +101,13 @@ class RowEmitter {
       out_.rows_per_block = 4;
     } else {
       out_.variant = CudaVariant::kBlockPerRow;
-      threads_ = row_block_threads_override().value_or(threads_);
+      threads_ =
+          requested.block_threads > 0 ? requested.block_threads : row_block_threads_override().value_or(threads_);
     }
     out_.block_threads = threads_;
-    prefetch_ = row_prefetch_enabled() && out_.access == CudaAccess::kVector && out_.variant != CudaVariant::kReread;
+    prefetch_ = (requested.prefetch || row_prefetch_enabled()) && out_.access == CudaAccess::kVector &&
+                out_.variant != CudaVariant::kReread;
+    out_.prefetch = prefetch_;
     chunks_ = static_cast<int>((n_ + int64_t{threads_} * vec_ - 1) / (int64_t{threads_} * vec_));
     out_.index_64bit = kernel.iteration.numel() >= (int64_t{1} << 31) - (int64_t{1} << 26);
     const std::vector<int> levels = reduction_levels(g_, kernel);
@@ -488,7 +491,7 @@ class RowEmitter {
   int vec_ = 1;
   absl::flat_hash_set<int32_t> folded_gelus_;  // GeLUs dropout_call computes with their dropout
   int threads_ = 32;
-  bool prefetch_ = false;  // FUSEJIT_ROW_PREFETCH
+  bool prefetch_ = false;  // CudaRowShape::prefetch or FUSEJIT_ROW_PREFETCH
   int chunks_ = 1;
   std::map<int32_t, int> level_;
   int reduced_ = 0;  // block reductions written so far
@@ -496,8 +499,30 @@ class RowEmitter {
 
 }  // namespace
 
-CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel, CudaAccess access) {
-  return RowEmitter(plan, kernel, access).emit();
+CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel, CudaAccess access, const CudaRowShape& shape) {
+  return RowEmitter(plan, kernel, access, shape).emit();
+}
+
+std::vector<CudaRowShape> row_shape_candidates(const FusionPlan& plan, const Kernel& kernel, CudaAccess access) {
+  const int64_t n = kernel.iteration.last();
+  const GpuRowShape base = gpu_row_shape(n, kernel.row_strategy);
+  if (kernel.row_strategy == RowStrategy::kReread || base.warp_per_row) return {};
+  const char* threads_env = std::getenv("FUSEJIT_ROW_BLOCK_THREADS");
+  const char* prefetch_env = std::getenv("FUSEJIT_ROW_PREFETCH");
+  if ((threads_env != nullptr && *threads_env != '\0') || (prefetch_env != nullptr && *prefetch_env != '\0')) return {};
+  // Each element of a thread's share is unrolled code: past 16 the live
+  // arrays no longer fit in registers.
+  auto fits = [&](int threads) { return threads >= 64 && threads <= 1024 && (n + threads - 1) / threads <= 16; };
+  const bool vector = access == CudaAccess::kVector && gpu_has_vector_path(*plan.graph, kernel);
+  std::vector<CudaRowShape> out = {CudaRowShape{}};
+  for (int threads : {base.threads / 2, base.threads * 2}) {
+    if (fits(threads)) out.push_back({.block_threads = threads});
+  }
+  if (vector) {
+    out.push_back({.prefetch = true});
+    if (fits(base.threads / 2)) out.push_back({.block_threads = base.threads / 2, .prefetch = true});
+  }
+  return out;
 }
 
 }  // namespace fusejit::cuda_emit
