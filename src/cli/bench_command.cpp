@@ -12,6 +12,7 @@
 #include "fusejit.h"
 #include "runtime/bench_report.h"
 #include "runtime/roofline_plot.h"
+#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {
@@ -48,7 +49,7 @@ void add_bench_options(CLI::App* cmd, BenchSettings& s) {
 bool plot_target_ok(const BenchSettings& s) {
   if (s.plot.empty()) return true;
   const absl::Status check = check_roofline_plot_target(s.plot, s.overwrite);
-  if (!check.ok()) fmt::print(stderr, "fusejit: error: {}\n", status_text(check));
+  if (!check.ok()) eprint("fusejit: error: {}\n", status_text(check));
   return check.ok();
 }
 
@@ -60,7 +61,7 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
   // A progress line that rewrites itself, on a terminal only, so that logs
   // and --json output stay clean.
   const bool tty = isatty(STDERR_FILENO) != 0;
-  if (tty) options.progress = [](std::string_view line) { fmt::print(stderr, "\r\033[K{}", line); };
+  if (tty) options.progress = [](std::string_view line) { eprint("\r\033[K{}", line); };
   if (s.tamper) {
     options.tamper_fused_outputs = [](TensorMap& outputs) {
       for (auto& [name, t] : outputs) {
@@ -70,9 +71,9 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
   }
   if (!s.json && !s.show_plans) fmt::print("{}\n", title);
   absl::StatusOr<BenchResult> result = run_benchmark(backend, graph, options);
-  if (tty) fmt::print(stderr, "\r\033[K");
+  if (tty) eprint("\r\033[K");
   if (!result.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(result.status()));
+    eprint("fusejit: error: {}\n", status_text(result.status()));
     return 1;
   }
   if (s.json) {
@@ -91,7 +92,7 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
   }
   if (!s.plot.empty()) {
     if (absl::Status st = write_roofline_plot(*result, s.plot); !st.ok()) {
-      fmt::print(stderr, "fusejit: error: {}\n", status_text(st));
+      eprint("fusejit: error: {}\n", status_text(st));
       return 1;
     }
     if (!s.json) fmt::print("roofline chart: {}\n", s.plot);
@@ -100,8 +101,8 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
     std::vector<std::string> wrong;
     if (!result->unfused.correct) wrong.push_back("unfused: " + result->unfused.mismatch);
     if (!result->fused.correct) wrong.push_back("fused: " + result->fused.mismatch);
-    fmt::print(stderr, "fusejit: error: {} computed wrong results: {}\n",
-               wrong.size() == 2 ? "both plans" : "a plan", fmt::join(wrong, "; "));
+    eprint("fusejit: error: {} computed wrong results: {}\n", wrong.size() == 2 ? "both plans" : "a plan",
+           fmt::join(wrong, "; "));
     return 1;
   }
   return 0;

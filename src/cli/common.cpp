@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "fusejit.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 
@@ -31,7 +32,7 @@ CLI::Validator seed_validator() {
 std::optional<Graph> load_graph(const std::string& file) {
   absl::StatusOr<Graph> graph = parse_graph_file(file);
   if (!graph.ok()) {
-    fmt::print(stderr, "{}\n", status_text(graph.status()));
+    eprint("{}\n", status_text(graph.status()));
     return std::nullopt;
   }
   // As many as the parser reports errors: a generated graph with thousands
@@ -63,12 +64,12 @@ std::unique_ptr<Backend> open_backend(const std::string& name) {
     // The GPU when it is usable; otherwise the CPU, saying why not the GPU.
     absl::StatusOr<std::unique_ptr<Backend>> cuda = make_backend("cuda");
     if (cuda.ok()) return *std::move(cuda);
-    fmt::print(stderr, "fusejit: note: --backend auto runs on the CPU: {}\n", status_text(cuda.status()));
+    eprint("fusejit: note: --backend auto runs on the CPU: {}\n", status_text(cuda.status()));
     return open_backend("cpu");
   }
   absl::StatusOr<std::unique_ptr<Backend>> backend = make_backend(name);
   if (!backend.ok()) {
-    fmt::print(stderr, "fusejit: error: backend {}: {}\n", name, status_text(backend.status()));
+    eprint("fusejit: error: backend {}: {}\n", name, status_text(backend.status()));
     return nullptr;
   }
   return *std::move(backend);

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {
@@ -48,14 +49,14 @@ int demo(const DemoOptions& opt) {
   const int64_t cols = opt.cols.value_or(4096);
   const std::optional<DType> dtype = parse_dtype(opt.dtype.value_or("bf16"));
   if (!dtype) {
-    fmt::print(stderr, "fusejit: error: --dtype {}: expected f32, f16 or bf16\n", *opt.dtype);
+    eprint("fusejit: error: --dtype {}: expected f32, f16 or bf16\n", *opt.dtype);
     return 2;
   }
   Graph graph;
   try {
     graph = demo_graph(rows, cols, *dtype);
   } catch (const Error& e) {
-    fmt::print(stderr, "fusejit: error: {}\n", e.what());
+    eprint("fusejit: error: {}\n", e.what());
     return 1;
   }
   if (!settings.json) {

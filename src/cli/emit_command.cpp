@@ -140,8 +140,8 @@ void remove_stale(const std::filesystem::path& dir, const OutDir& out) {
     }
   }
   if (!removed.empty()) {
-    fmt::print(stderr, "fusejit: removed {} of an earlier emit from {}: {}\n", counted(std::ssize(removed), "file"),
-               dir.string(), absl::StrJoin(removed, ", "));
+    eprint("fusejit: removed {} of an earlier emit from {}: {}\n", counted(std::ssize(removed), "file"), dir.string(),
+           absl::StrJoin(removed, ", "));
   }
   if (!kept.empty()) {
     warn(fmt::format("--out {}: kept {} of an earlier emit that this plan lacks, since {} changed after that emit "
@@ -161,16 +161,16 @@ int emit(const EmitOptions& opt) {
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;
   if (absl::Status s = nvrtc_status(); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+    eprint("fusejit: error: {}\n", status_text(s));
     return 1;
   }
   // A bad --arch is a typo, found before anything is written.
   if (absl::Status s = check_cuda_arch(opt.arch); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: --arch: {}\n", status_text(s));
+    eprint("fusejit: error: --arch: {}\n", status_text(s));
     return 1;
   }
   if (absl::Status s = check_dtypes_for_arch(*graph, opt.arch); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+    eprint("fusejit: error: {}\n", status_text(s));
     return 1;
   }
   // Row-kernel variants follow the persistent limit of the datasheet GPUs.
@@ -186,18 +186,18 @@ int emit(const EmitOptions& opt) {
   }
   const absl::StatusOr<OutDir> out_dir = prepare_out_dir(dir, writing, opt.overwrite);
   if (!out_dir.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(out_dir.status()));
+    eprint("fusejit: error: {}\n", status_text(out_dir.status()));
     return 1;
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    fmt::print(stderr, "fusejit: error: --out {}: cannot create the directory: {}\n", opt.out, ec.message());
+    eprint("fusejit: error: --out {}: cannot create the directory: {}\n", opt.out, ec.message());
     return 1;
   }
   // Found before minutes of compiling rather than after.
   if (absl::Status s = check_can_create_files(opt.out); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: --out: {}\n", status_text(s));
+    eprint("fusejit: error: --out: {}\n", status_text(s));
     return 1;
   }
   CudaCompileOptions compile_options;
@@ -227,17 +227,17 @@ int emit(const EmitOptions& opt) {
     std::optional<ScopedWarningSink> hold;
     if (tty) {
       hold.emplace();
-      fmt::print(stderr, "compiling {} with NVRTC for {}...", counted(std::ssize(programs), "kernel"), opt.arch);
+      eprint("compiling {} with NVRTC for {}...", counted(std::ssize(programs), "kernel"), opt.arch);
     }
     compiled = compile_cuda_all(programs, compile_options, &KernelCache::global());
     if (tty) {
-      fmt::print(stderr, "\r\033[K");
+      eprint("\r\033[K");
       held_warnings = hold->messages();
     }
   }
   for (const std::string& w : held_warnings) warn(w);
   if (!compiled.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(compiled.status()));
+    eprint("fusejit: error: {}\n", status_text(compiled.status()));
     return 1;
   }
   // Every file this emit writes, by name: written, then listed in the manifest.
@@ -311,7 +311,7 @@ int emit(const EmitOptions& opt) {
   }
   paths[(dir / kManifest).string()] = manifest;
   if (absl::Status s = replace_files(paths); !s.ok()) {
-    fmt::print(stderr, "fusejit: error: --out {}: {}\n", opt.out, status_text(s));
+    eprint("fusejit: error: --out {}: {}\n", opt.out, status_text(s));
     return 1;
   }
   remove_stale(dir, *out_dir);

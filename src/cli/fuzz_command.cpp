@@ -17,6 +17,7 @@
 #include "ir/counted.h"
 #include "runtime/file_io.h"
 #include "runtime/fuzz.h"
+#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {
@@ -78,7 +79,7 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
     const std::string file = graph_source_name(given);
     const absl::StatusOr<std::string> text = read_graph_text(given);
     if (!text.ok()) {
-      fmt::print(stderr, "{}\n", status_text(text.status()));
+      eprint("{}\n", status_text(text.status()));
       return 1;
     }
     // A file that does not parse is the user's error, at its file:line, not
@@ -87,7 +88,7 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
     if (!parsed.ok()) {
       const std::string error(status_text(parsed.status()));
       ++unreadable;
-      fmt::print(stderr, "{}\n", error);
+      eprint("{}\n", error);
       failures.push_back({{"file", file}, {"error", error}});
       if (!opt.json) fmt::print("{}: not checked: it is not a valid graph (errors above)\n", file);
       continue;
@@ -96,7 +97,7 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
       if (absl::Status s = check_dtypes_for_arch(*parsed, options.cuda_arch); !s.ok()) {
         const std::string error = fmt::format("{}: {}", file, status_text(s));
         ++not_checked;
-        fmt::print(stderr, "fusejit: error: {}\n", error);
+        eprint("fusejit: error: {}\n", error);
         failures.push_back({{"file", file}, {"error", error}});
         if (!opt.json) fmt::print("{}: not checked: its kernels cannot compile for --arch {}\n", file, options.cuda_arch);
         continue;
@@ -118,8 +119,9 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
 
 int fuzz(const FuzzCommandOptions& opt) {
   if (opt.backend == "none" && !opt.cuda_compile) {
-    fmt::print(stderr, "fusejit: error: --backend none runs nothing; add --cuda-compile to compile every kernel, "
-                       "or choose a backend (auto, cpu, cuda)\n");
+    eprint(
+        "fusejit: error: --backend none runs nothing; add --cuda-compile to compile every kernel, "
+        "or choose a backend (auto, cpu, cuda)\n");
     return 2;
   }
   std::unique_ptr<Backend> backend;
@@ -128,25 +130,25 @@ int fuzz(const FuzzCommandOptions& opt) {
     if (!backend) return 1;
   }
   if (std::count(opt.files.begin(), opt.files.end(), "-") > 1) {
-    fmt::print(stderr, "fusejit: error: --check: '-' (standard input) is given more than once; it can be read once\n");
+    eprint("fusejit: error: --check: '-' (standard input) is given more than once; it can be read once\n");
     return 2;
   }
   if (opt.cuda_compile) {
     if (absl::Status s = nvrtc_status(); !s.ok()) {
-      fmt::print(stderr, "fusejit: error: --cuda-compile: {}\n", status_text(s));
+      eprint("fusejit: error: --cuda-compile: {}\n", status_text(s));
       return 1;
     }
     // A bad --arch is the user's typo, not a mismatch of every graph.
     if (absl::Status s = check_cuda_arch(opt.arch); !s.ok()) {
-      fmt::print(stderr, "fusejit: error: --arch: {}\n", status_text(s));
+      eprint("fusejit: error: --arch: {}\n", status_text(s));
       return 2;
     }
     // Generated graphs use bf16; a file given to --check is checked on its own (below).
     if (opt.files.empty() && cuda_arch_number(opt.arch) < 80) {
-      fmt::print(stderr,
-                 "fusejit: error: --arch {}: fuzz graphs use bf16, which needs sm_80 or newer (compute capability "
-                 "8.0); choose --arch sm_80 or later\n",
-                 opt.arch);
+      eprint(
+          "fusejit: error: --arch {}: fuzz graphs use bf16, which needs sm_80 or newer (compute capability "
+          "8.0); choose --arch sm_80 or later\n",
+          opt.arch);
       return 2;
     }
   }
@@ -163,16 +165,16 @@ int fuzz(const FuzzCommandOptions& opt) {
   auto last_line = std::chrono::steady_clock::now();
   options.progress = [tty, &last_line](std::string_view line) {
     if (tty) {
-      fmt::print(stderr, "\r\033[K{}", line);
+      eprint("\r\033[K{}", line);
     } else if (std::chrono::steady_clock::now() - last_line >= std::chrono::minutes(1)) {
       last_line = std::chrono::steady_clock::now();
-      fmt::print(stderr, "fuzz: {}\n", line);
+      eprint("fuzz: {}\n", line);
     }
   };
   // Failures as they are found, not only at the end of a long run.
   if (!opt.json) {
     options.on_failure = [tty](const FuzzFailure& f) {
-      if (tty) fmt::print(stderr, "\r\033[K");
+      if (tty) eprint("\r\033[K");
       print_failure(f);
     };
   }
@@ -182,7 +184,7 @@ int fuzz(const FuzzCommandOptions& opt) {
   const StopSignals stop_signals;
   options.stop_requested = [] { return interrupted != 0; };
   const FuzzResult r = run_fuzz(options);
-  if (tty) fmt::print(stderr, "\r\033[K");
+  if (tty) eprint("\r\033[K");
   if (opt.json) {
     nlohmann::json failures = nlohmann::json::array();
     for (const FuzzFailure& f : r.failures) {

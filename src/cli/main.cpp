@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "runtime/warnings.h"
 
 namespace {
 
@@ -37,13 +38,13 @@ int run_command_line(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // Usage errors (unknown flag, missing file argument) exit with 2, so that
     // scripts can tell them from a graph that failed to check (1).
-    fmt::print(stderr, "fusejit: error: {}\n", fusejit::cli::usage_error_text(app, e, argc, argv));
+    fusejit::eprint("fusejit: error: {}\n", fusejit::cli::usage_error_text(app, e, argc, argv));
     return 2;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "fusejit: error: out of host memory: the graph's tensors do not fit in this machine's memory\n");
+    fusejit::eprint("fusejit: error: out of host memory: the graph's tensors do not fit in this machine's memory\n");
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "fusejit: error: {}\n", e.what());
+    fusejit::eprint("fusejit: error: {}\n", e.what());
     return 1;
   }
   return exit_code;
@@ -60,8 +61,8 @@ int flush_standard_output(int exit_code) {
   // already threw "cannot write to file"); exit 0 is what must not stand.
   if (failed && exit_code == 0) {
     const int err = errno;
-    fmt::print(stderr, "fusejit: error: cannot write the standard output: {}\n",
-               err != 0 ? std::strerror(err) : "write error");
+    fusejit::eprint("fusejit: error: cannot write the standard output: {}\n",
+                    err != 0 ? std::strerror(err) : "write error");
     return 1;
   }
   return exit_code;

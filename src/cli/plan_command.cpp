@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "fusejit.h"
 #include "runtime/cpu_calibration.h"
+#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {
@@ -35,7 +36,7 @@ int plan(const PlanOptions& opt) {
   if (!graph) return 1;
   absl::StatusOr<DeviceSpec> device = device_as_modelled(opt.device);
   if (!device.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(device.status()));
+    eprint("fusejit: error: {}\n", status_text(device.status()));
     return 1;
   }
   const FusionOptions options = fusion_options_for(*device);
@@ -70,7 +71,7 @@ int devices(bool remeasure, bool json) {
       std::error_code ec;
       std::filesystem::remove(path, ec);
       if (ec) {
-        fmt::print(stderr, "fusejit: error: cannot remove {} to measure again: {}\n", path, ec.message());
+        eprint("fusejit: error: cannot remove {} to measure again: {}\n", path, ec.message());
         return 1;
       }
     }
@@ -79,7 +80,7 @@ int devices(bool remeasure, bool json) {
   for (const std::string& name : device_names()) {
     absl::StatusOr<DeviceSpec> device = device_as_modelled(name);
     if (!device.ok()) {
-      fmt::print(stderr, "fusejit: error: {}\n", status_text(device.status()));
+      eprint("fusejit: error: {}\n", status_text(device.status()));
       return 1;
     }
     modelled.push_back(*std::move(device));

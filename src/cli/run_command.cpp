@@ -15,6 +15,7 @@
 #include "fusejit.h"
 #include "ir/counted.h"
 #include "runtime/file_io.h"
+#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {
@@ -186,10 +187,10 @@ absl::Status save_all(const std::string& dir, const TensorMap& inputs, const Ten
 
 int run(const RunOptions& opt) {
   if (opt.rounding_given && opt.backend != "reference") {
-    fmt::print(stderr,
-               "fusejit: error: --rounding applies to the reference backend only; the {} backend runs the fused "
-               "plan, which rounds as its kernels store values\n",
-               opt.backend);
+    eprint(
+        "fusejit: error: --rounding applies to the reference backend only; the {} backend runs the fused "
+        "plan, which rounds as its kernels store values\n",
+        opt.backend);
     return 1;
   }
   const std::optional<Graph> graph = load_graph(opt.file);
@@ -197,14 +198,14 @@ int run(const RunOptions& opt) {
   CreatedFolder save_folder{opt.save_dir};
   if (!opt.save_dir.empty()) {
     if (absl::Status s = check_save_targets(opt.save_dir, *graph, opt.overwrite, save_folder.remove); !s.ok()) {
-      fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+      eprint("fusejit: error: {}\n", status_text(s));
       return 1;
     }
   }
   absl::StatusOr<TensorMap> inputs = opt.inputs_dir.empty() ? absl::StatusOr<TensorMap>(random_inputs(*graph, opt.seed))
                                                             : load_inputs(*graph, opt.inputs_dir);
   if (!inputs.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(inputs.status()));
+    eprint("fusejit: error: {}\n", status_text(inputs.status()));
     return 1;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -225,7 +226,7 @@ int run(const RunOptions& opt) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!outputs.ok()) {
-    fmt::print(stderr, "fusejit: error: {}\n", status_text(outputs.status()));
+    eprint("fusejit: error: {}\n", status_text(outputs.status()));
     return 1;
   }
   fmt::print("{}: {}, backend {}, inputs {}, {:.2f} s\n", graph->source_file(), counted(graph->num_nodes(), "node"),
@@ -238,7 +239,7 @@ int run(const RunOptions& opt) {
   }
   if (!opt.save_dir.empty()) {
     if (absl::Status s = save_all(opt.save_dir, *inputs, *outputs); !s.ok()) {
-      fmt::print(stderr, "fusejit: error: {}\n", status_text(s));
+      eprint("fusejit: error: {}\n", status_text(s));
       return 1;
     }
     save_folder.remove = false;

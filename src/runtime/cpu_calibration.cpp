@@ -200,10 +200,10 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
     }
   }
   // A few seconds of silence would look like a hang.
-  fmt::print(stderr,
-             "fusejit: measuring this CPU's op throughput with JIT kernels for the cost model (once for this "
-             "compiler, thread count and kernel source; the figures go to {})\n",
-             path.string());
+  eprint(
+      "fusejit: measuring this CPU's op throughput with JIT kernels for the cost model (once for this "
+      "compiler, thread count and kernel source; the figures go to {})\n",
+      path.string());
   nlohmann::json classes;
   for (const Probe& p : kProbes) {
     absl::StatusOr<double> tflops = probe_tflops(backend, p, d.class_tflops[static_cast<int>(CostClass::kSimple)]);

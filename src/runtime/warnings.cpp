@@ -20,6 +20,8 @@ ScopedWarningSink*& current_sink() {
 
 }  // namespace
 
+void write_stderr(std::string_view text) { (void)std::fwrite(text.data(), 1, text.size(), stderr); }
+
 void warn(std::string_view message) {
   std::lock_guard<std::mutex> lock(sink_mutex());
   if (ScopedWarningSink* sink = current_sink()) {

@@ -5,9 +5,24 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace fusejit {
+
+// Writes `text` to stderr in one call and ignores a failed write. fmt::print
+// throws when a write fails, and stderr closed (`2>&-`, a daemon) or on a
+// full disk would turn an error message, or a note on a run that worked,
+// into std::terminate; what cannot be said is dropped, and the exit code
+// still tells.
+void write_stderr(std::string_view text);
+// fmt::print(stderr, ...) through write_stderr.
+template <typename... Args>
+void eprint(fmt::format_string<Args...> format, Args&&... args) {
+  write_stderr(fmt::format(format, std::forward<Args>(args)...));
+}
 
 // Prints "fusejit: warning: MESSAGE" to stderr, or hands it to the innermost
 // live ScopedWarningSink.

@@ -62,6 +62,25 @@ TEST(Cli, AFailedWriteToStandardOutputIsAnError) {
   }
 }
 
+// Standard error that cannot be written (closed, or a full disk) loses the
+// messages but never the exit code: an error message, or a note on a run
+// that worked, must not end in an abort from inside the error handling.
+TEST(Cli, AnUnwritableStandardErrorKeepsTheExitCode) {
+  const std::string dir = make_temp_dir("fusejit-cli-stderr");
+  const std::string graph = small_graph_file(dir);
+  const std::string bad = dir + "/bad.fj";
+  write_file(bad, "input x: f32[4]\ny = relu(z)\noutput y\n");
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"check " + bad, 1}, {"check " + dir + "/missing.fj", 1}, {"frob", 2}, {"run " + graph + " --backend auto", 0}};
+  for (const auto& [args, code] : cases) {
+    for (const char* redirect : {"2>&-", "2>/dev/full"}) {
+      SCOPED_TRACE(args + " " + redirect);
+      const auto r = testing::run_command(fmt::format("( {} {} >/dev/null {} )", FUSEJIT_CLI_PATH, args, redirect));
+      EXPECT_EQ(r.exit_code, code);
+    }
+  }
+}
+
 TEST(Cli, UnknownFlagIsAUsageError) {
   auto r = run_fusejit("check --no-such-flag " + kExamples + "/softmax.fj");
   EXPECT_EQ(r.exit_code, 2);
