@@ -71,7 +71,8 @@ void print_failure(const FuzzFailure& f) {
 // --check: each file (a reproducer an earlier run printed, or any graph) is
 // checked as a generated graph would be, without shrinking.
 int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
-  int failed = 0, unreadable = 0, not_checked = 0;  // not_checked: valid, but not for --arch
+  // not_checked: valid, but not for --arch, or too large for this machine
+  int failed = 0, unreadable = 0, not_checked = 0;
   int64_t kernels = 0;
   nlohmann::json failures = nlohmann::json::array();
   for (const std::string& given : opt.files) {
@@ -103,7 +104,14 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
         continue;
       }
     }
-    const std::string what = check_graph_text(*text, options, &kernels);
+    const GraphCheck check = check_graph_text(*text, options, &kernels);
+    if (!check.not_checked.empty()) {
+      ++not_checked;
+      failures.push_back({{"file", file}, {"error", check.not_checked}});
+      if (!opt.json) fmt::print("{}: not checked: {}\n", file, check.not_checked);
+      continue;
+    }
+    const std::string& what = check.mismatch;
     failed += !what.empty();
     if (!what.empty()) failures.push_back({{"file", file}, {"what", what}, {"graph", *text}});
     if (!opt.json) fmt::print("{}: {}\n", file, what.empty() ? "ok" : "MISMATCH: " + what);
@@ -158,6 +166,11 @@ int fuzz(const FuzzCommandOptions& opt) {
   options.backend = backend.get();
   options.cuda_compile = opt.cuda_compile;
   options.cuda_arch = opt.arch;
+  // A toolchain that cannot compile one op would fail every graph alike.
+  if (const std::string what = fuzz_preflight(options); !what.empty()) {
+    eprint("fusejit: error: fuzz cannot check even a one-op graph here, so every graph would fail alike: {}\n", what);
+    return 1;
+  }
   if (!opt.files.empty()) return check_files(opt, options);
   // Progress: a line that rewrites itself on a terminal; in a log, a line a
   // minute, so that a long run is seen to be alive and where it is.
@@ -191,13 +204,18 @@ int fuzz(const FuzzCommandOptions& opt) {
       failures.push_back({{"seed", f.seed}, {"what", f.what}, {"graph", f.graph},
                           {"statements", f.original_statements}, {"shrunk_statements", f.shrunk_statements}});
     }
-    fmt::print("{}\n", nlohmann::json{{"graphs", r.graphs}, {"kernels", r.kernels}, {"mismatches", r.mismatches},
-                                      {"interrupted", r.stopped}, {"failures", failures}}
+    fmt::print("{}\n", nlohmann::json{{"graphs", r.graphs},
+                                      {"kernels", r.kernels},
+                                      {"mismatches", r.mismatches},
+                                      {"not_checked", r.not_checked},
+                                      {"interrupted", r.stopped},
+                                      {"failures", failures}}
                            .dump(2));
   } else {
-    fmt::print("fuzz: {} (seed {}), backend {}{}, {} compiled, {}{}\n", counted(r.graphs, "graph"), opt.seed,
+    fmt::print("fuzz: {} (seed {}), backend {}{}, {} compiled, {}{}{}\n", counted(r.graphs, "graph"), opt.seed,
                backend ? std::string(backend->name()) : "none", opt.cuda_compile ? " + NVRTC " + opt.arch : "",
                counted(r.kernels, "kernel"), counted(r.mismatches, "mismatch", "mismatches"),
+               r.not_checked > 0 ? fmt::format(", {} not checked (out of memory)", r.not_checked) : "",
                r.stopped ? fmt::format("; interrupted: graphs {} to {} were not checked (--seed {} --graphs {} checks "
                                        "them)",
                                        r.graphs + 1, opt.graphs, opt.seed + r.graphs, opt.graphs - r.graphs)

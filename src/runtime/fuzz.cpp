@@ -332,56 +332,90 @@ std::string shrink_graph_text(const std::string& text, const std::function<bool(
   return best.text();
 }
 
-std::string check_graph_text(const std::string& text, const FuzzOptions& options, int64_t* kernels) {
+namespace {
+
+// A plan's check: what failed, "" when it passed. Resource exhaustion is
+// returned as a status, for check_graph_text to call not_checked.
+absl::StatusOr<std::string> check_plan(const FusionPlan& plan, const TensorMap& inputs, const FuzzOptions& options,
+                                       int64_t* kernels) {
+  if (options.cuda_compile) {
+    // The whole plan as one program first (cheap); only when that fails,
+    // kernel by kernel, to name the kernel NVRTC rejects.
+    const CudaCompileOptions cuda{.arch = options.cuda_arch};
+    // Both variants of each kernel: a GPU compiles the scalar one when a
+    // buffer is not 16-byte aligned.
+    std::vector<CudaKernelSource> sources = emit_cuda(plan);
+    for (CudaKernelSource& scalar : emit_cuda(plan, CudaAccess::kScalar)) {
+      if (scalar.has_vector_path) sources.push_back(std::move(scalar));
+    }
+    *kernels += static_cast<int64_t>(sources.size());
+    if (!compile_cuda(plan.label + "_plan", cuda_plan_program(sources), cuda, &KernelCache::global()).ok()) {
+      for (const CudaKernelSource& source : sources) {
+        absl::StatusOr<CompiledKernel> compiled = compile_cuda(source.name, source.source, cuda, nullptr);
+        if (!compiled.ok()) {
+          return fmt::format("{} plan: NVRTC failed on {}: {}", plan.label, source.name,
+                             status_text(compiled.status()).substr(0, 2000));
+        }
+      }
+      return fmt::format("{} plan: NVRTC rejects the plan's kernels together, accepts each alone", plan.label);
+    }
+  }
+  if (options.backend == nullptr) return "";
+  // Out of memory (host or device) is the machine's limit, not a mismatch.
+  const auto failed = [&](const absl::Status& s) -> absl::StatusOr<std::string> {
+    if (absl::IsResourceExhausted(s))
+      return absl::ResourceExhaustedError(fmt::format("{} plan: {}", plan.label, status_text(s)));
+    return fmt::format("{} plan: {}", plan.label, status_text(s).substr(0, 2000));
+  };
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = options.backend->load(plan);
+  if (!loaded.ok()) return failed(loaded.status());
+  for (const LoadedKernelInfo& k : (*loaded)->kernels()) *kernels += k.executed_by == "jit" ? 1 : 0;
+  absl::Status s = (*loaded)->set_inputs(inputs);
+  if (s.ok()) s = (*loaded)->poison_outputs();
+  if (s.ok()) s = (*loaded)->run();
+  if (!s.ok()) return failed(s);
+  absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+  if (!out.ok()) return failed(out.status());
+  absl::StatusOr<std::string> wrong = first_wrong_output(plan, inputs, *out);
+  if (!wrong.ok()) return failed(wrong.status());
+  if (!wrong->empty()) return fmt::format("{} plan on {}: {}", plan.label, options.backend->name(), *wrong);
+  return "";
+}
+
+}  // namespace
+
+GraphCheck check_graph_text(const std::string& text, const FuzzOptions& options, int64_t* kernels) {
   absl::StatusOr<Graph> graph = parse_graph(text);
-  if (!graph.ok()) return fmt::format("the generated graph does not verify: {}", status_text(graph.status()));
+  if (!graph.ok())
+    return {.mismatch = fmt::format("the generated graph does not verify: {}", status_text(graph.status()))};
   try {
     FusionOptions fusion;
     if (options.backend != nullptr) fusion = options.backend->fusion_options();
     // Every fourth graph also takes the re-reading row variant.
     if (std::hash<std::string>()(text) % 4 == 0) fusion.persistent_row_limit = 1024;
-    const TensorMap inputs = random_inputs(*graph, 7);
-    for (const FusionPlan& plan : {make_unfused_plan(*graph, fusion), make_fused_plan(*graph, fusion)}) {
-      if (options.cuda_compile) {
-        // The whole plan as one program first (cheap); only when that fails,
-        // kernel by kernel, to name the kernel NVRTC rejects.
-        const CudaCompileOptions cuda{.arch = options.cuda_arch};
-        // Both variants of each kernel: a GPU compiles the scalar one when a
-        // buffer is not 16-byte aligned.
-        std::vector<CudaKernelSource> sources = emit_cuda(plan);
-        for (CudaKernelSource& scalar : emit_cuda(plan, CudaAccess::kScalar)) {
-          if (scalar.has_vector_path) sources.push_back(std::move(scalar));
-        }
-        *kernels += static_cast<int64_t>(sources.size());
-        if (!compile_cuda(plan.label + "_plan", cuda_plan_program(sources), cuda, &KernelCache::global()).ok()) {
-          for (const CudaKernelSource& source : sources) {
-            absl::StatusOr<CompiledKernel> compiled = compile_cuda(source.name, source.source, cuda, nullptr);
-            if (!compiled.ok()) {
-              return fmt::format("{} plan: NVRTC failed on {}: {}", plan.label, source.name,
-                                 status_text(compiled.status()).substr(0, 2000));
-            }
-          }
-          return fmt::format("{} plan: NVRTC rejects the plan's kernels together, accepts each alone", plan.label);
-        }
-      }
-      if (options.backend == nullptr) continue;
-      absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = options.backend->load(plan);
-      if (!loaded.ok()) return fmt::format("{} plan: {}", plan.label, status_text(loaded.status()).substr(0, 2000));
-      for (const LoadedKernelInfo& k : (*loaded)->kernels()) *kernels += k.executed_by == "jit" ? 1 : 0;
-      absl::Status s = (*loaded)->set_inputs(inputs);
-      if (s.ok()) s = (*loaded)->poison_outputs();
-      if (s.ok()) s = (*loaded)->run();
-      if (!s.ok()) return fmt::format("{} plan: {}", plan.label, status_text(s));
-      absl::StatusOr<TensorMap> out = (*loaded)->outputs();
-      if (!out.ok()) return fmt::format("{} plan: {}", plan.label, status_text(out.status()));
-      absl::StatusOr<std::string> wrong = first_wrong_output(plan, inputs, *out);
-      if (!wrong.ok()) return fmt::format("{} plan: {}", plan.label, status_text(wrong.status()));
-      if (!wrong->empty()) return fmt::format("{} plan on {}: {}", plan.label, options.backend->name(), *wrong);
+    TensorMap inputs;
+    try {
+      inputs = random_inputs(*graph, 7);  // fails only for want of memory
+    } catch (const std::exception& e) {
+      return {.not_checked = fmt::format("cannot make its inputs: {}", e.what())};
     }
+    for (const FusionPlan& plan : {make_unfused_plan(*graph, fusion), make_fused_plan(*graph, fusion)}) {
+      absl::StatusOr<std::string> what = check_plan(plan, inputs, options, kernels);
+      if (!what.ok()) return {.not_checked = std::string(status_text(what.status()))};
+      if (!what->empty()) return {.mismatch = *std::move(what)};
+    }
+  } catch (const std::bad_alloc&) {
+    return {.not_checked = "out of host memory"};
   } catch (const std::exception& e) {
-    return fmt::format("exception: {}", e.what());
+    return {.mismatch = fmt::format("exception: {}", e.what())};
   }
-  return "";
+  return {};
+}
+
+std::string fuzz_preflight(const FuzzOptions& options) {
+  int64_t kernels = 0;
+  const GraphCheck c = check_graph_text("input x: f32[4, 33]\ny = gelu(x)\noutput y\n", options, &kernels);
+  return c.passed() ? "" : c.mismatch + c.not_checked;
 }
 
 FuzzResult run_fuzz(const FuzzOptions& options) {
@@ -393,21 +427,23 @@ FuzzResult run_fuzz(const FuzzOptions& options) {
     const std::string text = random_graph_text(seed);
     if (options.progress) options.progress(fmt::format("graph {} of {} (seed {})", i + 1, options.graphs, seed));
     int64_t kernels = 0;
-    const std::string what = check_graph_text(text, options, &kernels);
+    const GraphCheck check = check_graph_text(text, options, &kernels);
     if (stop()) break;
     ++result.graphs;
     result.kernels += kernels;
-    if (what.empty()) continue;
+    if (!check.not_checked.empty()) ++result.not_checked;
+    if (check.mismatch.empty()) continue;
+    const std::string& what = check.mismatch;
     ++result.mismatches;
     int64_t ignored = 0;
     // A candidate counts as failing only if no stop came while it was
     // checked: the interrupt may have killed its compiler.
     const std::string shrunk = shrink_graph_text(text, [&](const std::string& t) {
       if (stop()) return false;
-      const bool fails = !check_graph_text(t, options, &ignored).empty();
+      const bool fails = !check_graph_text(t, options, &ignored).mismatch.empty();
       return fails && !stop();
     });
-    const std::string shrunk_what = check_graph_text(shrunk, options, &ignored);
+    const std::string shrunk_what = check_graph_text(shrunk, options, &ignored).mismatch;
     // Should the shrunk graph pass after all, the original is the reproducer.
     const std::string& reproducer = shrunk_what.empty() ? text : shrunk;
     result.failures.push_back({seed, shrunk_what.empty() ? what : shrunk_what, reproducer,

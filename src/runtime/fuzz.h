@@ -53,12 +53,30 @@ struct FuzzResult {
   bool stopped = false;  // by stop_requested, before all were checked
   int64_t kernels = 0;   // kernels compiled (host compiler and NVRTC)
   int mismatches = 0;    // graphs whose results or compiles failed
+  int not_checked = 0;   // graphs this machine could not check (GraphCheck::not_checked)
   std::vector<FuzzFailure> failures;
 };
 
-// Checks one graph: empty when every check passes, else what failed.
-// `kernels` is increased by the kernels compiled.
-std::string check_graph_text(const std::string& text, const FuzzOptions& options, int64_t* kernels);
+// What checking one graph found.
+struct GraphCheck {
+  // What failed: a result that differs from the reference, a compile or run
+  // that fails; empty when every check passed.
+  std::string mismatch;
+  // Why the graph could not be checked here, which says nothing about the
+  // backends: its inputs, buffers or reference do not fit in memory.
+  std::string not_checked;
+  bool passed() const { return mismatch.empty() && not_checked.empty(); }
+};
+
+// Checks one graph. `kernels` is increased by the kernels compiled.
+GraphCheck check_graph_text(const std::string& text, const FuzzOptions& options, int64_t* kernels);
+
+// Checks that `options` can check anything at all: a one-op graph through
+// the same steps. Empty when it can, else what failed, which every graph
+// would then repeat (a host compiler that rejects FUSEJIT_CXXFLAGS, a
+// broken toolchain): a fuzz run reports that once instead of a mismatch
+// per graph.
+std::string fuzz_preflight(const FuzzOptions& options);
 
 // The smallest graph (fewest statements) derived from `text` by dropping
 // outputs and bypassing statements (uses of a value replaced by one of its

@@ -396,6 +396,32 @@ TEST(FuzzCli, CheckReportsEveryFile) {
       << j.dump(2);
 }
 
+// What the machine cannot do is not a mismatch: a graph too large for its
+// memory is "not checked", with the reason; a host compiler that cannot
+// compile one op (a bad FUSEJIT_CXXFLAGS) stops the run once, before any
+// graph is blamed.
+TEST(FuzzCli, TheMachinesLimitsAreNotMismatches) {
+  const std::string dir = make_temp_dir("fusejit-fuzz-limits");
+  write_file(dir + "/huge.fj", "input x: f32[1000000, 1000000]\ny = relu(x)\noutput y\n");
+  auto huge = run_fusejit("fuzz --backend cpu --json --check " + dir + "/huge.fj");
+  EXPECT_EQ(huge.exit_code, 1) << huge.out << huge.err;
+  const nlohmann::json j = nlohmann::json::parse(huge.out);
+  EXPECT_EQ(j["mismatches"], 0) << huge.out;
+  EXPECT_EQ(j["not_checked"], 1) << huge.out;
+  EXPECT_TRUE(has(j["failures"][0]["error"].get<std::string>(), "out of host memory")) << huge.out;
+  auto text = run_fusejit("fuzz --backend cpu --check " + dir + "/huge.fj");
+  EXPECT_TRUE(has(text.out, dir + "/huge.fj: not checked: cannot make its inputs: out of host memory")) << text.out;
+
+  for (const std::string& args : {std::string("--graphs 2"), "--check " + dir + "/huge.fj"}) {
+    SCOPED_TRACE(args);
+    auto broken = testing::run_command(
+        fmt::format("FUSEJIT_CXXFLAGS=-fno-such-flag {} fuzz --backend cpu {}", FUSEJIT_CLI_PATH, args));
+    EXPECT_EQ(broken.exit_code, 1) << broken.out << broken.err;
+    EXPECT_TRUE(has(broken.err, "fusejit: error: fuzz cannot check even a one-op graph here")) << broken.err;
+    EXPECT_FALSE(has(broken.out, "MISMATCH")) << broken.out;
+  }
+}
+
 TEST(RunCli, CudaBackendWithoutAGpuSaysWhy) {
   if (make_cuda_backend().ok()) GTEST_SKIP() << "this machine has a usable GPU";
   const std::string dir = make_temp_dir("fusejit-run-cuda");
