@@ -121,6 +121,10 @@ absl::Status check_save_targets(const std::string& dir, const Graph& graph, bool
   // read-only place) fails before the run rather than after it.
   created = std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InvalidArgumentError(fmt::format("--save {}: cannot create directory: {}", dir, ec.message()));
+  // An existing folder on a read-only file system fails now too.
+  if (absl::Status s = check_can_create_files(dir); !s.ok()) {
+    return absl::Status(s.code(), fmt::format("--save: {}", status_text(s)));
+  }
   std::vector<int32_t> ids = graph.inputs();
   for (int32_t id : graph.outputs()) ids.push_back(id);
   // Names the folder's file system cannot hold fail now, not after the run.

@@ -456,6 +456,12 @@ TEST(Cli, RunSavesAndReloadsNpyWithoutOverwriting) {
   EXPECT_NE(linked.err.find("--save: " + dir + "/linked/y.npy exists and is not a file"), std::string::npos)
       << linked.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/linked/x.npy")) << "nothing written";
+  // An existing folder where no file can be created is refused before the
+  // run, not after it.
+  auto unwritable = run_fusejit("run " + graph + " --save /proc/self");
+  EXPECT_EQ(unwritable.exit_code, 1);
+  EXPECT_NE(unwritable.err.find("--save: cannot create files in /proc/self"), std::string::npos) << unwritable.err;
+  EXPECT_EQ(unwritable.out, "") << "nothing ran";
   std::filesystem::remove_all(dir);
 }
 
