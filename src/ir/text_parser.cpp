@@ -266,14 +266,18 @@ void Parser::assignment(const Token& name, LineLexer& lex) {
     std::string message = fmt::format("expected '=' after {}, found {}", quoted(name.text), describe(next));
     // A misspelled keyword, judged by what follows: "inptu x: f32[4]",
     // "ouput y" or "ouput y, z"; not "inputs exp(x)", a missing '='.
+    bool declares_next = false;
     if (next.kind == TokenKind::kWord) {
       const Token after = lex.peek();
       const char* keyword = after.is(':') ? "input" : after.kind == TokenKind::kEnd || after.is(',') ? "output" : nullptr;
       if (keyword != nullptr && closest_name(name.text, {keyword})) {
         message += fmt::format(" (did you mean '{}'?)", keyword);
       }
+      // "inptu x: f32[4]" was meant to declare x: its uses stay quiet.
+      declares_next = after.is(':');
     }
     error(next.col, message);
+    if (declares_next) poison(next);
     if (!graph_.find(name.text) && !poisoned_.contains(absl_view(name.text))) unassigned_.emplace(name.text);
     return;
   }

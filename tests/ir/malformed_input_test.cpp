@@ -228,8 +228,9 @@ TEST(MalformedInputTest, ReportsEveryErrorButNotTheirConsequences) {
 
 // A line without the '=' of an assignment defines nothing: a second line
 // starting with the same misspelled keyword gets its own error, not
-// "already defined"; a value whose '=' was forgotten stays quiet where it
-// is used, like any value whose line failed.
+// "already defined"; a value whose '=' was forgotten, or whose declaration
+// has a misspelled keyword, stays quiet where it is used, like any value
+// whose line failed.
 TEST(MalformedInputTest, ALineWithoutAnEqualsSignDefinesNothing) {
   absl::StatusOr<Graph> g = parse_graph(
       "inptu x: f32[4]\n"
@@ -238,17 +239,19 @@ TEST(MalformedInputTest, ALineWithoutAnEqualsSignDefinesNothing) {
       "y exp(a)\n"
       "inputs exp(a)\n"
       "z = neg(y)\n"
+      "w = add(x, b)\n"
       "ouput z\n",
       "bad.fj");
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(lines_of(g.status()), (std::vector<std::string>{
-                                      "bad.fj:1:7: error: expected '=' after 'inptu', found 'x' (did you mean 'input'?)",
-                                      "bad.fj:2:7: error: expected '=' after 'inptu', found 'b' (did you mean 'input'?)",
-                                      "bad.fj:4:3: error: expected '=' after 'y', found 'exp'",
-                                      "bad.fj:5:8: error: expected '=' after 'inputs', found 'exp'",
-                                      "bad.fj:7:7: error: expected '=' after 'ouput', found 'z' (did you mean 'output'?)",
-                                      "bad.fj:7:8: error: the graph has no output; add a line 'output NAME'",
-                                  }));
+  EXPECT_EQ(lines_of(g.status()),
+            (std::vector<std::string>{
+                "bad.fj:1:7: error: expected '=' after 'inptu', found 'x' (did you mean 'input'?)",
+                "bad.fj:2:7: error: expected '=' after 'inptu', found 'b' (did you mean 'input'?)",
+                "bad.fj:4:3: error: expected '=' after 'y', found 'exp'",
+                "bad.fj:5:8: error: expected '=' after 'inputs', found 'exp'",
+                "bad.fj:8:7: error: expected '=' after 'ouput', found 'z' (did you mean 'output'?)",
+                "bad.fj:8:8: error: the graph has no output; add a line 'output NAME'",
+            }));
 }
 
 // A line whose operand failed on its own line still has its attributes
