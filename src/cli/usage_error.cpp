@@ -81,6 +81,17 @@ std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, 
     const std::string name(arg.substr(0, arg.find('=')));
     if (sub->get_option_no_throw(name) == nullptr) hint = did_you_mean(name, options);
   }
+  // "-x.fj" is taken for a short option: a FILE then seems missing.
+  const bool missing = dynamic_cast<const CLI::RequiredError*>(&error) != nullptr;
+  for (int i = at + 1; i < argc && hint.empty() && missing; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-' || arg[1] == '-' || sub->get_option_no_throw(std::string(arg)) != nullptr) {
+      continue;
+    }
+    hint =
+        fmt::format(" ('{0}' was read as an option; a file whose name starts with '-' is ./{0}, or follows --)", arg);
+  }
   return fmt::format("{}{}; see fusejit {} --help", unexpected_in_order(*sub, error), hint, command);
 }
 

@@ -81,6 +81,20 @@ TEST(Cli, AnUnwritableStandardErrorKeepsTheExitCode) {
   }
 }
 
+// A file named like an option ("-x.fj") is read as one; the error says so
+// and how to name it, where CLI11 alone says only that FILE is missing.
+TEST(Cli, AFileNamedLikeAnOptionIsExplained) {
+  auto r = run_fusejit("check -x.fj");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("FILE is required ('-x.fj' was read as an option; a file whose name starts with '-' is "
+                       "./-x.fj, or follows --)"),
+            std::string::npos)
+      << r.err;
+  auto unknown = run_fusejit("check " + kExamples + "/softmax.fj -s");  // an unknown option, no FILE missing
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err.find("was read as an option"), std::string::npos) << unknown.err;
+}
+
 TEST(Cli, UnknownFlagIsAUsageError) {
   auto r = run_fusejit("check --no-such-flag " + kExamples + "/softmax.fj");
   EXPECT_EQ(r.exit_code, 2);
