@@ -6,6 +6,7 @@
 // C++ on the CPU) and checks it against the reference.
 //
 //   ./build/examples/bias_gelu_dropout_layernorm_api [ROWS]
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -33,11 +34,18 @@ fusejit::Graph build(int64_t rows, int64_t cols) {
 
 int main(int argc, char** argv) {
   int64_t rows = 64;
+  if (argc > 2) {
+    fmt::print(stderr, "usage: {} [ROWS]: one argument at most, got {}\n", argv[0], argc - 1);
+    return 2;
+  }
   if (argc > 1) {
     char* end = nullptr;
+    errno = 0;
     rows = std::strtoll(argv[1], &end, 10);
-    if (end == argv[1] || *end != '\0' || rows < 1) {
-      fmt::print(stderr, "usage: {} [ROWS]: ROWS must be a positive whole number, got '{}'\n", argv[0], argv[1]);
+    // strtoll clamps what overflows to LLONG_MAX and says so only in errno.
+    if (end == argv[1] || *end != '\0' || rows < 1 || errno == ERANGE) {
+      fmt::print(stderr, "usage: {} [ROWS]: ROWS must be a positive whole number below 2^63, got '{}'\n", argv[0],
+                 argv[1]);
       return 2;
     }
   }
