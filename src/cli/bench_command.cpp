@@ -26,9 +26,11 @@ struct BenchCommandOptions {
 
 void add_bench_options(CLI::App* cmd, BenchSettings& s) {
   cmd->add_option("--backend", s.backend, "auto (the GPU when there is one, else the CPU), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->transform(CLI::IsMember({"auto", "cpu", "cuda"}, CLI::ignore_case))
       ->capture_default_str();
-  cmd->add_option("--reps", s.reps, "timed repetitions of each plan")->check(CLI::Range(1, 100000))->capture_default_str();
+  cmd->add_option("--reps", s.reps, "timed repetitions of each plan")
+      ->check(whole_number_range(1, 100000))
+      ->capture_default_str();
   cmd->add_option("--seed", s.seed, "seed of the random inputs")
       ->check(seed_validator())->capture_default_str();
   cmd->add_flag("--json", s.json, "print one JSON object instead of tables");

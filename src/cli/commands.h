@@ -3,6 +3,7 @@
 // 0 on success, 1 when the input was bad or the work failed.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,9 @@ std::unique_ptr<Backend> open_backend(const std::string& name);
 // For --seed: a non-negative integer that fits 64 bits (CLI11 alone would
 // take "-1" as 2^64 - 1).
 CLI::Validator seed_validator();
+// For counts and sizes: a whole number from min to max. CLI::Range alone
+// calls "abc" or "1.5" out of range rather than not a number.
+CLI::Validator whole_number_range(int64_t min, int64_t max);
 
 // What `bench` and `demo` share: how to benchmark and what to print.
 struct BenchSettings {

@@ -29,6 +29,23 @@ CLI::Validator seed_validator() {
       "UINT64");
 }
 
+CLI::Validator whole_number_range(int64_t min, int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        int64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (text.empty() || ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+          return fmt::format("'{}' is not a whole number", text);
+        }
+        if (ec == std::errc::result_out_of_range || value < min || value > max) {
+          return fmt::format("{} is not in the range {} to {}", text, min, max);
+        }
+        return "";
+      },
+      fmt::format("INT in [{} - {}]", min, max));
+}
+
 std::optional<Graph> load_graph(const std::string& file) {
   absl::StatusOr<Graph> graph = parse_graph_file(file);
   if (!graph.ok()) {

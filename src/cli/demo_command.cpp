@@ -77,9 +77,11 @@ void register_demo(CLI::App& app, int& exit_code) {
       "demo", "Benchmark the built-in bias -> GeLU -> dropout -> LayerNorm chain, unfused against fused");
   add_bench_options(cmd, opt->settings);
   cmd->add_option("--rows", opt->rows, "rows (tokens); default 16384 on a GPU, 4096 on the CPU")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd->add_option("--cols", opt->cols, "columns (hidden size); default 4096")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  cmd->add_option("--dtype", opt->dtype, "f32, f16 or bf16; default bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+      ->check(whole_number_range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--cols", opt->cols, "columns (hidden size); default 4096")
+      ->check(whole_number_range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--dtype", opt->dtype, "f32, f16 or bf16; default bf16")
+      ->transform(CLI::IsMember({"f32", "f16", "bf16"}, CLI::ignore_case));
   cmd->callback([opt, &exit_code] { exit_code = demo(*opt); });
 }
 

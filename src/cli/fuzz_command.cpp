@@ -231,13 +231,14 @@ void register_fuzz(CLI::App& app, int& exit_code) {
   auto opt = std::make_shared<FuzzCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "fuzz", "Differential fuzzing: random graphs, both plans against the reference interpreter");
-  CLI::Option* graphs =
-      cmd->add_option("--graphs", opt->graphs, "graphs to try")->check(CLI::Range(1, 100000000))->capture_default_str();
+  CLI::Option* graphs = cmd->add_option("--graphs", opt->graphs, "graphs to try")
+                            ->check(whole_number_range(1, 100000000))
+                            ->capture_default_str();
   CLI::Option* seed = cmd->add_option("--seed", opt->seed, "first seed; graph i uses a seed derived from seed + i")
                           ->check(seed_validator())
                           ->capture_default_str();
   cmd->add_option("--backend", opt->backend, "run the plans on auto, cpu or cuda; none only generates (and compiles)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
+      ->transform(CLI::IsMember({"auto", "cpu", "cuda", "none"}, CLI::ignore_case))
       ->capture_default_str();
   CLI::Option* cuda_compile =
       cmd->add_flag("--cuda-compile", opt->cuda_compile, "also compile every kernel of both plans with NVRTC");

@@ -95,6 +95,25 @@ TEST(Cli, AFileNamedLikeAnOptionIsExplained) {
   EXPECT_EQ(unknown.err.find("was read as an option"), std::string::npos) << unknown.err;
 }
 
+// Counts and sizes that are not whole numbers are called that, not "out of
+// range"; names of backends and dtypes are taken in any case.
+TEST(Cli, NumbersAndNamesAreCheckedForWhatTheyAre) {
+  const std::string graph = kExamples + "/softmax.fj";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"bench " + graph + " --reps abc", "--reps: 'abc' is not a whole number"},
+      {"demo --rows 1.5", "--rows: '1.5' is not a whole number"},
+      {"bench " + graph + " --reps 0", "--reps: 0 is not in the range 1 to 100000"},
+      {"fuzz --graphs 99999999999999999999", "--graphs: 99999999999999999999 is not in the range 1 to 100000000"}};
+  for (const auto& [args, message] : bad) {
+    auto r = run_fusejit(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << "\n" << r.err;
+  }
+  const std::string dir = make_temp_dir("fusejit-cli-case");
+  auto upper = run_fusejit("run " + small_graph_file(dir) + " --backend CPU");
+  EXPECT_EQ(upper.exit_code, 0) << upper.err;
+}
+
 TEST(Cli, UnknownFlagIsAUsageError) {
   auto r = run_fusejit("check --no-such-flag " + kExamples + "/softmax.fj");
   EXPECT_EQ(r.exit_code, 2);
