@@ -63,8 +63,12 @@ class StopSignals {
 };
 
 void print_failure(const FuzzFailure& f) {
-  fmt::print("MISMATCH: graph seed {} (shrunk from {} to {} statements): {}\n{}\n", f.seed, f.original_statements,
-             f.shrunk_statements, f.what, f.graph);
+  if (f.not_checked) {
+    fmt::print("NOT CHECKED: graph seed {} ({} statements): {}\n{}\n", f.seed, f.original_statements, f.what, f.graph);
+  } else {
+    fmt::print("MISMATCH: graph seed {} (shrunk from {} to {} statements): {}\n{}\n", f.seed, f.original_statements,
+               f.shrunk_statements, f.what, f.graph);
+  }
   std::fflush(stdout);
 }
 
@@ -201,8 +205,12 @@ int fuzz(const FuzzCommandOptions& opt) {
   if (opt.json) {
     nlohmann::json failures = nlohmann::json::array();
     for (const FuzzFailure& f : r.failures) {
-      failures.push_back({{"seed", f.seed}, {"what", f.what}, {"graph", f.graph},
-                          {"statements", f.original_statements}, {"shrunk_statements", f.shrunk_statements}});
+      failures.push_back({{"seed", f.seed},
+                          {"what", f.what},
+                          {"graph", f.graph},
+                          {"statements", f.original_statements},
+                          {"shrunk_statements", f.shrunk_statements},
+                          {"not_checked", f.not_checked}});
     }
     fmt::print("{}\n", nlohmann::json{{"graphs", r.graphs},
                                       {"kernels", r.kernels},
@@ -221,7 +229,7 @@ int fuzz(const FuzzCommandOptions& opt) {
                                        r.graphs + 1, opt.graphs, opt.seed + r.graphs, opt.graphs - r.graphs)
                          : "");
   }
-  if (r.mismatches > 0) return 1;
+  if (r.mismatches > 0 || r.not_checked > 0) return 1;
   return r.stopped ? 128 + interrupted : 0;  // as a shell reports a command the signal ended: 130, 143
 }
 

@@ -6,6 +6,9 @@
 #include <exception>
 #include <new>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -68,6 +71,23 @@ int flush_standard_output(int exit_code) {
   return exit_code;
 }
 
+// A standard stream the caller closed (`2>&-`) leaves its descriptor free
+// for the next file opened, and a warning meant for stderr would then be
+// written into a kernel-cache entry or a --save file. /dev/null takes it.
+void reserve_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (opened >= 0 && opened != fd) {
+      dup2(opened, fd);
+      close(opened);
+    }
+  }
+}
+
 }  // namespace
 
-int main(int argc, char** argv) { return flush_standard_output(run_command_line(argc, argv)); }
+int main(int argc, char** argv) {
+  reserve_standard_descriptors();
+  return flush_standard_output(run_command_line(argc, argv));
+}

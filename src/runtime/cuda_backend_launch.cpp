@@ -28,7 +28,7 @@ CudaAccess access_for(const std::vector<cuda::DevicePtr>& pointers) {
   return all_aligned(pointers) ? CudaAccess::kVector : CudaAccess::kScalar;
 }
 
-LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm) {
+LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm, int blocks_per_sm) {
   LaunchConfig c;
   int64_t blocks = 1;
   if (kernel.variant == CudaVariant::kPointwise) {
@@ -45,7 +45,8 @@ LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max
     blocks = kernel.count;
   }
   const int64_t threads_per_block = int64_t{c.block.x} * c.block.y;
-  const int64_t resident_per_sm = std::max<int64_t>(1, max_threads_per_sm / std::max<int64_t>(1, threads_per_block));
+  int64_t resident_per_sm = std::max<int64_t>(1, max_threads_per_sm / std::max<int64_t>(1, threads_per_block));
+  if (blocks_per_sm > 0) resident_per_sm = std::min<int64_t>(resident_per_sm, blocks_per_sm);
   const int64_t wave = std::max<int64_t>(1, int64_t{sm_count} * resident_per_sm);
   c.grid.x = static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, wave));
   return c;

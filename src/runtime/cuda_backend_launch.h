@@ -38,8 +38,13 @@ CudaAccess access_for(const std::vector<cuda::DevicePtr>& pointers);
 
 // The grid covers the work once (a block per 256 elements or vector groups,
 // per rows_per_block rows, per row), capped at one full wave of resident
-// blocks (SMs × max_threads_per_sm / threads per block) that then strides.
-LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm);
+// blocks that then strides: SMs × the blocks that fit on one, which is
+// max_threads_per_sm / threads per block, or `blocks_per_sm` where it is
+// known and smaller (registers limit it: the demo kernel's 50 registers fit
+// 2 blocks of 512 threads, not 4). A grid past the wave would leave blocks
+// waiting for others to exit, each with its own rows: a persistent kernel's
+// next-row prefetch would not overlap anything for them.
+LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm, int blocks_per_sm = 0);
 
 // The device for the cost model. A GPU whose name says H100, H200 or A100
 // starts from that datasheet; SM count, L2 size and (when plausible) the

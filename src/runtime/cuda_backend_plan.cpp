@@ -20,6 +20,7 @@
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
 #include "runtime/tensor_storage.h"
+#include "runtime/warnings.h"
 
 namespace fusejit::cuda_backend {
 namespace {
@@ -42,7 +43,8 @@ struct CompiledShape {
   cuda::Function function = nullptr;
   int registers = 0;  // 0 where ptxas did not run (a PTX-only build)
   int spill_bytes = 0;
-  std::string shape;  // cuda_launch_shape(meta)
+  int blocks_per_sm = 0;  // resident blocks per SM by its registers and shared memory; 0 when unknown
+  std::string shape;      // cuda_launch_shape(meta)
 };
 
 // The compiled code of a group of kernels that share it
@@ -198,29 +200,62 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
       group_same_code(plan_, generated, [&](const FusionPlan& p, int index, int member) {
         return emit_cuda_kernel(p, index, access[static_cast<size_t>(member)]).source;
       });
-  // Every program to compile, and which group and shape each is.
+  // Every program to compile, and which group and shape each is: the
+  // default shapes first, then the other shapes of the kernels to be tuned.
+  // Those are a bonus: should any fail to compile, the defaults run untuned.
   std::vector<CudaKernelSource> sources;
   std::vector<CudaSource> programs;
   std::vector<size_t> group_of;
+  const auto add = [&](size_t group, const CudaRowShape& shape) {
+    const FusionPlan& code_plan = groups[group].code_plan(plan_);
+    const CudaAccess a = access[static_cast<size_t>(groups[group].members.front())];
+    sources.push_back(emit_cuda_kernel(code_plan, groups[group].code_index(), a, shape));
+    // The shape in the program's name tells FUSEJIT_DUMP's files apart.
+    const std::string suffix = shape == CudaRowShape{} ? ""
+                                                       : fmt::format("_{}t{}", sources.back().block_threads,
+                                                                     sources.back().prefetch ? "_prefetch" : "");
+    programs.push_back({sources.back().name + suffix, sources.back().source});
+    group_of.push_back(group);
+  };
+  std::vector<std::vector<CudaRowShape>> other_shapes(groups.size());
   for (size_t i = 0; i < groups.size(); ++i) {
+    add(i, CudaRowShape{});
     const FusionPlan& code_plan = groups[i].code_plan(plan_);
     const CudaAccess a = access[static_cast<size_t>(groups[i].members.front())];
     std::vector<CudaRowShape> shapes = cuda_row_shape_candidates(code_plan, groups[i].code_index(), a);
     const Kernel& kernel = code_plan.kernels[static_cast<size_t>(groups[i].code_index())];
-    if (!should_autotune(autotune, kernel.iteration.numel(), shapes.size())) shapes = {CudaRowShape{}};
-    for (const CudaRowShape& shape : shapes) {
-      sources.push_back(emit_cuda_kernel(code_plan, groups[i].code_index(), a, shape));
-      programs.push_back({sources.back().name, sources.back().source});
-      group_of.push_back(i);
+    if (should_autotune(autotune, kernel.iteration.numel(), shapes.size())) {
+      other_shapes[i].assign(shapes.begin() + 1, shapes.end());
     }
   }
+  const size_t defaults = programs.size();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    for (const CudaRowShape& shape : other_shapes[i]) add(i, shape);
+  }
+  const CudaCompileOptions compile_options{.arch = gpu_->arch()};
   absl::StatusOr<std::vector<CompiledKernel>> compiled =
-      compile_cuda_all(programs, {.arch = gpu_->arch()}, &KernelCache::global());
+      compile_cuda_all(std::vector<CudaSource>(programs.begin(), programs.begin() + static_cast<long>(defaults)),
+                       compile_options, &KernelCache::global());
   if (!compiled.ok()) return compiled.status();
+  std::string untuned;  // why the other shapes are not timed, when they failed to compile
+  if (programs.size() > defaults) {
+    absl::StatusOr<std::vector<CompiledKernel>> others =
+        compile_cuda_all(std::vector<CudaSource>(programs.begin() + static_cast<long>(defaults), programs.end()),
+                         compile_options, &KernelCache::global());
+    if (others.ok()) {
+      for (CompiledKernel& c : *others) compiled->push_back(std::move(c));
+    } else {
+      untuned = fmt::format("default shape only: another launch shape did not compile: {}",
+                            status_text(others.status()).substr(0, 500));
+      warn(untuned);
+    }
+  }
+  const GpuInfo& gpu_info = gpu_->info();
+  const SmLimits sm = sm_limits(gpu_info.cc_major, gpu_info.cc_minor);
   std::vector<std::shared_ptr<KernelCode>> codes(groups.size());
   std::vector<double> compile_ms(groups.size(), 0);
   std::vector<bool> cache_hit(groups.size(), true);
-  for (size_t p = 0; p < programs.size(); ++p) {
+  for (size_t p = 0; p < compiled->size(); ++p) {
     const CompiledKernel& c = (*compiled)[p];
     absl::StatusOr<ModuleHandle> module = ModuleHandle::load(c);
     if (!module.ok()) return module.status();
@@ -230,12 +265,17 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
     sources[p].source.clear();
     std::shared_ptr<KernelCode>& code = codes[group_of[p]];
     if (!code) code = std::make_shared<KernelCode>();
-    code->shapes.push_back({.meta = sources[p],
-                            .module = shared,
-                            .function = *function,
-                            .registers = std::max(0, c.ptxas.registers),  // -1 (no ptxas) for PTX-only builds
-                            .spill_bytes = static_cast<int>(c.ptxas.spill_bytes()),
-                            .shape = cuda_launch_shape(sources[p])});
+    const int registers = std::max(0, c.ptxas.registers);  // -1 (no ptxas) for PTX-only builds
+    const int threads = sources[p].block_threads * sources[p].rows_per_block;
+    code->shapes.push_back(
+        {.meta = sources[p],
+         .module = shared,
+         .function = *function,
+         .registers = registers,
+         .spill_bytes = static_cast<int>(c.ptxas.spill_bytes()),
+         .blocks_per_sm =
+             registers > 0 ? theoretical_occupancy(sm, threads, registers, c.ptxas.shared_bytes).blocks_per_sm : 0,
+         .shape = cuda_launch_shape(sources[p])});
     compile_ms[group_of[p]] += c.compile_ms;
     cache_hit[group_of[p]] = cache_hit[group_of[p]] && c.cache_hit;
   }
@@ -272,9 +312,10 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
           .spill_bytes = shape.spill_bytes,
           .shares_code_with = own ? "" : first,
           .launch_shape = shape.shape,
-          .tuning = code.tuned
-                        ? ""
-                        : fmt::format("{} launch shapes compiled, to be timed on its first run", code.shapes.size())};
+          .tuning = !code.tuned
+                        ? fmt::format("{} launch shapes compiled, to be timed on its first run", code.shapes.size())
+                    : other_shapes[i].empty() ? ""
+                                              : untuned};
     }
   }
   return absl::OkStatus();
@@ -329,45 +370,49 @@ absl::Status CudaLoadedPlan::launch_shape(size_t k, const CompiledShape& shape) 
   for (cuda::DevicePtr& p : kernel.pointers) args.push_back(&p);
   if (!kernel.dropout_keys.empty()) args.push_back(kernel.dropout_keys.data());
   args.push_back(&count);
-  const LaunchConfig config = launch_config(shape.meta, gpu_->info().sm_count, gpu_->max_threads_per_sm());
+  const LaunchConfig config =
+      launch_config(shape.meta, gpu_->info().sm_count, gpu_->max_threads_per_sm(), shape.blocks_per_sm);
   return cuda::launch_kernel(shape.function, config.grid, config.block, 0, nullptr, args.data());
 }
 
 // Every shape writes the same outputs from the same inputs (a kernel never
 // writes what it reads), so timing them on the plan's own buffers changes
-// nothing the next launch does not write again.
+// nothing the next launch does not write again. Tuning is a bonus: should
+// it fail (no memory for the L2 flush buffer, a launch error), the default
+// shape stays and the run goes on; an error that broke the context shows
+// again at the next launch.
 absl::Status CudaLoadedPlan::tune(size_t k) {
   JitKernel* kernel = std::get_if<JitKernel>(&steps_[k]);
   if (kernel == nullptr || kernel->code->tuned) return absl::OkStatus();
   KernelCode& code = *kernel->code;
-  const GpuInfo& info = gpu_->info();
-  const SmLimits limits = sm_limits(info.cc_major, info.cc_minor);
-  std::vector<std::optional<double>> best_us(code.shapes.size());
-  for (int launch = -1; launch < kAutotuneLaunches; ++launch) {  // launch -1 warms each shape up
-    for (size_t v = 0; v < code.shapes.size(); ++v) {
-      const CompiledShape& shape = code.shapes[v];
-      const int threads = shape.meta.block_threads * shape.meta.rows_per_block;
-      // A shape whose block needs more registers than an SM has cannot launch (the default always can).
-      if (v > 0 && shape.registers > 0 &&
-          theoretical_occupancy(limits, threads, shape.registers, 0).blocks_per_sm == 0) {
-        continue;
-      }
-      if (absl::Status s = gpu_->queue_l2_flush(); !s.ok()) return about_kernel(k, s);
-      if (absl::Status s = timer_->start(); !s.ok()) return about_kernel(k, s);
-      if (absl::Status s = launch_shape(k, shape); !s.ok()) {
-        return about_kernel(
-            k, absl::Status(s.code(), fmt::format("timing launch shape {}: {}", shape.shape, status_text(s))));
-      }
-      absl::StatusOr<double> ms = timer_->stop_ms();
-      if (!ms.ok()) return about_kernel(k, ms.status());
-      if (launch >= 0 && (!best_us[v] || *ms * 1e3 < *best_us[v])) best_us[v] = *ms * 1e3;
-    }
-  }
-  code.chosen = pick_launch_shape(best_us);
   code.tuned = true;
-  std::vector<std::string> names;
-  for (const CompiledShape& shape : code.shapes) names.push_back(shape.shape);
-  const std::string note = describe_tuning(names, best_us, code.chosen);
+  std::vector<std::optional<double>> best_us(code.shapes.size());
+  const auto time_shapes = [&]() -> absl::Status {
+    for (int launch = -1; launch < kAutotuneLaunches; ++launch) {  // launch -1 warms each shape up
+      for (size_t v = 0; v < code.shapes.size(); ++v) {
+        if (absl::Status s = gpu_->queue_l2_flush(); !s.ok()) return s;
+        if (absl::Status s = timer_->start(); !s.ok()) return s;
+        if (absl::Status s = launch_shape(k, code.shapes[v]); !s.ok()) {
+          return absl::Status(s.code(), fmt::format("launching {}: {}", code.shapes[v].shape, status_text(s)));
+        }
+        absl::StatusOr<double> ms = timer_->stop_ms();
+        if (!ms.ok()) return ms.status();
+        if (launch >= 0 && (!best_us[v] || *ms * 1e3 < *best_us[v])) best_us[v] = *ms * 1e3;
+      }
+    }
+    return absl::OkStatus();
+  };
+  std::string note;
+  if (absl::Status s = time_shapes(); s.ok()) {
+    code.chosen = pick_launch_shape(best_us);
+    std::vector<std::string> names;
+    for (const CompiledShape& shape : code.shapes) names.push_back(shape.shape);
+    note = describe_tuning(names, best_us, code.chosen);
+  } else {
+    code.chosen = 0;
+    note = fmt::format("default shape kept: timing the launch shapes failed: {}", status_text(s));
+    warn(fmt::format("{}: {}", kernel_label(k), note));
+  }
   const CompiledShape& chosen = code.shapes[code.chosen];
   for (size_t member : code.members) {
     infos_[member].registers = chosen.registers;

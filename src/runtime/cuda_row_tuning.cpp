@@ -1,7 +1,9 @@
 #include "runtime/cuda_row_tuning.h"
 
-#include <atomic>
+#include <algorithm>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -17,8 +19,10 @@ bool should_autotune(Autotune mode, int64_t elements, size_t candidates) {
     const std::string_view v(env);
     if (v == "0") return false;
     if (v == "1") return true;
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
+    static std::mutex mutex;
+    static std::set<std::string, std::less<>> warned;  // once per value, not once per kernel
+    std::lock_guard lock(mutex);
+    if (warned.emplace(v).second) {
       warn(fmt::format("ignoring FUSEJIT_AUTOTUNE={}: want 0 (never time launch shapes) or 1 (always)", v));
     }
   }
@@ -38,7 +42,8 @@ size_t pick_launch_shape(const std::vector<std::optional<double>>& best_us) {
   for (size_t i = 1; i < best_us.size(); ++i) {
     if (best_us[i] && *best_us[i] < *best_us[best]) best = i;
   }
-  return best != 0 && *best_us[best] < *best_us[0] * (1 - kAutotuneMargin) ? best : 0;
+  const double needed = std::max(*best_us[0] * kAutotuneMargin, kAutotuneMarginUs);
+  return best != 0 && *best_us[best] < *best_us[0] - needed ? best : 0;
 }
 
 std::string describe_tuning(const std::vector<std::string>& shapes, const std::vector<std::optional<double>>& best_us,
@@ -47,8 +52,10 @@ std::string describe_tuning(const std::vector<std::string>& shapes, const std::v
   for (const auto& t : best_us) timed += t ? 1 : 0;
   std::string out;
   if (picked == 0) {
-    out = fmt::format("default kept: no other of {} launch shapes timed on its first run was {:.0f}% faster", timed,
-                      kAutotuneMargin * 100);
+    out = fmt::format(
+        "default kept: none of the other {} launch shapes timed on its first run was {:.0f}% and "
+        "{:.0f} us faster",
+        timed - 1, kAutotuneMargin * 100, kAutotuneMarginUs);
   } else {
     out = fmt::format("fastest of {} launch shapes timed on its first run", timed);
   }
@@ -57,9 +64,6 @@ std::string describe_tuning(const std::vector<std::string>& shapes, const std::v
     out += fmt::format(", default {}: {:.1f} us", shapes.at(0), *best_us[0]);
   }
   if (picked < best_us.size() && best_us[picked]) out += ")";
-  if (timed < best_us.size()) {
-    out += fmt::format("; {} not launched (too many registers for one block)", best_us.size() - timed);
-  }
   return out;
 }
 

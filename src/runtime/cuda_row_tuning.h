@@ -19,19 +19,24 @@
 
 namespace fusejit {
 
-// Below this many elements a kernel runs in a few microseconds, where the
-// launch shape matters less than timing noise and the extra compiles cost
-// more than they could save.
-inline constexpr int64_t kAutotuneMinElements = int64_t{1} << 22;
+// Below this many elements (16M: 64 MiB of bf16 in and out, about 14 us on
+// an H200) a kernel runs too briefly for CUDA events (about 0.5 us apart)
+// to rank shapes reliably, and the extra compiles cost more than they
+// could save.
+inline constexpr int64_t kAutotuneMinElements = int64_t{1} << 24;
 
 // Timed launches of each shape: one untimed first, then this many, of which
 // the fastest counts (each after the L2 is flushed, as bench times them).
 inline constexpr int kAutotuneLaunches = 3;
 
 // Another shape replaces the default only when it is faster by more than
-// this fraction: two shapes within timing noise keep the default, so runs
-// of the same program do not flip between them.
+// this fraction and by more than kAutotuneMarginUs: two shapes within timing
+// noise keep the default, so that runs of the same program rarely flip
+// between them. (Shapes reduce a row in different orders, so two processes
+// that pick different shapes can differ in the last bits of a result:
+// FUSEJIT_AUTOTUNE=0 makes the default shape, and the bits, fixed.)
 inline constexpr double kAutotuneMargin = 0.02;
+inline constexpr double kAutotuneMarginUs = 1.0;
 
 // Whether a kernel of `elements` (its iteration space) with `candidates`
 // launch shapes (the default included) is timed, under `mode` and the
@@ -39,9 +44,9 @@ inline constexpr double kAutotuneMargin = 0.02;
 // decides for Autotune::kAuto only).
 bool should_autotune(Autotune mode, int64_t elements, size_t candidates);
 
-// The shape to keep: the index of the fastest of `best_us` (per candidate,
-// nullopt for one that was not timed because it cannot launch), where index
-// 0 is the default and wins unless another beats it by kAutotuneMargin.
+// The shape to keep: the index of the fastest of `best_us` (per candidate;
+// nullopt for one that was not timed), where index 0 is the default and
+// wins unless another beats it by the margins above.
 size_t pick_launch_shape(const std::vector<std::optional<double>>& best_us);
 
 // What was timed, for LoadedKernelInfo::tuning: "fastest of 5 launch shapes

@@ -431,7 +431,12 @@ FuzzResult run_fuzz(const FuzzOptions& options) {
     if (stop()) break;
     ++result.graphs;
     result.kernels += kernels;
-    if (!check.not_checked.empty()) ++result.not_checked;
+    if (!check.not_checked.empty()) {
+      ++result.not_checked;
+      const int statements = static_cast<int>(GraphText::parse(text).names.size());
+      result.failures.push_back({seed, check.not_checked, text, statements, statements, true});
+      if (options.on_failure) options.on_failure(result.failures.back());
+    }
     if (check.mismatch.empty()) continue;
     const std::string& what = check.mismatch;
     ++result.mismatches;

@@ -30,6 +30,10 @@ struct FuzzFailure {
   std::string graph;          // the shrunk graph, in the text format
   int original_statements = 0;
   int shrunk_statements = 0;
+  // Not a mismatch: the graph could not be checked (GraphCheck::not_checked),
+  // and is reported unshrunk. A generated graph is small, so running out of
+  // memory on one likely means a leak or a runaway size: the run fails.
+  bool not_checked = false;
 };
 
 struct FuzzOptions {

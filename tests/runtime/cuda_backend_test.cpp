@@ -93,6 +93,13 @@ TEST(CudaBackendLaunch, RowGridsFollowTheVariant) {
   EXPECT_EQ(block.block.x, 512u);
   EXPECT_EQ(block.block.y, 1u);
   EXPECT_EQ(block.grid.x, 132u * 4);  // capped at one wave, then grid-stride over rows
+  // Registers that fit only 2 blocks per SM make the wave 2 blocks per SM.
+  EXPECT_EQ(
+      launch_config(kernel_meta(CudaVariant::kBlockPerRow, 8192, 512, 1, 8, CudaAccess::kVector), 132, 2048, 2).grid.x,
+      132u * 2);
+  EXPECT_EQ(
+      launch_config(kernel_meta(CudaVariant::kBlockPerRow, 8192, 512, 1, 8, CudaAccess::kVector), 132, 2048, 9).grid.x,
+      132u * 4);  // the thread limit still holds
   LaunchConfig reread = launch_config(kernel_meta(CudaVariant::kReread, 3, 1024), 132, 2048);
   EXPECT_EQ(reread.block.x, 1024u);
   EXPECT_EQ(reread.grid.x, 3u);

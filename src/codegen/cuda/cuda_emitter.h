@@ -14,8 +14,10 @@ namespace fusejit {
 
 // The source of kernel `index` of `plan` (which must not be a matmul) for
 // `access`; a kernel without a vector path is emitted with scalar accesses
-// whatever is asked. `shape` applies to block-per-row kernels only (see
-// cuda_row_shape_candidates); other kernels ignore it.
+// whatever is asked. `shape` applies to row kernels: its block_threads to
+// block-per-row ones, its prefetch to persistent ones (16-byte variant); a
+// pointwise kernel ignores it. cuda_row_shape_candidates lists the shapes
+// worth timing.
 CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access = CudaAccess::kVector,
                                   const CudaRowShape& shape = {});
 
@@ -24,7 +26,7 @@ CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess 
 // per thread at most, 64 to 1024 threads) and, for the 16-byte variant, the
 // default and the halved shape with the next row prefetched. Empty (nothing
 // to choose) for kernels other than block-per-row ones, and when
-// FUSEJIT_ROW_BLOCK_THREADS or FUSEJIT_ROW_PREFETCH fixes the shape.
+// FUSEJIT_ROW_BLOCK_THREADS or FUSEJIT_ROW_PREFETCH=1 forces a shape.
 std::vector<CudaRowShape> cuda_row_shape_candidates(const FusionPlan& plan, int index, CudaAccess access);
 // "256 threads per row, next row prefetched": a source's launch shape in words.
 std::string cuda_launch_shape(const CudaKernelSource& kernel);

@@ -507,9 +507,9 @@ std::vector<CudaRowShape> row_shape_candidates(const FusionPlan& plan, const Ker
   const int64_t n = kernel.iteration.last();
   const GpuRowShape base = gpu_row_shape(n, kernel.row_strategy);
   if (kernel.row_strategy == RowStrategy::kReread || base.warp_per_row) return {};
-  const char* threads_env = std::getenv("FUSEJIT_ROW_BLOCK_THREADS");
-  const char* prefetch_env = std::getenv("FUSEJIT_ROW_PREFETCH");
-  if ((threads_env != nullptr && *threads_env != '\0') || (prefetch_env != nullptr && *prefetch_env != '\0')) return {};
+  // A shape the experiment variables force is not tuned (a value they
+  // ignore, or FUSEJIT_ROW_PREFETCH=0, forces nothing).
+  if (row_block_threads_override() || row_prefetch_enabled()) return {};
   // Each element of a thread's share is unrolled code: past 16 the live
   // arrays no longer fit in registers.
   auto fits = [&](int threads) { return threads >= 64 && threads <= 1024 && (n + threads - 1) / threads <= 16; };
