@@ -359,6 +359,29 @@ absl::StatusOr<std::string> check_plan(const FusionPlan& plan, const TensorMap& 
       }
       return fmt::format("{} plan: NVRTC rejects the plan's kernels together, accepts each alone", plan.label);
     }
+    // The other launch shapes the CUDA backend may time and keep
+    // (cuda_row_shape_candidates): the j-th of every kernel in program j.
+    std::vector<std::vector<CudaKernelSource>> shaped;
+    for (int i = 0; i < static_cast<int>(plan.kernels.size()); ++i) {
+      if (plan.kernels[static_cast<size_t>(i)].kind == KernelKind::kMatmul) continue;
+      const std::vector<CudaRowShape> shapes = cuda_row_shape_candidates(plan, i, CudaAccess::kVector);
+      for (size_t j = 1; j < shapes.size(); ++j) {
+        if (shaped.size() < j) shaped.emplace_back();
+        shaped[j - 1].push_back(emit_cuda_kernel(plan, i, CudaAccess::kVector, shapes[j]));
+      }
+    }
+    for (size_t j = 0; j < shaped.size(); ++j) {
+      *kernels += static_cast<int64_t>(shaped[j].size());
+      const std::string program = fmt::format("{}_plan_shape{}", plan.label, j + 1);
+      if (compile_cuda(program, cuda_plan_program(shaped[j]), cuda, &KernelCache::global()).ok()) continue;
+      for (const CudaKernelSource& source : shaped[j]) {
+        absl::StatusOr<CompiledKernel> compiled = compile_cuda(source.name, source.source, cuda, nullptr);
+        if (!compiled.ok()) {
+          return fmt::format("{} plan: NVRTC failed on {} launched with {}: {}", plan.label, source.name,
+                             cuda_launch_shape(source), status_text(compiled.status()).substr(0, 2000));
+        }
+      }
+    }
   }
   if (options.backend == nullptr) return "";
   // Out of memory (host or device) is the machine's limit, not a mismatch.
