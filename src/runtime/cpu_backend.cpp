@@ -8,7 +8,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -28,6 +27,7 @@
 #include "runtime/tensor_storage.h"
 #include "runtime/thread_pool.h"
 #include "runtime/warnings.h"
+#include "runtime/work_queue.h"
 #include "runtime/worker_scratch.h"
 
 namespace fusejit {
@@ -197,40 +197,33 @@ class CpuLoadedPlan final : public LoadedPlan {
     // Module m holds groups [first(m), first(m + 1)): consecutive, as even as can be.
     auto first = [&](size_t m) { return m * groups.size() / std::max<size_t>(modules, 1); };
     std::vector<absl::Status> status(modules);
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t m = next++; m < modules; m = next++) {
-        std::vector<const CpuKernelSource*> module_sources;
-        std::vector<std::string> entries;
-        for (size_t i = first(m); i < first(m + 1); ++i) {
-          module_sources.push_back(&sources[i]);
-          entries.push_back(sources[i].name);
-        }
-        const std::string name =
-            entries.size() == 1 ? entries.front() : fmt::format("{}..{}", entries.front(), entries.back());
-        absl::StatusOr<std::unique_ptr<HostModule>> c =
-            compile_host_module(name, cpu_module_source(module_sources), entries, &KernelCache::global());
-        if (!c.ok()) {
-          status[m] = c.status();
-          continue;
-        }
-        std::shared_ptr<const HostModule> module = *std::move(c);
-        for (size_t i = first(m); i < first(m + 1); ++i) {
-          for (int member : groups[i].members) {
-            CpuKernel& k = kernels_[static_cast<size_t>(member)];
-            k.module = module;
-            k.entry = module->entry(sources[i].name);
-            if (member == groups[i].members.front()) {
-              k.compile_ms = module->compile_ms() / static_cast<double>(entries.size());
-            }
+    run_jobs(modules, static_cast<int>(modules), [&](size_t m) {
+      std::vector<const CpuKernelSource*> module_sources;
+      std::vector<std::string> entries;
+      for (size_t i = first(m); i < first(m + 1); ++i) {
+        module_sources.push_back(&sources[i]);
+        entries.push_back(sources[i].name);
+      }
+      const std::string name =
+          entries.size() == 1 ? entries.front() : fmt::format("{}..{}", entries.front(), entries.back());
+      absl::StatusOr<std::unique_ptr<HostModule>> c =
+          compile_host_module(name, cpu_module_source(module_sources), entries, &KernelCache::global());
+      if (!c.ok()) {
+        status[m] = c.status();
+        return;
+      }
+      std::shared_ptr<const HostModule> module = *std::move(c);
+      for (size_t i = first(m); i < first(m + 1); ++i) {
+        for (int member : groups[i].members) {
+          CpuKernel& k = kernels_[static_cast<size_t>(member)];
+          k.module = module;
+          k.entry = module->entry(sources[i].name);
+          if (member == groups[i].members.front()) {
+            k.compile_ms = module->compile_ms() / static_cast<double>(entries.size());
           }
         }
       }
-    };
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < modules; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool) t.join();
+    });
     for (const absl::Status& s : status) {
       if (!s.ok()) return s;
     }

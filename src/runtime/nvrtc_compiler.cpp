@@ -1,23 +1,21 @@
 #include "runtime/nvrtc_compiler.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iterator>
 #include <optional>
 #include <regex>
-#include <thread>
 
 #include <absl/strings/str_join.h>
 #include <fmt/format.h>
 
 #include "fusejit_version.h"
-#include "ir/cpu_count.h"
 #include "ir/error.h"
 #include "runtime/compile_report.h"
 #include "runtime/nvrtc_library.h"
 #include "runtime/sha256.h"
+#include "runtime/work_queue.h"
 
 namespace fusejit {
 namespace {
@@ -157,18 +155,8 @@ absl::StatusOr<std::vector<CompiledKernel>> compile_cuda_all(const std::vector<C
                                                              const CudaCompileOptions& options, KernelCache* cache,
                                                              int threads) {
   std::vector<std::optional<absl::StatusOr<CompiledKernel>>> results(kernels.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < kernels.size(); i = next++) {
-      results[i] = compile_cuda(kernels[i].name, kernels[i].source, options, cache);
-    }
-  };
-  if (threads <= 0) threads = usable_cpu_count();
-  const size_t helpers = std::min(kernels.size(), static_cast<size_t>(threads)) - (kernels.empty() ? 0 : 1);
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work);
-  work();  // the calling thread is one of them
-  for (std::thread& t : pool) t.join();
+  run_jobs(kernels.size(), threads,
+           [&](size_t i) { results[i] = compile_cuda(kernels[i].name, kernels[i].source, options, cache); });
   std::vector<CompiledKernel> out;
   for (std::optional<absl::StatusOr<CompiledKernel>>& r : results) {
     if (!r->ok()) return r->status();

@@ -683,6 +683,7 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   auto first = testing::run_command(env + FUSEJIT_CLI_PATH + " " + args);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const nlohmann::json j = nlohmann::json::parse(first.out);
+  EXPECT_EQ(j["target"], "cuda");
   ASSERT_EQ(j["kernels"].size(), 1u);
   const nlohmann::json& k = j["kernels"][0];
   EXPECT_EQ(k["name"], "k0_add_gelu_dropout_layer_norm");

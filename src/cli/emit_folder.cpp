@@ -1,0 +1,169 @@
+#include "cli/emit_folder.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <unistd.h>
+
+#include <absl/strings/str_join.h>
+
+#include <fmt/format.h>
+
+#include "ir/counted.h"
+#include "ir/error.h"
+#include "runtime/file_io.h"
+#include "runtime/sha256.h"
+#include "runtime/warnings.h"
+
+namespace fusejit::cli {
+namespace {
+
+constexpr const char* kManifestHeader =
+    "# Files written by `fusejit emit` into this folder (SHA-256, name); a later `fusejit emit --overwrite` "
+    "replaces them, or removes those its plan lacks unless they changed.";
+
+std::string sha256_hex(std::string_view data) { return Sha256().update(data).hex_digest(); }
+
+// The files the earlier emit into `dir` wrote (name -> SHA-256), from its
+// manifest; empty when there is none (or the file of that name is not one).
+std::map<std::string, std::string> earlier_emit(const std::filesystem::path& dir) {
+  std::map<std::string, std::string> files;
+  std::ifstream in(dir / kEmitManifest);
+  std::string line;
+  if (!std::getline(in, line) || line != kManifestHeader) return files;
+  while (std::getline(in, line)) {
+    // "HEX  NAME", as sha256sum writes it.
+    if (line.size() < 67 || line.compare(64, 2, "  ") != 0) continue;
+    files.emplace(line.substr(66), line.substr(0, 64));
+  }
+  return files;
+}
+
+// The files `writing` would replace in `dir`, and an earlier emit's files
+// that would be left beside the new ones, are an error unless `overwrite`.
+absl::StatusOr<EmitFolder> check_out_dir(const std::filesystem::path& dir, std::set<std::string> writing,
+                                         bool overwrite) {
+  writing.insert(kEmitManifest);  // a file of the user's by that name is in the way too
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    return absl::FailedPreconditionError(fmt::format("--out {}: exists and is not a directory", dir.string()));
+  }
+  EmitFolder out;
+  out.dir = dir.string();
+  std::vector<std::string> replaced;
+  bool all_emitted = true;
+  if (std::filesystem::is_directory(dir, ec)) {
+    const std::map<std::string, std::string> earlier = earlier_emit(dir);
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name == kEmitManifest && !earlier.empty()) {
+        continue;  // the earlier emit's manifest: bookkeeping, rewritten below
+      } else if (writing.count(name) != 0) {
+        replaced.push_back(name);
+        all_emitted = all_emitted && earlier.count(name) != 0;
+      } else if (auto it = earlier.find(name); it != earlier.end() && entry.is_regular_file(ec)) {
+        out.stale.emplace(name, it->second);
+      }
+    }
+  }
+  std::sort(replaced.begin(), replaced.end());
+  if (!overwrite && (!replaced.empty() || !out.stale.empty())) {
+    std::vector<std::string> all = replaced;
+    for (const auto& [name, hash] : out.stale) all.push_back(name);
+    const size_t shown = std::min<size_t>(all.size(), 4);
+    return absl::AlreadyExistsError(
+        fmt::format("--out {}: holds {}{}{}; pass --overwrite to replace {} (an earlier emit's other kernels are then "
+                    "removed) or choose another --out",
+                    dir.string(), absl::StrJoin(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+                    all.size() > shown ? fmt::format(" and {} more", all.size() - shown) : "",
+                    all_emitted ? " from an earlier emit" : "", all.size() == 1 ? "it" : "them"));
+  }
+  return out;
+}
+
+// After this emit wrote its files: removes the earlier emit's files it
+// lacks, except those changed since that emit wrote them (kept, and named).
+void remove_stale(const EmitFolder& folder) {
+  const std::filesystem::path dir(folder.dir);
+  std::vector<std::string> removed, kept;
+  for (const auto& [name, hash] : folder.stale) {
+    const absl::StatusOr<std::string> content = read_whole_file((dir / name).string());
+    if (!content.ok() || sha256_hex(*content) != hash) {
+      kept.push_back(name);
+      continue;
+    }
+    std::error_code ec;
+    if (std::filesystem::remove(dir / name, ec) && !ec) {
+      removed.push_back(name);
+    } else {
+      kept.push_back(name);
+    }
+  }
+  if (!removed.empty()) {
+    eprint("fusejit: removed {} of an earlier emit from {}: {}\n", counted(std::ssize(removed), "file"), folder.dir,
+           absl::StrJoin(removed, ", "));
+  }
+  if (!kept.empty()) {
+    warn(
+        fmt::format("--out {}: kept {} of an earlier emit that this plan lacks, since {} changed after that emit "
+                    "wrote {} (or could not be removed): {}",
+                    folder.dir, counted(std::ssize(kept), "file"), kept.size() == 1 ? "it" : "they",
+                    kept.size() == 1 ? "it" : "them", absl::StrJoin(kept, ", ")));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::set<std::string>& writing,
+                                            bool overwrite) {
+  absl::StatusOr<EmitFolder> folder = check_out_dir(dir, writing, overwrite);
+  if (!folder.ok()) return folder.status();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(fmt::format("--out {}: cannot create the directory: {}", dir, ec.message()));
+  }
+  // Found before minutes of compiling rather than after.
+  if (absl::Status s = check_can_create_files(dir); !s.ok()) {
+    return absl::Status(s.code(), fmt::format("--out: {}", status_text(s)));
+  }
+  return folder;
+}
+
+absl::Status write_emit_folder(const EmitFolder& folder, const std::map<std::string, std::string>& files) {
+  const std::filesystem::path dir(folder.dir);
+  std::string manifest = std::string(kManifestHeader) + "\n";
+  std::map<std::string, std::string_view> paths;  // path -> content
+  for (const auto& [name, text] : files) {
+    manifest += fmt::format("{}  {}\n", sha256_hex(text), name);
+    paths[(dir / name).string()] = text;
+  }
+  paths[(dir / kEmitManifest).string()] = manifest;
+  if (absl::Status s = replace_files(paths); !s.ok()) {
+    return absl::Status(s.code(), fmt::format("--out {}: {}", folder.dir, status_text(s)));
+  }
+  remove_stale(folder);
+  return absl::OkStatus();
+}
+
+void with_progress_line(const std::string& message, const std::function<void()>& work) {
+  if (isatty(STDERR_FILENO) == 0) {
+    work();
+    return;
+  }
+  std::vector<std::string> held;
+  {
+    ScopedWarningSink hold;
+    eprint("{}", message);
+    work();
+    eprint("\r\033[K");
+    held = hold.messages();
+  }
+  for (const std::string& w : held) warn(w);
+}
+
+}  // namespace fusejit::cli

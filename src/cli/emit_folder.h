@@ -1,0 +1,47 @@
+// The folder `fusejit emit --out DIR` writes, for every target: what it may
+// replace, writing its files as one group, and the manifest (emitted.txt)
+// that lets a later emit tell its own files from the user's.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+namespace fusejit::cli {
+
+// Every emit lists the files it wrote in this manifest, with each one's
+// SHA-256, so that a later emit into the folder removes only files an emit
+// wrote and nobody changed since, never a user's file that merely has a
+// kernel-like name or an emitted kernel the user edited.
+inline constexpr const char* kEmitManifest = "emitted.txt";
+
+struct EmitFolder {
+  std::string dir;  // as the user gave it (--out)
+  // An earlier emit's files that this plan lacks: removed after a successful
+  // emit if their content is still what that emit wrote (name -> SHA-256).
+  std::map<std::string, std::string> stale;
+};
+
+// Before anything is compiled: the folder exists (created if need be) and
+// takes new files, and the files named in `writing` would replace nothing
+// but an earlier emit's (nor leave such files beside the new ones) unless
+// `overwrite`. The error names --out and what is in the way.
+absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::set<std::string>& writing,
+                                            bool overwrite);
+
+// Writes `files` (name -> content) and the manifest as one group: should a
+// write fail (a full disk), the folder stays as it was, an earlier manifest
+// included. Then removes the earlier emit's files this one lacks, except
+// those changed since (kept, and named in a warning).
+absl::Status write_emit_folder(const EmitFolder& folder, const std::map<std::string, std::string>& files);
+
+// Runs `work` (a long compile) while a terminal shows `message` on stderr;
+// warnings given meanwhile are held until the line is cleared, or they
+// would be printed onto it.
+void with_progress_line(const std::string& message, const std::function<void()>& work);
+
+}  // namespace fusejit::cli
