@@ -5,7 +5,6 @@
 
 #include "cli/commands.h"
 #include "cli/emit_targets.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 
@@ -34,12 +33,12 @@ void register_emit(CLI::App& app, int& exit_code) {
                 "let --out replace an earlier emit's files (its kernels that this plan lacks are removed)");
   cmd->callback([opt, arch, access, &exit_code] {
     if (opt->target == "cpu") {
-      // Options of the other target are a mistake, not something to ignore.
+      // Options of the other target are a usage mistake (exit 2), not
+      // something to ignore.
       for (const CLI::Option* o : {arch, access}) {
         if (o->count() > 0) {
-          eprint("fusejit: error: {} applies to --target cuda, not cpu\n", o->get_name());
-          exit_code = 1;
-          return;
+          throw CLI::ValidationError(o->get_name(),
+                                     "applies to --target cuda only (the cpu target compiles for this CPU)");
         }
       }
       exit_code = emit_cpu_target(*opt);

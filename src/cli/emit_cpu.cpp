@@ -95,6 +95,7 @@ int emit_cpu_target(const EmitOptions& opt) {
   with_progress_line(fmt::format("compiling {} with {}...", counted(std::ssize(sources), "kernel"), compiler_name),
                      [&] { compiled = compile_each(sources); });
   if (!compiled.ok()) {
+    abandon_emit_folder(*folder);
     eprint("fusejit: error: {}\n", status_text(compiled.status()));
     return 1;
   }
@@ -127,8 +128,10 @@ int emit_cpu_target(const EmitOptions& opt) {
                          {"grain", source.grain},
                          {"scratch_bytes_per_thread", scratch_bytes}});
     } else {
-      const std::string scratch =
-          scratch_bytes > 0 ? fmt::format(", {:.1f} KiB of arrays per thread", scratch_bytes / 1024.0) : "";
+      const std::string scratch = scratch_bytes == 0 ? ""
+                                  : scratch_bytes < 1 << 20
+                                      ? fmt::format(", {:.1f} KiB of arrays per thread", scratch_bytes / 1024.0)
+                                      : fmt::format(", {:.1f} MiB of arrays per thread", scratch_bytes / 1048576.0);
       listing += fmt::format("  {:<{}} {:>8.1f} ms  {:<5} ({}, {}{})\n", kernel.name, name_width, c.compile_ms,
                              c.cache_hit ? "hit" : "miss", cpu_variant_name(source.variant), work_items(source, kernel),
                              scratch);
@@ -142,6 +145,8 @@ int emit_cpu_target(const EmitOptions& opt) {
     fmt::print("{}\n",
                nlohmann::json{
                    {"target", "cpu"},
+                   {"plan", plan.label},
+                   {"out", opt.out},
                    {"compiler", {{"command", compiler->command}, {"identity", compiler->identity}, {"flags", flags}}},
                    {"kernels", kernels}}
                    .dump(2));

@@ -92,6 +92,7 @@ int emit_cuda_target(const EmitOptions& opt) {
       fmt::format("compiling {} with NVRTC for {}...", counted(std::ssize(programs), "kernel"), opt.arch),
       [&] { compiled = compile_cuda_all(programs, compile_options, &KernelCache::global()); });
   if (!compiled.ok()) {
+    abandon_emit_folder(*folder);
     eprint("fusejit: error: {}\n", status_text(compiled.status()));
     return 1;
   }
@@ -143,10 +144,10 @@ int emit_cuda_target(const EmitOptions& opt) {
            {"occupancy", occupancy ? nlohmann::json(occupancy->fraction) : nlohmann::json()},
            {"occupancy_limited_by", occupancy ? nlohmann::json(occupancy->limited_by) : nlohmann::json()}});
     } else {
-      const std::string resident =
-          occupancy ? fmt::format("{:>3.0f}% occupancy ({} blocks/SM, by {})", 100 * occupancy->fraction,
-                                  occupancy->blocks_per_sm, occupancy->limited_by)
-                    : std::string("occupancy unknown (no ptxas report)");
+      const std::string resident = occupancy
+                                       ? fmt::format("{:>3.0f}% occupancy ({}/SM, by {})", 100 * occupancy->fraction,
+                                                     counted(occupancy->blocks_per_sm, "block"), occupancy->limited_by)
+                                       : std::string("occupancy unknown (no ptxas report)");
       listing +=
           fmt::format("  {:<{}} {:>8.1f} ms  {:<5} {:>4} registers  {:>4} spill bytes  {}  ({}, {})\n", kernel.name,
                       name_width, c.compile_ms, c.cache_hit ? "hit" : "miss",
@@ -159,7 +160,9 @@ int emit_cuda_target(const EmitOptions& opt) {
     return 1;
   }
   if (opt.json) {
-    fmt::print("{}\n", nlohmann::json{{"target", "cuda"}, {"kernels", kernels}}.dump(2));
+    fmt::print(
+        "{}\n",
+        nlohmann::json{{"target", "cuda"}, {"plan", plan.label}, {"out", opt.out}, {"kernels", kernels}}.dump(2));
   } else {
     fmt::print("{}", listing);
   }

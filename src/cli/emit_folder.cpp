@@ -122,13 +122,25 @@ absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::s
                                             bool overwrite) {
   absl::StatusOr<EmitFolder> folder = check_out_dir(dir, writing, overwrite);
   if (!folder.ok()) return folder.status();
+  if (dir.empty()) return absl::InvalidArgumentError("--out: the folder's name is empty");
+  // What does not exist yet, DIR first, to remove again should the emit fail.
   std::error_code ec;
+  for (std::filesystem::path p = std::filesystem::absolute(dir, ec); !ec && p.has_relative_path();
+       p = p.parent_path()) {
+    // "k/", "k/." and "a/../k" name no folder of their own at the end.
+    if (const std::filesystem::path name = p.filename(); name.empty() || name == "." || name == "..") continue;
+    std::error_code missing;  // set for a path that does not exist: not an error here
+    if (std::filesystem::exists(std::filesystem::symlink_status(p, missing))) break;
+    folder->created.push_back(p.string());
+  }
+  ec.clear();
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     return absl::PermissionDeniedError(fmt::format("--out {}: cannot create the directory: {}", dir, ec.message()));
   }
   // Found before minutes of compiling rather than after.
   if (absl::Status s = check_can_create_files(dir); !s.ok()) {
+    abandon_emit_folder(*folder);
     return absl::Status(s.code(), fmt::format("--out: {}", status_text(s)));
   }
   return folder;
@@ -144,10 +156,19 @@ absl::Status write_emit_folder(const EmitFolder& folder, const std::map<std::str
   }
   paths[(dir / kEmitManifest).string()] = manifest;
   if (absl::Status s = replace_files(paths); !s.ok()) {
+    abandon_emit_folder(folder);
     return absl::Status(s.code(), fmt::format("--out {}: {}", folder.dir, status_text(s)));
   }
   remove_stale(folder);
   return absl::OkStatus();
+}
+
+void abandon_emit_folder(const EmitFolder& folder) {
+  for (const std::string& dir : folder.created) {
+    std::error_code ec;
+    // remove() takes only an empty folder: anything put there meanwhile stays.
+    if (!std::filesystem::remove(dir, ec) || ec) return;
+  }
 }
 
 void with_progress_line(const std::string& message, const std::function<void()>& work) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
@@ -24,6 +25,9 @@ struct EmitFolder {
   // An earlier emit's files that this plan lacks: removed after a successful
   // emit if their content is still what that emit wrote (name -> SHA-256).
   std::map<std::string, std::string> stale;
+  // The folders open_emit_folder created (DIR first, then each new parent):
+  // removed again, while empty, by abandon_emit_folder.
+  std::vector<std::string> created;
 };
 
 // Before anything is compiled: the folder exists (created if need be) and
@@ -38,6 +42,10 @@ absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::s
 // included. Then removes the earlier emit's files this one lacks, except
 // those changed since (kept, and named in a warning).
 absl::Status write_emit_folder(const EmitFolder& folder, const std::map<std::string, std::string>& files);
+
+// After a failure (a compile error): removes the folders open_emit_folder
+// created, as long as they are empty, so that a failed emit leaves nothing.
+void abandon_emit_folder(const EmitFolder& folder);
 
 // Runs `work` (a long compile) while a terminal shows `message` on stderr;
 // warnings given meanwhile are held until the line is cleared, or they

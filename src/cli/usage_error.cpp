@@ -1,6 +1,7 @@
 // The message for a command line CLI11 rejected (declared in commands.h),
 // with the command or option the user most likely meant.
 #include <cctype>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,12 +31,22 @@ std::string lowercase_start(std::string text) {
   return text;
 }
 
+// CLI11 says "--target: At Most 1 required but received 2" of an option
+// given twice; ours names what happened.
+std::string given_more_than_once(std::string text) {
+  static const std::regex kTwice(R"(^(\S+): At Most 1 required but received (\d+)$)");
+  std::smatch m;
+  if (std::regex_match(text, m, kTwice))
+    return fmt::format("{} was given {} times; give it once", m[1].str(), m[2].str());
+  return lowercase_start(std::move(text));
+}
+
 // CLI11 lists the arguments it did not expect last first ("c b a" for
 // "a b c"); in the order the user typed them they are easier to find.
 std::string unexpected_in_order(const CLI::App& command, const CLI::ParseError& error) {
   const std::vector<std::string> extras = command.remaining();
   if (dynamic_cast<const CLI::ExtrasError*>(&error) == nullptr || extras.empty()) {
-    return lowercase_start(error.what());
+    return given_more_than_once(error.what());
   }
   return fmt::format("the following argument{} not expected: {}", extras.size() > 1 ? "s were" : " was",
                      absl::StrJoin(extras, " "));

@@ -73,7 +73,12 @@ Token LineLexer::next() {
 }
 
 Token LineLexer::lex() {
-  while (pos_ < line_.size() && (line_[pos_] == ' ' || line_[pos_] == '\t')) ++pos_;
+  // Spaces and tabs, and the form feeds and vertical tabs that C and Python
+  // also take as blanks (some editors put a form feed between sections).
+  while (pos_ < line_.size() &&
+         (line_[pos_] == ' ' || line_[pos_] == '\t' || line_[pos_] == '\f' || line_[pos_] == '\v')) {
+    ++pos_;
+  }
   Token t;
   t.col = column_of(pos_);
   if (pos_ == line_.size() || line_[pos_] == '#') {

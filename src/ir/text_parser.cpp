@@ -135,7 +135,10 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
   // Encodings and line endings an editor may have chosen, named as such
   // rather than reported as the stray bytes they look like to the lexer.
   const bool utf16 = text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF");
-  const bool cr_only = text.find('\r') != std::string_view::npos && text.find('\n') == std::string_view::npos;
+  // A NUL means a binary file given by mistake (its stray bytes are
+  // reported as such), not a text whose lines end in CR.
+  const bool cr_only = text.find('\r') != std::string_view::npos && text.find('\n') == std::string_view::npos &&
+                       text.find('\0') == std::string_view::npos;
   if (text.size() > kMaxTextBytes) {
     error_at({1, 1}, "the text is larger than 256 MiB, which no graph needs (a 200-layer model is well under 1 MiB)");
   } else if (utf16) {
@@ -159,7 +162,8 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
     // Whole-graph problems point at the end of the text: that is where a
     // missing `output` statement belongs.
     const SourceLoc end_of_text{line_, fusejit::text::column_at(line, line.size())};
-    if (!saw_output_) error_at(end_of_text, "the graph has no output; add a line 'output NAME'");
+    // Once the lines read (a line in error may be the output statement).
+    if (!saw_output_ && errors_.empty()) error_at(end_of_text, "the graph has no output; add a line 'output NAME'");
     if (errors_.empty()) {
       // Statements were checked as they were read; this catches whatever a
       // whole-graph rule adds later. Located lines keep their location.

@@ -41,6 +41,8 @@ TEST(EmitCpu, WritesEachKernelAsCompilableCppAndHitsTheCacheTheSecondTime) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const nlohmann::json j = nlohmann::json::parse(first.out);
   EXPECT_EQ(j["target"], "cpu");
+  EXPECT_EQ(j["plan"], "unfused");
+  EXPECT_EQ(j["out"], dir + "/k");
   ASSERT_EQ(j["kernels"].size(), 3u) << first.out;  // add, dropout, layer_norm
   EXPECT_EQ(j["kernels"][0]["variant"], "pointwise");
   EXPECT_EQ(j["kernels"][2]["variant"], "row");
@@ -108,23 +110,37 @@ TEST(EmitCpu, MatmulsAreGeneratedKernels) {
   EXPECT_EQ(matmuls, 2);
 }
 
-// The GPU's options are a mistake with the CPU target, and a host compiler
-// that does not run is one line; neither leaves anything behind.
+// The GPU's options are a usage mistake with the CPU target, a host
+// compiler that does not run is one line, and one that fails the compile
+// prints its log; none of them leaves anything behind.
 TEST(EmitCpu, MistakesAreRefusedBeforeAnythingIsWritten) {
   const std::string dir = make_temp_dir("fusejit-emit-cpu-mistakes");
   const std::string file = chain_file(dir);
-  for (const char* option : {"--arch sm_80", "--access scalar"}) {
+  // Usage mistakes: exit 2, as for any option misused.
+  for (const char* option : {"--arch sm_90", "--access scalar"}) {
     auto r = run_fusejit("emit " + file + " --target cpu " + option + " --out " + dir + "/k");
-    EXPECT_EQ(r.exit_code, 1) << option;
-    EXPECT_NE(
-        r.err.find(std::string(option).substr(0, std::string(option).find(' ')) + " applies to --target cuda, not cpu"),
-        std::string::npos)
+    EXPECT_EQ(r.exit_code, 2) << option;
+    EXPECT_NE(r.err.find(std::string(option).substr(0, std::string(option).find(' ')) +
+                         ": applies to --target cuda only (the cpu target compiles for this CPU); see fusejit emit "
+                         "--help"),
+              std::string::npos)
         << r.err;
   }
+  auto twice = run_fusejit("emit " + file + " --target cpu --target cuda --out " + dir + "/k");
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.err.find("--target was given 2 times; give it once"), std::string::npos) << twice.err;
   auto no_compiler = run_command("CXX=/nonexistent/c++ " + std::string(FUSEJIT_CLI_PATH) + " emit " + file +
                                  " --target cpu --out " + dir + "/k");
   EXPECT_EQ(no_compiler.exit_code, 1);
   EXPECT_NE(no_compiler.err.find("/nonexistent/c++"), std::string::npos) << no_compiler.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/k"));
+  // A compiler that runs but fails the compile: its log, and the folders
+  // this emit created (k and k/sub) are removed again.
+  auto failed = run_command("CXX='c++ -no-such-flag' " + std::string(FUSEJIT_CLI_PATH) + " emit " + file +
+                            " --target cpu --out " + dir + "/k/sub/");
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("failed to compile kernel"), std::string::npos) << failed.err;
+  EXPECT_NE(failed.err.find("no-such-flag"), std::string::npos) << failed.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/k"));
 }
 

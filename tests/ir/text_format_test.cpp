@@ -178,12 +178,34 @@ TEST(TextFormatTest, AcceptsCommentsWhitespaceAndCrlf) {
       "  input gamma: bf16[4096]\r\n"
       "input beta: bf16[4096]\r\n"
       "\t\r\n"
-      "h=add(x,b)\r\n"
+      "\f\r\n"  // a form feed between sections, as some editors write
+      "h=add(x,\vb)\r\n"
       "g = gelu ( h )\r\n"
       "d = dropout(g,p=0.1,seed=42)#no space before the comment\r\n"
       "y = layer_norm(d, gamma, beta, eps=1e-5)\r\n"
       "output y";  // no final line break
   EXPECT_TRUE(parse_ok(messy) == canonical) << print_graph(parse_ok(messy));
+}
+
+// A binary file given by mistake is reported by its first stray byte, not
+// as a text whose lines end in a carriage return alone (it has no line
+// feed, but it has NULs).
+TEST(TextFormatTest, ABinaryFileIsNotCalledOldMacText) {
+  const std::string binary(
+      "\x7f"
+      "ELF\x02\x01\x01\x00\x00\r\x00\x03",
+      12);
+  absl::StatusOr<Graph> g = parse_graph(binary, "bin.fj");
+  ASSERT_FALSE(g.ok());
+  const std::string message(g.status().message());
+  EXPECT_EQ(message.find("carriage return"), std::string::npos) << message;
+  EXPECT_NE(message.find("bin.fj:1:1: error: expected a statement"), std::string::npos) << message;
+  EXPECT_NE(message.find("found '\\x7f'"), std::string::npos) << message;
+  EXPECT_EQ(message.find("no output"), std::string::npos) << "whole-graph checks wait for the lines:\n" << message;
+  // Text with CR line ends and no NUL is still named for what it is.
+  absl::StatusOr<Graph> mac = parse_graph("input x: f32[4]\ry = neg(x)\routput y\r", "mac.fj");
+  ASSERT_FALSE(mac.ok());
+  EXPECT_NE(std::string(mac.status().message()).find("carriage return alone"), std::string::npos) << mac.status();
 }
 
 // Editors on Windows may start a UTF-8 file with a byte-order mark; columns
