@@ -59,11 +59,23 @@ TEST(EmitCpu, WritesEachKernelAsCompilableCppAndHitsTheCacheTheSecondTime) {
   EXPECT_NE(read_file(dir + "/k/emitted.txt").find("  k2_layer_norm.cpp\n"), std::string::npos);
 
   // Each file is the whole translation unit: compiled alone with the flags
-  // the listing names, it defines the kernel's entry point.
+  // the listing names, it defines the kernel's entry point; and it compiles
+  // without a warning when the user turns them on (the listing's -w
+  // left out: it silences -Wall whatever the order).
   const nlohmann::json& row = j["kernels"][2];
   std::string command;
   for (const auto& word : j["compiler"]["command"]) command += word.get<std::string>() + " ";
   for (const auto& flag : j["compiler"]["flags"]) command += flag.get<std::string>() + " ";
+  std::string strict_command;
+  for (const auto& word : j["compiler"]["command"]) strict_command += word.get<std::string>() + " ";
+  for (const auto& flag : j["compiler"]["flags"]) {
+    if (flag != "-w") strict_command += flag.get<std::string>() + " ";
+  }
+  for (const nlohmann::json& k : j["kernels"]) {
+    auto strict = run_command(strict_command + "-Wall -Wextra -Werror -fsyntax-only " + dir + "/k/" +
+                              k["source"].get<std::string>());
+    EXPECT_EQ(strict.exit_code, 0) << k["source"] << "\n" << strict.err;
+  }
   auto built = run_command(command + dir + "/k/" + row["source"].get<std::string>() + " -o " + dir + "/row.so");
   ASSERT_EQ(built.exit_code, 0) << command << "\n" << built.err;
   auto symbols = run_command("nm -D --defined-only " + dir + "/row.so");
