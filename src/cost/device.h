@@ -80,6 +80,11 @@ void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops, doubl
 // Names accepted by find_device(): h100, h200, a100, cpu.
 std::vector<std::string> device_names();
 // A datasheet GPU, or the measured CPU of this machine (see cpu_device()).
+// For the CPU this is the portable probe: its op throughputs come from
+// library math, several times off what the CPU backend's generated kernels
+// reach. Predictions that match `fusejit plan --device cpu`, `fusejit
+// bench` and the kernels that run come from the CPU backend's device():
+// make_cpu_backend() then Backend::device() (runtime/backend.h).
 absl::StatusOr<DeviceSpec> find_device(std::string_view name);
 // h100, h200 or a100; another name throws fusejit::Error (find_device
 // returns a status instead).

@@ -6,6 +6,7 @@
 
 #include "ir/counted.h"
 #include "ir/error.h"
+#include "ir/interpreter.h"
 
 namespace fusejit {
 
@@ -50,6 +51,9 @@ absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) {
 }
 
 absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
+  // Inputs that do not fit the graph (a name, dtype or shape) are refused
+  // before anything changes: the last inputs and results stay usable.
+  if (absl::Status s = check_inputs(*plan().graph, inputs); !s.ok()) return s;
   // Forgotten first: a copy that fails halfway leaves buffers of neither
   // input set, which must not pass for results.
   inputs_set_ = false;

@@ -70,6 +70,12 @@ struct LoadOptions {
 // (a kernel index in range, inputs given before a run, every kernel run
 // before outputs are read) and return a Status naming what was wrong; the
 // backend implements the private do_ functions.
+//
+// Threads: a LoadedPlan holds one set of buffers and its own state, so it
+// is for one thread at a time (give each thread its own plan, or lock
+// around the calls); separate plans, of one backend or several, may run on
+// separate threads. Keep the Backend that loaded a plan alive while the
+// plan is used.
 class LoadedPlan {
  public:
   virtual ~LoadedPlan() = default;
@@ -78,7 +84,8 @@ class LoadedPlan {
   virtual const std::vector<LoadedKernelInfo>& kernels() const = 0;
 
   // Copies one tensor per graph input (by name, dtype and shape as the graph
-  // declares them; otherwise InvalidArgument naming the input) into its buffer.
+  // declares them; otherwise InvalidArgument naming the input, and the
+  // inputs and results of before stay as they were) into its buffer.
   absl::Status set_inputs(const TensorMap& inputs);
   // Fills every buffer a kernel writes with NaN bit patterns (0xFF bytes),
   // so that an element a kernel forgets to write shows up as NaN (outputs()
@@ -142,7 +149,12 @@ class Backend {
   virtual std::string_view name() const = 0;   // "cpu" or "cuda"
   virtual std::string description() const = 0;  // "NVIDIA H200 (sm_90, 132 SMs)", "x86-64, 2 threads, g++ 12.2"
   // The device for the cost model: a datasheet GPU matched by name, else
-  // one built from what the driver reports; the measured CPU.
+  // one built from what the driver reports; for the CPU backend, this CPU
+  // with the throughput of the backend's own JIT kernels (what `fusejit plan
+  // --device cpu` and `fusejit bench` predict with; find_device("cpu") has
+  // only the portable probe's). The CPU's first call on a machine measures
+  // for a few seconds, saying so on stderr, and caches the figures in the
+  // fusejit cache directory; later calls read them.
   virtual DeviceSpec device() const = 0;
   // How to fuse for this backend. The CPU's needs no measured figures, so
   // running a plan does not wait for the cost model's calibration.

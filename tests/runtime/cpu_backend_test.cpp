@@ -724,6 +724,19 @@ TEST(CpuBackend, WrongInputsAreRejectedByName) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(std::string(status_text(s)).find("input 'x'"), std::string::npos) << s;
   EXPECT_FALSE((*loaded)->set_inputs({}).ok());
+
+  // Refused inputs change nothing: the inputs and results of before stay
+  // (a library user's bad call does not throw away a good run).
+  const TensorMap good = random_inputs(g, 2);
+  ASSERT_TRUE((*loaded)->set_inputs(good).ok());
+  ASSERT_TRUE((*loaded)->run().ok());
+  absl::StatusOr<TensorMap> before = (*loaded)->outputs();
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ((*loaded)->set_inputs(inputs).code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<TensorMap> after = (*loaded)->outputs();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->at("y").values, before->at("y").values);
+  ASSERT_TRUE((*loaded)->run().ok()) << "the good inputs are still there to run on";
 }
 
 // A LoadedPlan refuses calls out of order, with the reason, instead of
