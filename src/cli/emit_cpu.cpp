@@ -3,7 +3,6 @@
 // compiled by the host compiler with the backend's flags, through the
 // kernel cache. Most machines that run fusejit have no GPU: this is where
 // their users read what fusion made of their graph.
-#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -94,11 +93,7 @@ int emit_cpu_target(const EmitOptions& opt) {
   absl::StatusOr<std::vector<CpuCompile>> compiled;
   with_progress_line(fmt::format("compiling {} with {}...", counted(std::ssize(sources), "kernel"), compiler_name),
                      [&] { compiled = compile_each(sources); });
-  if (!compiled.ok()) {
-    abandon_emit_folder(*folder);
-    eprint("fusejit: error: {}\n", status_text(compiled.status()));
-    return 1;
-  }
+  if (!compiled.ok()) return fail_emit(*folder, compiled.status());
   const std::vector<std::string> flags = host_compile_flags();
   std::map<std::string, std::string> files = {{"plan.txt", describe(plan)}};
   nlohmann::json kernels = nlohmann::json::array();
@@ -137,23 +132,17 @@ int emit_cpu_target(const EmitOptions& opt) {
                              scratch);
     }
   }
-  if (absl::Status s = write_emit_folder(*folder, files); !s.ok()) {
-    eprint("fusejit: error: {}\n", status_text(s));
-    return 1;
-  }
-  if (opt.json) {
-    fmt::print("{}\n",
-               nlohmann::json{
-                   {"target", "cpu"},
-                   {"plan", plan.label},
-                   {"out", opt.out},
-                   {"compiler", {{"command", compiler->command}, {"identity", compiler->identity}, {"flags", flags}}},
-                   {"kernels", kernels}}
-                   .dump(2));
-  } else {
-    fmt::print("{}", listing);
-  }
-  return 0;
+  const std::string report =
+      opt.json ? nlohmann::json{{"target", "cpu"},
+                                {"plan", plan.label},
+                                {"out", opt.out},
+                                {"compiler",
+                                 {{"command", compiler->command}, {"identity", compiler->identity}, {"flags", flags}}},
+                                {"kernels", kernels}}
+                         .dump(2) +
+                     "\n"
+               : listing;
+  return finish_emit(*folder, files, report);
 }
 
 }  // namespace fusejit::cli

@@ -91,11 +91,7 @@ int emit_cuda_target(const EmitOptions& opt) {
   with_progress_line(
       fmt::format("compiling {} with NVRTC for {}...", counted(std::ssize(programs), "kernel"), opt.arch),
       [&] { compiled = compile_cuda_all(programs, compile_options, &KernelCache::global()); });
-  if (!compiled.ok()) {
-    abandon_emit_folder(*folder);
-    eprint("fusejit: error: {}\n", status_text(compiled.status()));
-    return 1;
-  }
+  if (!compiled.ok()) return fail_emit(*folder, compiled.status());
   // Every file this emit writes, by name: written, then listed in the manifest.
   std::map<std::string, std::string> files = {{"plan.txt", describe(plan)}};
   size_t next = 0;
@@ -155,18 +151,12 @@ int emit_cuda_target(const EmitOptions& opt) {
                       resident, cuda_variant_name(source.variant), cuda_access_name(source.access));
     }
   }
-  if (absl::Status s = write_emit_folder(*folder, files); !s.ok()) {
-    eprint("fusejit: error: {}\n", status_text(s));
-    return 1;
-  }
-  if (opt.json) {
-    fmt::print(
-        "{}\n",
-        nlohmann::json{{"target", "cuda"}, {"plan", plan.label}, {"out", opt.out}, {"kernels", kernels}}.dump(2));
-  } else {
-    fmt::print("{}", listing);
-  }
-  return 0;
+  const std::string report =
+      opt.json
+          ? nlohmann::json{{"target", "cuda"}, {"plan", plan.label}, {"out", opt.out}, {"kernels", kernels}}.dump(2) +
+                "\n"
+          : listing;
+  return finish_emit(*folder, files, report);
 }
 
 }  // namespace fusejit::cli

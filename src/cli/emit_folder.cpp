@@ -116,6 +116,15 @@ void remove_stale(const EmitFolder& folder) {
   }
 }
 
+// The folders open_emit_folder created, while they are empty (remove()
+// takes no other: anything put there meanwhile stays).
+void remove_created_folders(const EmitFolder& folder) {
+  for (const std::string& dir : folder.created) {
+    std::error_code ec;
+    if (!std::filesystem::remove(dir, ec) || ec) return;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::set<std::string>& writing,
@@ -140,13 +149,13 @@ absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::s
   }
   // Found before minutes of compiling rather than after.
   if (absl::Status s = check_can_create_files(dir); !s.ok()) {
-    abandon_emit_folder(*folder);
+    remove_created_folders(*folder);
     return absl::Status(s.code(), fmt::format("--out: {}", status_text(s)));
   }
   return folder;
 }
 
-absl::Status write_emit_folder(const EmitFolder& folder, const std::map<std::string, std::string>& files) {
+int finish_emit(const EmitFolder& folder, const std::map<std::string, std::string>& files, const std::string& report) {
   const std::filesystem::path dir(folder.dir);
   std::string manifest = std::string(kManifestHeader) + "\n";
   std::map<std::string, std::string_view> paths;  // path -> content
@@ -156,19 +165,17 @@ absl::Status write_emit_folder(const EmitFolder& folder, const std::map<std::str
   }
   paths[(dir / kEmitManifest).string()] = manifest;
   if (absl::Status s = replace_files(paths); !s.ok()) {
-    abandon_emit_folder(folder);
-    return absl::Status(s.code(), fmt::format("--out {}: {}", folder.dir, status_text(s)));
+    return fail_emit(folder, absl::Status(s.code(), fmt::format("--out {}: {}", folder.dir, status_text(s))));
   }
   remove_stale(folder);
-  return absl::OkStatus();
+  fmt::print("{}", report);
+  return 0;
 }
 
-void abandon_emit_folder(const EmitFolder& folder) {
-  for (const std::string& dir : folder.created) {
-    std::error_code ec;
-    // remove() takes only an empty folder: anything put there meanwhile stays.
-    if (!std::filesystem::remove(dir, ec) || ec) return;
-  }
+int fail_emit(const EmitFolder& folder, const absl::Status& why) {
+  eprint("fusejit: error: {}\n", status_text(why));
+  remove_created_folders(folder);
+  return 1;
 }
 
 void with_progress_line(const std::string& message, const std::function<void()>& work) {

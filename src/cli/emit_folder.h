@@ -26,7 +26,7 @@ struct EmitFolder {
   // emit if their content is still what that emit wrote (name -> SHA-256).
   std::map<std::string, std::string> stale;
   // The folders open_emit_folder created (DIR first, then each new parent):
-  // removed again, while empty, by abandon_emit_folder.
+  // removed again, while empty, when the emit fails.
   std::vector<std::string> created;
 };
 
@@ -37,15 +37,18 @@ struct EmitFolder {
 absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::set<std::string>& writing,
                                             bool overwrite);
 
-// Writes `files` (name -> content) and the manifest as one group: should a
-// write fail (a full disk), the folder stays as it was, an earlier manifest
-// included. Then removes the earlier emit's files this one lacks, except
+// The end of an emit: writes `files` (name -> content) and the manifest as
+// one group, then prints `report` (the listing or the JSON) on stdout and
+// returns 0. Should a write fail (a full disk), the folder stays as it was,
+// an earlier manifest included, nothing is printed and the error is; 1.
+// After writing, removes the earlier emit's files this one lacks, except
 // those changed since (kept, and named in a warning).
-absl::Status write_emit_folder(const EmitFolder& folder, const std::map<std::string, std::string>& files);
+int finish_emit(const EmitFolder& folder, const std::map<std::string, std::string>& files, const std::string& report);
 
-// After a failure (a compile error): removes the folders open_emit_folder
-// created, as long as they are empty, so that a failed emit leaves nothing.
-void abandon_emit_folder(const EmitFolder& folder);
+// An emit that failed after open_emit_folder (a compile error): prints
+// `why`, removes the folders open_emit_folder created while they are empty,
+// so that a failed emit leaves nothing, and returns 1.
+int fail_emit(const EmitFolder& folder, const absl::Status& why);
 
 // Runs `work` (a long compile) while a terminal shows `message` on stderr;
 // warnings given meanwhile are held until the line is cleared, or they
