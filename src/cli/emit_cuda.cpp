@@ -39,17 +39,18 @@ constexpr const char* kGeneratedKernelKeys[] = {
 }  // namespace
 
 int emit_cuda_target(const EmitOptions& opt) {
-  const std::optional<Graph> graph = load_graph(opt.file);
-  if (!graph) return 1;
   if (absl::Status s = nvrtc_status(); !s.ok()) {
     eprint("fusejit: error: {}\n", status_text(s));
     return 1;
   }
-  // A bad --arch is a typo, found before anything is written.
+  // A bad --arch is a usage mistake like any bad option value (exit 2, as
+  // in `fusejit fuzz`), found before the graph is read or anything written.
   if (absl::Status s = check_cuda_arch(opt.arch); !s.ok()) {
     eprint("fusejit: error: --arch: {}\n", status_text(s));
-    return 1;
+    return 2;
   }
+  const std::optional<Graph> graph = load_graph(opt.file);
+  if (!graph) return 1;
   if (absl::Status s = check_dtypes_for_arch(*graph, opt.arch); !s.ok()) {
     eprint("fusejit: error: {}\n", status_text(s));
     return 1;

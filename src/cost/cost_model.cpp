@@ -2,9 +2,12 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "cost/cpu_conversions.h"
 #include "cost/gpu_instructions.h"
-
+#include "fusion/plan_verify.h"
+#include "ir/error.h"
 
 namespace fusejit {
 namespace {
@@ -46,6 +49,9 @@ FusionOptions fusion_options_for(const DeviceSpec& device) {
 }
 
 KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device) {
+  if (absl::Status s = verify_kernel_of(plan, kernel); !s.ok()) {
+    throw Error(fmt::format("estimate_kernel: {}", status_text(s)));
+  }
   const Graph& graph = *plan.graph;
   KernelCost cost;
   cost.name = kernel.name;

@@ -60,6 +60,10 @@ struct PlanComparison {
   double predicted_speedup = 0;  // unfused time / fused time
 };
 
+// `kernel` is one of a plan of plan.graph (usually one of plan.kernels; a
+// copy or a kernel of the other plan of the same graph will do). Throws
+// fusejit::Error when the plan has no graph or the kernel names a node the
+// graph lacks (a kernel of another graph's plan).
 KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device);
 PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device);
 PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device);

@@ -13,7 +13,13 @@ namespace fusejit {
 std::string Value::why_unusable() const {
   if (graph_ == nullptr) return "an empty Value (default-constructed), not a tensor of a graph";
   const std::shared_ptr<Graph* const> holder = identity_.lock();
-  if (holder == nullptr || *holder != graph_ || !graph_->has_node(id_)) {
+  if (holder != nullptr && *holder == graph_ && !graph_->has_node(id_)) {
+    // Made by hand as Value(&graph, id) with an id the graph never had.
+    const size_t count = graph_->nodes().size();
+    if (count == 0) return fmt::format("a Value of node {}, but its Graph has no nodes", id_);
+    return fmt::format("a Value of node {}, but its Graph has nodes 0 to {} only", id_, count - 1);
+  }
+  if (holder == nullptr || *holder != graph_) {
     return fmt::format("a Value (node {}) whose Graph object no longer holds it: the Graph was destroyed, moved "
                        "from (as a std::vector<Graph> that grows does) or assigned to after the Value was made. "
                        "Values refer to the Graph object that made them",

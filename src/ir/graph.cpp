@@ -101,7 +101,7 @@ Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
   };
   if (!is_valid_dtype(dtype)) fail(fmt::format("dtype {} is none of f32, f16, bf16", static_cast<int>(dtype)));
   if (!is_identifier(name)) fail("the name is not an identifier (letters, digits, '_'; not 'input' or 'output')");
-  if (find(name)) fail("the name is already used in this graph");
+  if (!claim_name(name)) fail("the name is already used in this graph");
   if (shape.rank() < 1 || shape.rank() > kMaxRank) fail("rank must be 1 to 4");
   for (int64_t d : shape) {
     if (d <= 0) fail("extents must be positive");
@@ -132,7 +132,7 @@ void Graph::output(std::string_view name, Value value) {
       throw Error(fmt::format("output {}: the value is already named '{}'; output it under that name", name, n.name));
     }
     if (!is_identifier(name)) throw Error(fmt::format("output {}: the name is not an identifier", name));
-    if (find(name)) throw Error(fmt::format("output {}: the name is already used in this graph", name));
+    if (!claim_name(name)) throw Error(fmt::format("output {}: the name is already used in this graph", name));
     by_name_.erase(n.name);
     n.name = std::string(name);
     by_name_[n.name] = value.id();
@@ -177,6 +177,18 @@ void Graph::rename(int32_t id, std::string name) {
   if (auto it = by_name_.find(n.name); it != by_name_.end() && it->second == id) by_name_.erase(it);
   n.name = std::move(name);
   by_name_.try_emplace(n.name, id);
+}
+
+bool Graph::claim_name(std::string_view name) {
+  const std::optional<int32_t> holder = find(name);
+  if (!holder) return true;
+  const Node& n = nodes_[*holder];
+  // A name the builder chose (relu_3) gives way to the user's: the node
+  // is renamed (still an op's name and a number), and Values, which hold
+  // ids, are unaffected. A name the user gave, or an output's, stays.
+  if (!n.auto_named || is_output(*holder)) return false;
+  rename(*holder, fresh_name(n.info().name));
+  return true;
 }
 
 std::string Graph::fresh_name(std::string_view stem) const {

@@ -87,7 +87,9 @@ class Graph {
   Graph& operator=(Graph&& other) noexcept;
   ~Graph() = default;
 
-  // Builder entry points; they throw fusejit::Error on misuse.
+  // Builder entry points; they throw fusejit::Error on misuse. A name the
+  // builder gave a node (relu_3) never blocks a name given here: that node
+  // is renamed.
   Value input(std::string_view name, DType dtype, const Shape& shape);
   // Marks `value` as a graph output named `name`. A value the builder named
   // itself takes that name; a value that already has a user-given name must
@@ -146,6 +148,10 @@ class Graph {
   std::weak_ptr<Graph* const> identity();
 
  private:
+  // Frees `name` for a name the user gives: true when it was unused or held
+  // by a node the builder named (which is renamed); false when taken.
+  bool claim_name(std::string_view name);
+
   std::vector<Node> nodes_;
   // feeds_f32() of each node, kept by append(): an f32 node marks itself
   // and every node it is computed from, each at most once.

@@ -159,9 +159,15 @@ TEST(Cli, OptionMistakesAreFoundBeforeAnythingRuns) {
   EXPECT_NE(rounding.err.find("reference backend only"), std::string::npos) << rounding.err;
   if (nvrtc_available()) {
     auto arch = run_fusejit("emit " + kExamples + "/softmax.fj --arch sm_91 --out " + dir + "/kernels");
-    EXPECT_EQ(arch.exit_code, 1);
+    EXPECT_EQ(arch.exit_code, 2) << "a bad option value is a usage error";
     EXPECT_NE(arch.err.find("cannot compile for sm_91; it knows"), std::string::npos) << arch.err;
     EXPECT_LT(arch.err.size(), 400u) << "a short message, not a compile log:\n" << arch.err;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/kernels")) << "nothing written";
+    // Malformed, and with a graph file that does not exist: the option is
+    // judged first.
+    auto bogus = run_fusejit("emit " + dir + "/no-such.fj --arch sm_bogus --out " + dir + "/kernels");
+    EXPECT_EQ(bogus.exit_code, 2);
+    EXPECT_NE(bogus.err.find("--arch: invalid CUDA architecture 'sm_bogus'"), std::string::npos) << bogus.err;
     EXPECT_FALSE(std::filesystem::exists(dir + "/kernels")) << "nothing written";
   }
 }

@@ -17,6 +17,7 @@
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
 #include "runtime/runtime_test_util.h"
+#include "support/error_of.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
 #include "support/run_command.h"
@@ -69,6 +70,34 @@ TEST(CudaCodegen, GeneratedSourceIsDeterministicAndNamesItsOps) {
   EXPECT_TRUE(a[0].has_vector_path);
   EXPECT_EQ(a[0].count, 8192);      // rows: a runtime argument
   EXPECT_NE(a[0].source.find("constexpr int kN = 4096;"), std::string::npos);  // row length: compile time
+}
+
+// Mistakes in a call of the emitters' public API are Errors that name the
+// function and what was wrong, never a crash or a std::out_of_range.
+TEST(CudaCodegen, MistakesInTheCallAreErrorsNamingThem) {
+  Graph g;
+  auto a = g.input("a", DType::kF32, {8, 16});
+  auto b = g.input("b", DType::kF32, {16, 4});
+  g.output("y", exp(matmul(a, b)));
+  const FusionPlan plan = make_unfused_plan(g);
+  ASSERT_EQ(plan.kernels.size(), 2u) << describe(plan);
+  using testing::error_of;
+  EXPECT_EQ(error_of([&] { emit_cuda_kernel(plan, 2); }),
+            "emit_cuda_kernel: kernel index 2 is out of range; the unfused plan has 2 kernels");
+  EXPECT_EQ(error_of([&] { cuda_row_shape_candidates(plan, -1, CudaAccess::kVector); }),
+            "cuda_row_shape_candidates: kernel index -1 is out of range; the unfused plan has 2 kernels");
+  EXPECT_EQ(
+      error_of([&] { emit_cuda_kernel(plan, 0); }),
+      "emit_cuda_kernel: kernel " + plan.kernels[0].name + " is a matmul, which runs through cuBLAS and has no source");
+  EXPECT_EQ(error_of([&] { emit_cpu_kernel(plan, 5); }),
+            "emit_cpu_kernel: kernel index 5 is out of range; the unfused plan has 2 kernels");
+  FusionPlan orphan = plan;
+  orphan.graph = nullptr;
+  EXPECT_TRUE(error_of([&] { emit_cuda(orphan); }).starts_with("emit_cuda_kernel: the unfused plan has no graph"));
+  EXPECT_TRUE(error_of([&] { emit_cpu(orphan); }).starts_with("emit_cpu_kernel: the unfused plan has no graph"));
+  // The generated kernel of the plan still emits.
+  EXPECT_EQ(error_of([&] { emit_cuda_kernel(plan, 1); }), "no error");
+  EXPECT_EQ(error_of([&] { emit_cpu_kernel(plan, 0); }), "no error");
 }
 
 TEST(CudaCodegen, VariantFollowsTheRowLength) {

@@ -11,6 +11,7 @@
 #include "cost/gpu_instructions.h"
 #include "fusejit.h"
 #include "fusion/gpu_row_shape.h"
+#include "support/error_of.h"
 
 namespace fusejit {
 namespace {
@@ -33,6 +34,31 @@ TEST(CostModel, SquareBf16MatmulIsComputeBoundOnTensorCores) {
   EXPECT_EQ(c.unit, "tensor");
   EXPECT_TRUE(c.compute_bound);
   EXPECT_NEAR(c.predicted_us, 140.0, 2.0);  // 1.37e11 / 989e12 = 139 us, plus launch
+}
+
+// A kernel of a plan of another graph names nodes this plan's graph may
+// lack: an error naming the kernel, not a read past the graph's nodes. A
+// kernel of the other plan of the same graph is fine.
+TEST(CostModel, AKernelOfAnotherGraphIsAnErrorNotACrash) {
+  Graph small;
+  auto x = small.input("x", DType::kF32, {64, 32});
+  small.output("y", exp(x));
+  Graph large;
+  auto a = large.input("a", DType::kF32, {64, 32});
+  large.output("b", layer_norm(relu(a) + 1.0));
+  const DeviceSpec h100 = gpu_device("h100");
+  const FusionPlan small_plan = make_fused_plan(small, fusion_options_for(h100));
+  const FusionPlan large_unfused = make_unfused_plan(large, fusion_options_for(h100));
+  const FusionPlan large_fused = make_fused_plan(large, fusion_options_for(h100));
+  const Kernel& last = large_unfused.kernels.back();
+  const std::string error = testing::error_of([&] { (void)estimate_kernel(small_plan, last, h100); });
+  EXPECT_TRUE(error.starts_with("estimate_kernel: the fused plan: kernel " + last.name + " names node ")) << error;
+  const FusionPlan no_graph;
+  EXPECT_TRUE(testing::error_of([&] {
+                (void)estimate_kernel(no_graph, last, h100);
+              }).starts_with("estimate_kernel: the plan has no graph"));
+  // Same graph, the other plan: the same figures as from its own plan.
+  EXPECT_EQ(estimate_kernel(large_fused, last, h100).bytes(), estimate_kernel(large_unfused, last, h100).bytes());
 }
 
 TEST(CostModel, Bf16AddIsOneSixthOfAFlopPerByte) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
+#include "support/error_of.h"
 
 namespace fusejit {
 namespace {
@@ -32,14 +33,7 @@ using Strings = std::vector<std::string>;
 // The planners refuse what they cannot plan, with the verifier's reasons,
 // instead of planning nothing or reading past a node list.
 TEST(Fusion, AGraphThatDoesNotVerifyIsNotPlanned) {
-  auto error_of = [](auto plan) -> std::string {
-    try {
-      plan();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "no error";
-  };
+  using testing::error_of;
   Graph no_output;
   exp(no_output.input("x", DType::kF32, {4, 8}));
   for (auto plan : {make_fused_plan, make_unfused_plan}) {

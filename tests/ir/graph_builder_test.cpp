@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "fusejit.h"
+#include "support/error_of.h"
 
 namespace fusejit {
 namespace {
@@ -21,16 +22,7 @@ TEST(GraphBuilder, BuildsTheIssueExample) {
   EXPECT_EQ(y.name(), "y");
 }
 
-// The message of the fusejit::Error `build` throws, or "no error".
-template <class F>
-std::string error_of(F build) {
-  try {
-    build();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 // The error message of what `build` throws, or "" when it throws nothing.
 template <typename Build>
@@ -119,6 +111,45 @@ TEST(GraphBuilder, ValuesOfAGraphThatMovedOrDiedAreErrorsNotCrashes) {
   copy = original;  // assigned to: Values made of copy's earlier contents are stale
   EXPECT_TRUE(error_of([&] { (void)of_copy.shape(); }).starts_with("a Value (node 0) whose Graph object"));
   EXPECT_EQ(error_of([&] { copy.output("c", exp(Value(&copy, 0))); }), "no error");
+}
+
+// A Value made by hand with an id its Graph never had is named as such,
+// not blamed on a Graph that moved or died.
+TEST(GraphBuilder, AValueOfANodeTheGraphLacksSaysSo) {
+  Graph g;
+  EXPECT_EQ(error_of([&] { neg(Value(&g, 0)); }), "neg: operand 1 is a Value of node 0, but its Graph has no nodes");
+  auto x = g.input("x", DType::kF32, {4});
+  EXPECT_EQ(error_of([&] { g.output("y", x + Value(&g, 7)); }),
+            "add: operand 2 is a Value of node 7, but its Graph has nodes 0 to 0 only");
+  EXPECT_EQ(error_of([&] { (void)Value(&g, -1).shape(); }), "a Value of node -1, but its Graph has nodes 0 to 0 only");
+  EXPECT_EQ(g.nodes().size(), 1u);  // nothing was added
+}
+
+// The builder's own names (relu_1) never keep a user from a name: the
+// node that had it is renamed, and its Values still work. A name the user
+// gave stays taken.
+TEST(GraphBuilder, NamesTheBuilderChoseGiveWayToTheUsers) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {4, 8});
+  auto r = relu(x);
+  const std::string auto_name = r.name();
+  EXPECT_EQ(auto_name, "relu_1");
+  auto shadow = g.input(auto_name, DType::kF32, {4, 8});  // an input named like it
+  EXPECT_NE(r.name(), auto_name);
+  EXPECT_TRUE(r.name().starts_with("relu_")) << r.name();
+  g.output("relu_1_out", exp(r));
+  const std::string other = neg(shadow).name();
+  g.output(other, r + shadow);  // an output takes a name the builder gave another node
+  EXPECT_NE(g.find(other), std::nullopt);
+  EXPECT_TRUE(verify(g).ok()) << verify(g);
+  EXPECT_EQ(g.node(*g.find(auto_name)).op, Op::kInput);
+  EXPECT_EQ(error_of([&] { g.input("x", DType::kF32, {4}); }),
+            "input x: f32[4]: the name is already used in this graph");
+  EXPECT_EQ(error_of([&] { g.output("relu_1_out", exp(x)); }),
+            "output relu_1_out: the name is already used in this graph");
+  // The graph prints and parses back with every name unique.
+  absl::StatusOr<Graph> parsed = parse_graph(print_graph(g));
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << print_graph(g);
 }
 
 // Builder errors name the op's operands with their types, like shape errors.

@@ -3,6 +3,7 @@
 #include "codegen/cpu/cpu_emit_common.h"
 #include "codegen/expr.h"
 #include "codegen/translation_unit.h"
+#include "fusion/plan_verify.h"
 #include "ir/error.h"
 
 namespace fusejit {
@@ -17,7 +18,7 @@ std::string_view cpu_variant_name(CpuVariant v) {
 }
 
 CpuKernelSource emit_cpu_kernel(const FusionPlan& plan, int index) {
-  const Kernel& kernel = plan.kernels.at(static_cast<size_t>(index));
+  const Kernel& kernel = checked_kernel(plan, index, "emit_cpu_kernel");
   switch (kernel.kind) {
     case KernelKind::kPointwise: return cpu_emit::emit_pointwise(plan, kernel);
     case KernelKind::kRow: return cpu_emit::emit_row(plan, kernel);

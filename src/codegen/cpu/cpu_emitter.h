@@ -83,6 +83,9 @@ inline constexpr int64_t kCpuPrefetchAheadBytes = 2048;
 // Elements a pointwise kernel computes per tile.
 inline constexpr int64_t kCpuTile = 256;
 
+// The C++ of kernel `index` of `plan` (matmuls too: on the CPU they are
+// generated code). Throws fusejit::Error for an index out of range or a
+// kernel naming nodes the plan's graph lacks.
 CpuKernelSource emit_cpu_kernel(const FusionPlan& plan, int index);
 std::vector<CpuKernelSource> emit_cpu(const FusionPlan& plan);
 

@@ -4,6 +4,8 @@
 
 #include "codegen/cuda/emit_kernels.h"
 #include "codegen/translation_unit.h"
+#include "fusion/plan_verify.h"
+#include "ir/error.h"
 
 namespace fusejit {
 
@@ -22,13 +24,17 @@ std::string_view cuda_access_name(CudaAccess a) {
 }
 
 CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access, const CudaRowShape& shape) {
-  const Kernel& kernel = plan.kernels.at(index);
+  const Kernel& kernel = checked_kernel(plan, index, "emit_cuda_kernel");
+  if (kernel.kind == KernelKind::kMatmul) {
+    throw Error(fmt::format("emit_cuda_kernel: kernel {} is a matmul, which runs through cuBLAS and has no source",
+                            kernel.name));
+  }
   return kernel.kind == KernelKind::kRow ? cuda_emit::emit_row(plan, kernel, access, shape)
                                          : cuda_emit::emit_pointwise(plan, kernel, access);
 }
 
 std::vector<CudaRowShape> cuda_row_shape_candidates(const FusionPlan& plan, int index, CudaAccess access) {
-  const Kernel& kernel = plan.kernels.at(index);
+  const Kernel& kernel = checked_kernel(plan, index, "cuda_row_shape_candidates");
   if (kernel.kind != KernelKind::kRow) return {};
   return cuda_emit::row_shape_candidates(plan, kernel, access);
 }

@@ -17,7 +17,8 @@ namespace fusejit {
 // whatever is asked. `shape` applies to row kernels: its block_threads to
 // block-per-row ones, its prefetch to persistent ones (16-byte variant); a
 // pointwise kernel ignores it. cuda_row_shape_candidates lists the shapes
-// worth timing.
+// worth timing. Both throw fusejit::Error for an index out of range or a
+// kernel naming nodes the plan's graph lacks; emit_cuda_kernel for a matmul.
 CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access = CudaAccess::kVector,
                                   const CudaRowShape& shape = {});
 
