@@ -259,7 +259,10 @@ void register_fuzz(CLI::App& app, int& exit_code) {
           [](std::string& file) { return file == "-" ? std::string() : CLI::ExistingFile(file); }, "FILE"))
       ->excludes(graphs)  // random graphs' count and seed mean nothing for given files
       ->excludes(seed);
-  cmd->add_flag("--json", opt->json, "print one JSON object: graphs, kernels, mismatches, failures");
+  cmd->add_flag(
+      "--json", opt->json,
+      "print one JSON object: graphs, kernels, mismatches, not_checked, failures, and interrupted (random graphs) "
+      "or invalid_files (--check)");
   cmd->callback([opt, &exit_code] { exit_code = fuzz(*opt); });
 }
 

@@ -55,8 +55,9 @@ Summary summarize(const HostTensor& t) {
       const double delta = v - s.mean;
       s.mean += delta / static_cast<double>(s.finite);
       m2 += delta * (v - s.mean);
-      s.min = std::min(s.min, v);
-      s.max = std::max(s.max, v);
+      // -0 below +0, so that the zeros of x * 0 read "min -0 max 0".
+      if (v < s.min || (v == s.min && std::signbit(v))) s.min = v;
+      if (v > s.max || (v == s.max && !std::signbit(v))) s.max = v;
     }
   }
   if (s.finite > 0) s.stddev = std::sqrt(m2 / static_cast<double>(s.finite));

@@ -1,7 +1,8 @@
 // The .fj parser: one statement per line, each checked as it is read.
 //
 // Error recovery is per statement: the first problem in a statement is
-// reported and the statement defines nothing. The name it would have defined
+// reported (each undefined operand or output name counts on its own) and
+// the statement defines nothing. The name it would have defined
 // is "poisoned", so later uses of it fail quietly instead of repeating the
 // error as "undefined name". Every op goes through make_node(), so the parser
 // reports the same type, shape, arity and attribute errors as the C++ builder;

@@ -452,6 +452,15 @@ TEST(Cli, RunSummaryCountsNanAndInfinitiesApart) {
       << r.out;
   // x / 0: +inf, -inf, nan (0 / 0), +inf.
   EXPECT_NE(r.out.find("no finite values  nan 1  +inf 2  -inf 1\n"), std::string::npos) << r.out;
+
+  // Zeros of both signs (x * 0; a -0 first): min is -0, max +0, in any order.
+  write_file(dir + "/zeros.fj", "input x: f32[4]\ny = mul(x, 0.0)\noutput y\n");
+  for (const auto& values : {std::vector<double>{-1.0, 2.0, -3.0, 4.0}, std::vector<double>{1.0, -2.0, 3.0, -4.0}}) {
+    ASSERT_TRUE(write_npy(dir + "/in/x.npy", HostTensor{DType::kF32, Shape{4}, values}).ok());
+    auto zeros = run_fusejit("run " + dir + "/zeros.fj --backend reference --inputs " + dir + "/in");
+    ASSERT_EQ(zeros.exit_code, 0) << zeros.err;
+    EXPECT_NE(zeros.out.find("min  -0.000000  max   0.000000\n"), std::string::npos) << zeros.out;
+  }
   std::filesystem::remove_all(dir);
 }
 
