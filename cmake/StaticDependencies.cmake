@@ -30,3 +30,6 @@ foreach(_target IN LISTS _fusejit_imported)
   endforeach()
 endforeach()
 set(FUSEJIT_FMT_TARGET fmt::fmt-header-only)
+# Added to the programs (not the library, whose unreferenced objects the
+# linker would leave out): see the file.
+set(FUSEJIT_PORTABLE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/portable/arc4random.cpp)

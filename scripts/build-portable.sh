@@ -30,8 +30,13 @@ for binary in build-gpu/fusejit build-gpu/tests/fusejit_tests; do
     status=1
   fi
   newest=$(objdump -T "$binary" | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -n 1)
-  # 2.36 on Debian 12: GCC 12's static libstdc++ calls arc4random.
+  # 2.35: the static libgcc's _dl_find_object (cmake/portable/arc4random.cpp
+  # keeps libstdc++'s arc4random, 2.36, out). Ubuntu 22.04 has 2.35.
   echo "build-portable: $binary needs glibc ${newest#GLIBC_} or newer"
+  if [[ "$(printf '%s\n' "$newest" GLIBC_2.35 | sort -V | tail -n 1)" != GLIBC_2.35 ]]; then
+    echo "build-portable: $binary needs a glibc newer than 2.35 (Ubuntu 22.04's)" >&2
+    status=1
+  fi
 done
 # The device tool carries at most 64 MiB (the checkout included): symbols
 # are no use there, and the check says so before device time is spent.
