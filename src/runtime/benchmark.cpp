@@ -9,6 +9,7 @@
 #include "ir/compare.h"
 #include "ir/counted.h"
 #include "ir/error.h"
+#include "ir/verifier.h"
 #include "runtime/statistics.h"
 
 namespace fusejit {
@@ -118,7 +119,8 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
   }
   // Measured bytes after the timing, so that profiling (which replays
   // kernels) cannot disturb the times; a failure is the reason for every kernel.
-  if (!options.read_counters) out.counters_note = "not read: counters turned off (--no-counters)";
+  if (!options.read_counters)
+    out.counters_note = "not read: counters turned off (--no-counters; BenchOptions::read_counters)";
   for (size_t k = 0; k < n && out.counters_note.empty(); ++k) {
     absl::StatusOr<double> bytes = (*loaded)->measure_kernel_bytes(k);
     if (bytes.ok()) {
@@ -152,6 +154,15 @@ void set_predictions(PlanBench& bench, const PlanCost& cost) {
 }  // namespace
 
 absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, const BenchOptions& options) {
+  // A library call: mistakes are a status, as for any run, rather than an
+  // exception from the planners or a median of no repetitions.
+  if (options.reps < 1) {
+    return absl::InvalidArgumentError(
+        fmt::format("run_benchmark: BenchOptions::reps must be at least 1, got {}", options.reps));
+  }
+  if (absl::Status s = verify(graph); !s.ok()) {
+    return absl::InvalidArgumentError(fmt::format("run_benchmark: the graph does not verify:\n{}", status_text(s)));
+  }
   BenchResult r;
   r.backend = std::string(backend.name());
   r.description = backend.description();

@@ -103,6 +103,11 @@ struct BenchResult {
   std::string counters_note;   // why measured_bytes is missing, when it is
 };
 
+// Both plans of `graph`, made for the backend's device, benchmarked as above
+// (what `fusejit bench` prints: runtime/bench_report.h). InvalidArgument
+// for a graph that does not verify or reps below 1; a backend's failure
+// (a compile error, memory that does not fit) as its status. A wrong
+// result is not an error: the plan's `correct` and `mismatch` say so.
 absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, const BenchOptions& options = {});
 
 }  // namespace fusejit

@@ -18,6 +18,7 @@ out=$("$work/consumer/consumer")
 echo "$out"
 grep -q "softmax" <<<"$out"
 grep -q "on the cpu backend: max relative error" <<<"$out"
+grep -q "speedup of fused over unfused: measured" <<<"$out"
 test -x "$work/prefix/bin/fusejit"
 # The build tree is a package too (export() in CMakeLists.txt).
 cmake -S "$src/tests/install/consumer" -B "$work/consumer-build-tree" -G Ninja \

@@ -1,5 +1,6 @@
-// run_benchmark's copy ceiling: measured before the plans and after them,
-// the better of the two counting, with the predictions following it.
+// run_benchmark: its copy ceiling, measured before the plans and after them,
+// the better of the two counting, with the predictions following it; and
+// mistakes in the call, which are statuses.
 #include "runtime/benchmark.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,8 @@
 #include <memory>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "fusejit.h"
 
@@ -84,6 +87,29 @@ TEST(Benchmark, TheBetterOfTheCopiesBeforeAndAfterThePlansIsTheCeiling) {
   DeviceSpec slow = low_first.device;
   slow.bandwidth_gbps = 10;
   EXPECT_GT(compare_plans(unfused, fused, slow).unfused.predicted_us, low_first.unfused.predicted_us);
+}
+
+// Mistakes in a call are statuses that say what was wrong, found before
+// any copy is measured or kernel compiled.
+TEST(Benchmark, AGraphThatDoesNotVerifyOrNoRepetitionsAreAStatus) {
+  absl::StatusOr<std::unique_ptr<Backend>> cpu = make_cpu_backend();
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ScriptedCopyBackend backend(*std::move(cpu), {});  // any copy measured would be an InternalError
+  Graph no_output;
+  exp(no_output.input("x", DType::kF32, {4, 8}));
+  absl::StatusOr<BenchResult> r = run_benchmark(backend, no_output, {.reps = 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(status_text(r.status()).starts_with("run_benchmark: the graph does not verify:")) << r.status();
+
+  const Graph g = parse_graph("input x: f32[4, 8]\ny = exp(x)\noutput y").value();
+  for (int reps : {0, -3}) {
+    r = run_benchmark(backend, g, {.reps = reps});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(status_text(r.status()),
+              fmt::format("run_benchmark: BenchOptions::reps must be at least 1, got {}", reps));
+  }
+  EXPECT_EQ(backend.copies_measured(), 0u);
 }
 
 }  // namespace

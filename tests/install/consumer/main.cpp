@@ -1,7 +1,7 @@
 // Uses an installed fusejit as a project of its own would: builds a graph
 // through the C++ API, runs its fused plan on the CPU backend (kernels
-// compiled at run time by the host compiler) and checks it against the
-// reference interpreter.
+// compiled at run time by the host compiler), checks it against the
+// reference interpreter, and benchmarks fused against unfused.
 #include <fmt/format.h>
 
 #include <fusejit.h>
@@ -30,5 +30,13 @@ int main() {
   const fusejit::Comparison c = fusejit::compare_tensors(outputs->at("y"), reference->at("y"));
   fmt::print("{}{} on the cpu backend: max relative error {:.2g}\n", fusejit::print_graph(g), fusejit::describe(plan),
              c.relative_error);
-  return c.within(fusejit::DType::kF32) ? 0 : 1;
+  if (!c.within(fusejit::DType::kF32)) return 1;
+
+  auto bench = fusejit::run_benchmark(**backend, g, {.reps = 1, .read_counters = false});
+  if (!bench.ok()) {
+    fmt::print(stderr, "{}\n", fusejit::status_text(bench.status()));
+    return 1;
+  }
+  fmt::print("{}", fusejit::format_bench(*bench));
+  return bench->correct && fusejit::bench_json(*bench).contains("speedup_measured") ? 0 : 1;
 }
