@@ -173,8 +173,8 @@ void ElementLoops::write_loop(SourceWriter& w, const Group& group, bool last) co
 
 // The loop in blocks of kCpuReduceLanes elements, then the tail.
 // Reductions: element c + j feeds lane j of each reduction's accumulator,
-// and the lanes are combined in order at the end: fj_reduce_span's order
-// exactly. A block's values go to a float[32] (`omp simd`, as kernels
+// and the lanes are combined at the end by fj_lanes_total: fj_reduce_span's
+// order exactly. A block's values go to a float[32] (`omp simd`, as kernels
 // compile with -fopenmp-simd, vectorizes the block: without it the
 // compiler may not reorder a float sum), which fj_lanes_combine combines
 // into accumulators held in vector registers. Streamed outputs: each
@@ -227,9 +227,7 @@ void ElementLoops::write_blocked_loop(SourceWriter& w, const Group& group, bool 
   w.close();
   for (int32_t id : group.reductions) {
     const Node& n = g_.node(id);
-    w.line("float total_{0} = acc_{0}[0];", n.name);
-    w.line("for (int j = 1; j < {}; ++j) total_{} = fj_combine_{}()(total_{}, acc_{}[j]);", kLanes, n.name, n.name,
-           n.name, n.name);
+    w.line("const float total_{0} = fj_lanes_total(acc_{0}, fj_combine_{0}());", n.name);
     write_reduce_result(w, id, "total_" + n.name);
   }
 }

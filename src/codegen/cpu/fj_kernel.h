@@ -165,8 +165,8 @@ static inline void fj_fill_span(float* __restrict v, float value, long long n) {
 
 // The 32 partial results of a reduction (kCpuReduceLanes in
 // cpu_emitter.h), lane j accumulating elements j, j + 32, j + 64, ... and
-// the lanes combined in order at the end: the order fixes the bits, the
-// same for any vector width. Held as fj_vec registers: a float[32]
+// the lanes combined as a tree at the end (fj_lanes_total): the order fixes
+// the bits, the same for any vector width. Held as fj_vec registers: a float[32]
 // accumulator indexed in the vectorized loop was kept on the stack, every
 // step a store and a reload on the chain of dependent additions (LayerNorm's
 // row kernel spent about a third of its time there). So every combiner
@@ -199,9 +199,25 @@ static inline void fj_lanes_combine(fj_lanes& acc, const float* values, Combine 
 // final combination.
 static inline void fj_lanes_store(const fj_lanes& acc, float* lanes) { __builtin_memcpy(lanes, acc.v, sizeof acc.v); }
 
+// The 32 lanes of a reduction combined into one value, as a tree: lane j
+// with lane j + 16, then j with j + 8, and so on. Each level's combinations
+// are independent, so the five levels take about five combinations'
+// latency; a running combination of lane after lane was a chain of 31,
+// which for max (a compare, a NaN check and a select, about ten cycles
+// deep) cost 300 cycles a row: on rows of 32 floats, a max reduction ran
+// 9x slower than a sum (a new-user trial, 2026-12-04). The order is fixed
+// by the lanes, not the vector width, so every width gives the same bits.
+template <typename Combine>
+static inline float fj_lanes_total(float* acc, Combine combine) {
+  for (int width = kFjReduceLanes / 2; width >= 1; width /= 2) {
+    for (int j = 0; j < width; ++j) acc[j] = combine(acc[j], acc[j + width]);
+  }
+  return acc[0];
+}
+
 // Reduces v[0, n) with Combine in the 32 lanes (so that the loop
 // vectorizes whatever Combine is: the compiler may not reassociate float
-// additions by itself), then combines the lanes in order. 32 lanes are
+// additions by itself), then combines the lanes (fj_lanes_total). 32 lanes are
 // two AVX-512 vectors (four AVX2 ones): independent chains of additions
 // hide an addition's latency, which one chain of 16 lanes waited on.
 // The order differs from a sequential sum, like any parallel reduction; the
@@ -215,9 +231,7 @@ static inline float fj_reduce_span(const float* __restrict v, long long n, float
   float acc[kFjReduceLanes];
   fj_lanes_store(lanes, acc);
   for (int j = 0; c < n; ++c, ++j) acc[j] = combine(acc[j], v[c]);
-  float total = acc[0];
-  for (int j = 1; j < kFjReduceLanes; ++j) total = combine(total, acc[j]);
-  return total;
+  return fj_lanes_total(acc, combine);
 }
 
 // Stores a span with non-temporal (streaming) stores where the CPU has
