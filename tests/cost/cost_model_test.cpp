@@ -312,6 +312,27 @@ TEST(CostModel, ReReadingRowKernelsPayTheLoopAndLoadsInEveryPass) {
                    (2 * 2 + 2 * 0.5 + 0.5 + 1 + 1) * 4 * 40000 + 4 * 1024 * 18);
 }
 
+// Bytes of a re-reading kernel: its row-shaped reads in every pass, a
+// broadcast [N] vector once; a single row is all row, whatever its shape.
+TEST(CostModel, ReReadingRowKernelsChargeEachPassTheRowsItLoads) {
+  const DeviceSpec h100 = gpu_device("h100");
+  auto bytes_read = [&](int64_t rows, bool as_vector) {
+    Graph g;
+    auto x = as_vector ? g.input("x", DType::kBF16, {128256}) : g.input("x", DType::kBF16, {rows, 128256});
+    auto w = g.input("w", DType::kBF16, {128256});
+    g.output("y", log_softmax(x * w));
+    const FusionPlan plan = make_fused_plan(g, fusion_options_for(h100));
+    EXPECT_EQ(plan.kernels.size(), 1u);
+    EXPECT_EQ(plan.kernels[0].row_strategy, RowStrategy::kReread);
+    EXPECT_EQ(plan.kernels[0].row_passes, 3);  // max, sum of exp, write
+    return estimate_kernel(plan, plan.kernels[0], h100).bytes_read;
+  };
+  const int64_t row = 128256 * 2;
+  EXPECT_EQ(bytes_read(2, false), 3 * 2 * row + row);  // x in every pass, w once
+  EXPECT_EQ(bytes_read(1, false), 3 * row + 3 * row);  // one row: x and w in every pass
+  EXPECT_EQ(bytes_read(1, true), 3 * row + 3 * row);   // [N] x alike
+}
+
 TEST(CostModel, FusionSavingOfTheDemoChain) {
   Graph g;
   auto x = g.input("x", DType::kBF16, {8192, 4096});
