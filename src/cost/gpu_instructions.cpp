@@ -62,19 +62,21 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   const bool reread = kernel.row_strategy == RowStrategy::kReread;
   const int passes = reread ? kernel.row_passes : 1;
 
-  // A re-reading kernel runs its loop once per pass and loads, in every
-  // pass, each read that varies along the row ([N] vectors included).
+  // A re-reading kernel runs its loop once per pass and loads, in each pass
+  // that needs it (row_pass_needs), each read that varies along the row
+  // ([N] vectors included).
   // A pointwise kernel's loop costs about the same per step whatever a
   // step holds: per element, less the more elements a thread takes at once.
   const int step = gpu_has_vector_path(graph, kernel) ? gpu_vector_width(graph, kernel) : 1;
   double per_element = row ? kLoopRow * passes : kLoopPointwiseStep / step;
+  const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
   for (int32_t id : kernel.reads) {
     const Node& n = graph.node(id);
     if (!row) {
       const bool broadcast = n.shape.numel() < kernel.iteration.numel();
       per_element += stream_cost(n) + (broadcast ? kBroadcastIndex : 0);
     } else if (reread ? n.shape.last() == kernel.iteration.last() : is_row_shaped(n, kernel)) {
-      per_element += stream_cost(n) * passes;
+      per_element += stream_cost(n) * (reread ? std::max(1, passes_needing(needs, id)) : 1);
     }
   }
   for (int32_t id : kernel.writes) {

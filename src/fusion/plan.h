@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,12 +94,25 @@ struct FusionOptions {
 // cost model and the code generators both follow it.
 std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel);
 
+// For a re-reading row kernel (RowStrategy::kReread), what each pass needs,
+// indexed by pass: the elementwise nodes of the row that the pass's
+// reductions (and, in the last pass, the row-shaped writes) depend on, and
+// the reads varying along the row ([N] vectors included) that those use.
+// The CUDA generator computes and loads exactly these in each pass; the
+// cost model charges them. A pass needs only part of the row's work: in
+// layer_norm(add(layer_norm(x), h)) the second input h is loaded from the
+// third pass on, not in all five. Empty for other kernels.
+std::vector<std::set<int32_t>> row_pass_needs(const Graph& graph, const Kernel& kernel);
+
 // How many times `kernel` computes each of its nodes, in kernel.nodes
-// order: once, except in a re-reading row kernel, which computes
-// elementwise work of level s in each of its passes s+1 .. P (P - s times)
+// order: once, except in a re-reading row kernel, which computes an
+// elementwise node of the row in each pass that needs it (row_pass_needs)
 // and combines a reduction once, in its own pass. The cost model counts
 // FLOPs and GPU instructions with it.
 std::vector<int> compute_counts(const Graph& graph, const Kernel& kernel);
+
+// The passes of row_pass_needs() that need `id`.
+int passes_needing(const std::vector<std::set<int32_t>>& needs, int32_t id);
 
 // Whether the kernel must round node `id` to its dtype right where it is
 // computed: the node is stored in a 16-bit dtype and also used by another

@@ -70,14 +70,58 @@ std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel) {
   return levels;
 }
 
+std::vector<std::set<int32_t>> row_pass_needs(const Graph& graph, const Kernel& kernel) {
+  if (kernel.row_strategy != RowStrategy::kReread) return {};
+  const std::vector<int> levels = reduction_levels(graph, kernel);
+  absl::flat_hash_map<int32_t, int> level_of;
+  for (size_t i = 0; i < kernel.nodes.size(); ++i) level_of[kernel.nodes[i]] = levels[i];
+  auto is_reduce = [&](int32_t id) { return graph.node(id).info().kind == OpKind::kReduce; };
+  // Elementwise over the row: what a pass computes element by element.
+  // Other nodes of the kernel are reductions, whose results are per-row
+  // values from their pass on, or per-row values computed once per row.
+  auto of_the_row = [&](int32_t id) { return graph.node(id).shape == kernel.iteration && !is_reduce(id); };
+  const int64_t n = kernel.iteration.last();
+  std::vector<std::set<int32_t>> needs(static_cast<size_t>(std::max(1, kernel.row_passes)));
+  for (int pass = 0; pass < static_cast<int>(needs.size()); ++pass) {
+    std::set<int32_t>& need = needs[static_cast<size_t>(pass)];
+    std::vector<int32_t> pending;
+    for (int32_t id : kernel.nodes) {
+      if (is_reduce(id) && level_of[id] == pass) pending.push_back(graph.node(id).operands[0].node);
+    }
+    if (pass == static_cast<int>(needs.size()) - 1) {
+      for (int32_t id : kernel.writes) {
+        if (of_the_row(id)) pending.push_back(id);
+      }
+    }
+    while (!pending.empty()) {
+      const int32_t id = pending.back();
+      pending.pop_back();
+      if (need.contains(id)) continue;
+      if (!level_of.contains(id)) {  // a read: loaded in the pass when it varies along the row
+        if (graph.node(id).shape.last() == n) need.insert(id);
+        continue;
+      }
+      if (!of_the_row(id)) continue;
+      need.insert(id);
+      for (const Operand& o : graph.node(id).operands) {
+        if (!o.is_literal()) pending.push_back(o.node);
+      }
+    }
+  }
+  return needs;
+}
+
+int passes_needing(const std::vector<std::set<int32_t>>& needs, int32_t id) {
+  int count = 0;
+  for (const std::set<int32_t>& need : needs) count += need.contains(id) ? 1 : 0;
+  return count;
+}
+
 std::vector<int> compute_counts(const Graph& graph, const Kernel& kernel) {
   if (kernel.row_strategy != RowStrategy::kReread) return std::vector<int>(kernel.nodes.size(), 1);
-  const std::vector<int> levels = reduction_levels(graph, kernel);
+  const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
   std::vector<int> counts;
-  for (size_t i = 0; i < kernel.nodes.size(); ++i) {
-    const bool reduce = graph.node(kernel.nodes[i]).info().kind == OpKind::kReduce;
-    counts.push_back(reduce ? 1 : kernel.row_passes - levels[i]);
-  }
+  for (int32_t id : kernel.nodes) counts.push_back(std::max(1, passes_needing(needs, id)));
   return counts;
 }
 

@@ -188,6 +188,52 @@ TEST(Fusion, RowsOverThePersistentLimitAreReread) {
   EXPECT_EQ(estimate_plan(make_fused_plan(g, options), gpu_device("h100")).bytes, 2 * tensor);
 }
 
+// A re-reading kernel's passes load and compute only what their reductions
+// and stores need: in a pre-LN pair (layer_norm, residual add, layer_norm)
+// the residual h is needed from the third pass on, the second norm's gamma
+// in the last only. Charged that way, the fused kernel moves 10 tensors'
+// bytes against the unfused plan's 11, a saving; charged every read in
+// every pass it was 12, a predicted loss (a new-user trial, 2026-12-04).
+TEST(Fusion, ReReadingPassesLoadOnlyWhatTheyNeed) {
+  Graph g;
+  const int64_t rows = 64, cols = 32768;
+  auto x = g.input("x", DType::kBF16, {rows, cols});
+  auto h = g.input("h", DType::kBF16, {rows, cols});
+  auto g1 = g.input("g1", DType::kBF16, {cols});
+  auto g2 = g.input("g2", DType::kBF16, {cols});
+  auto r = layer_norm(x, g1) + h;
+  g.output("r", r);
+  g.output("y", layer_norm(r, g2));
+  FusionOptions options;
+  options.persistent_row_limit = 16384;
+  const FusionPlan fused = make_fused_plan(g, options);
+  ASSERT_EQ(fused.kernels.size(), 1u) << describe(fused);
+  const Kernel& k = fused.kernels[0];
+  ASSERT_EQ(k.row_strategy, RowStrategy::kReread);
+  ASSERT_EQ(k.row_passes, 5);  // two means and two variances, then the stores
+  const std::vector<std::set<int32_t>> needs = row_pass_needs(*fused.graph, k);
+  ASSERT_EQ(needs.size(), 5u);
+  auto passes_of = [&](const char* name) {
+    std::vector<int> out;
+    const int32_t id = *fused.graph->find(name);
+    for (int p = 0; p < 5; ++p) {
+      if (needs[static_cast<size_t>(p)].contains(id)) out.push_back(p);
+    }
+    return out;
+  };
+  EXPECT_EQ(passes_of("x"), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(passes_of("h"), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(passes_of("g1"), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(passes_of("g2"), (std::vector<int>{4}));
+  EXPECT_EQ(passes_of("r"), (std::vector<int>{2, 3, 4}));
+
+  const int64_t tensor = rows * cols * 2;
+  const DeviceSpec h100 = gpu_device("h100");
+  const int64_t fused_bytes = estimate_plan(fused, h100).bytes;
+  EXPECT_EQ(fused_bytes, (5 + 3 + 2) * tensor + 2 * cols * 2);  // x 5, h 3, r and y written; g1, g2 once
+  EXPECT_LT(fused_bytes, estimate_plan(make_unfused_plan(g, options), h100).bytes);
+}
+
 TEST(Fusion, LoneMatmulIsOneLibraryKernel) {
   Graph g;
   auto a = g.input("a", DType::kBF16, {M, N});

@@ -541,6 +541,10 @@ TEST_F(GpuBackend, RowsBeyondThePersistentLimitAreReRead) {
       "input x: {t}[9, {n}]\ninput w: {t}[{n}]\ny = rms_norm(x, w)\noutput y\n",
       "input x: {t}[9, {n}]\ninput b: {t}[{n}]\nh = add(x, b)\nd = dropout(h, p=0.25, seed=3)\ny = "
       "layer_norm(d)\noutput y\n",
+      // Five passes, each loading only what it needs (row_pass_needs): h
+      // from the third, g from the third, the output r in the last.
+      "input x: {t}[9, {n}]\ninput h: {t}[9, {n}]\ninput g: {t}[{n}]\nn1 = layer_norm(x, g)\nr = add(n1, h)\n"
+      "y = layer_norm(r)\noutput r, y\n",
   };
   for (int64_t n : {4097, 2048}) {
     for (const char* t : {"f32", "bf16"}) {

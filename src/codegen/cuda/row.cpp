@@ -414,6 +414,9 @@ class RowEmitter {
     w_.open("for (long long row = blockIdx.x; row < rows; row += gridDim.x)");
     write_per_row_reads();
     const int passes = kernel_.row_passes;
+    // Each pass loads and computes only what its reductions (and the last
+    // pass's stores) need, rather than leaving the rest for ptxas to drop.
+    const std::vector<std::set<int32_t>> needs = row_pass_needs(g_, kernel_);
     for (int32_t id : kernel_.nodes) {  // per-row values that need no reduction
       if (!row_shaped(id) && !is_reduce(id) && level_[id] == 0) {
         w_.line("const float {} = {};", value_name(g_, id), expression(id, "e", ""));
@@ -433,14 +436,14 @@ class RowEmitter {
       w_.open("for (int j = tid * kVec; j < kN; j += kThreads * kVec)");
       for (int32_t id : kernel_.reads) {
         const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
-        if (!access.varies_along_row()) continue;
+        if (!access.varies_along_row() || !needs[static_cast<size_t>(pass)].contains(id)) continue;
         const Node& n = g_.node(id);
         w_.line("float {}[kVec];", read_name(g_, id));
         w_.line("fj_load<{}, kVec>({} + {} + j, {}, kAligned);", storage_type(n.dtype), param_name(g_, id),
                 row_offset(access, kernel_.iteration, "row"), read_name(g_, id));
       }
       for (int32_t id : kernel_.nodes) {
-        if (!row_shaped(id) || level_[id] > pass || folded_gelu(id)) continue;
+        if (!row_shaped(id) || !needs[static_cast<size_t>(pass)].contains(id) || folded_gelu(id)) continue;
         const Node& n = g_.node(id);
         w_.line("float {}[kVec];", value_name(g_, id));
         w_.line("#pragma unroll");
