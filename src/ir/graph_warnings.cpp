@@ -1,5 +1,7 @@
 #include "ir/graph_warnings.h"
 
+#include <algorithm>
+
 #include <absl/container/flat_hash_map.h>
 #include <fmt/format.h>
 
@@ -41,9 +43,19 @@ std::vector<std::string> graph_warnings(const Graph& graph) {
     if (first) continue;
     const Node& earlier = graph.node(it->second);
     const std::string earlier_line = earlier.loc.line > 0 ? fmt::format(" (line {})", earlier.loc.line) : "";
-    warnings.push_back(fmt::format("{}dropout '{}' has seed {}, as '{}'{} has: they drop the same element "
-                                   "positions; give each dropout a seed of its own (seed=N)",
-                                   where(graph, n), n.name, seed, earlier.name, earlier_line));
+    // With another p the same numbers still decide both: every position
+    // the smaller p drops, the larger drops too.
+    const double p = n.attrs.get_float("p"), earlier_p = earlier.attrs.get_float("p");
+    const std::string same = p == earlier_p
+                                 ? "they drop the same element positions"
+                                 : fmt::format(
+                                       "they draw the same random numbers, so every element position the one with p={} "
+                                       "drops, the one with p={} drops too",
+                                       std::min(p, earlier_p), std::max(p, earlier_p));
+    warnings.push_back(
+        fmt::format("{}dropout '{}' has seed {}, as '{}'{} has: {}; give each dropout a seed of its own "
+                    "(seed=N)",
+                    where(graph, n), n.name, seed, earlier.name, earlier_line, same));
   }
   return warnings;
 }

@@ -38,6 +38,14 @@ bool reject_unknown_attrs(const OpInfo& info, const Attrs& given, NodeCheck& che
                         ? fmt::format("{} takes no attributes, got '{}'", info.name, name)
                         : fmt::format("{} has no attribute '{}' (its attributes: {}; operands go by position)",
                                       info.name, name, fmt::join(names, ", "));
+      // softmax(x, dim=-1), as PyTorch writes it: say why there is no axis
+      // to choose. Reductions and the composites (norms, softmax) all work
+      // over the last axis.
+      const bool row_op = info.kind == OpKind::kReduce || info.kind == OpKind::kComposite;
+      if (row_op && (name == "dim" || name == "axis" || name == "keepdim")) {
+        check.error += fmt::format("; {} always works over the last axis{}", info.name,
+                                   info.kind == OpKind::kReduce ? " and keeps it with extent 1" : "");
+      }
       return true;
     }
   }

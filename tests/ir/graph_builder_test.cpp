@@ -153,7 +153,7 @@ TEST(GraphBuilder, AttributeAndGraphErrorsNameTheOperands) {
   EXPECT_EQ(error_of([&] { dropout(x, 1.5); }), "dropout(x: f32[4, 8]): p must be in [0, 1), got 1.5");
   EXPECT_EQ(error_of([&] { gelu(x, "fast"); }).substr(0, 35), "gelu(x: f32[4, 8]): approximate mus");
   EXPECT_EQ(error_of([&] { layer_norm(x, std::nullopt, std::nullopt, -1.0); }),
-            "layer_norm(x: f32[4, 8]): eps must be > 0, got -1");
+            "layer_norm(x: f32[4, 8]): eps must be a finite number > 0, got -1");
   EXPECT_EQ(error_of([&] { rms_norm(x, std::nullopt, 1e-50); }).substr(0, 68),
             "rms_norm(x: f32[4, 8]): eps: 1e-50 is below float32's smallest norma");
   // A number given by position where an attribute was meant: named as one

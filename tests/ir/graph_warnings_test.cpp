@@ -34,8 +34,9 @@ TEST(GraphWarnings, UnusedValuesAndSharedSeedsInAGraphBuiltInCpp) {
                                    "'typo' is not used by any output; no plan reads it",
                                    "'" + unused + "' is not used by any output; it is not computed",
                                    "dropout 'y' has seed 0, as '" + first_name +
-                                       "' has: they drop the same element positions; give each dropout a seed of "
-                                       "its own (seed=N)",
+                                       "' has: they draw the same random numbers, so every element position the "
+                                       "one with p=0.1 drops, the one with p=0.2 drops too; give each dropout a "
+                                       "seed of its own (seed=N)",
                                }));
 }
 

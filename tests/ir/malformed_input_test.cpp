@@ -101,12 +101,18 @@ const Case kCases[] = {
      "layer_norm has no attribute 'beta' (its attributes: eps; operands go by position)"},
     {"AttributeOnOpWithoutAttributes", PRELUDE "y = exp(x, p=1)\noutput y\n", "3:12",
      "exp takes no attributes, got 'p'"},
+    {"ReductionAxis", PRELUDE "y = sum(x, dim=0)\noutput y\n", "3:12",
+     "sum takes no attributes, got 'dim'; sum always works over the last axis and keeps it with extent 1"},
+    {"NormAxis", PRELUDE "y = layer_norm(x, dim=-1)\noutput y\n", "3:19",
+     "layer_norm has no attribute 'dim' (its attributes: eps; operands go by position); layer_norm always works "
+     "over the last axis"},
     {"ApproximateFast", PRELUDE "y = gelu(x, approximate=fast)\noutput y\n", "3:25",
      "invalid value 'fast' for attribute 'approximate': expected one of none, tanh"},
     {"CastToF64", PRELUDE "y = cast(x, dtype=f64)\noutput y\n", "3:19",
      "invalid value 'f64' for attribute 'dtype': expected a dtype"},
     {"CastWithoutDtype", PRELUDE "y = cast(x)\noutput y\n", "3:5", "cast(x: bf16[8, 16]): needs the attribute 'dtype'"},
-    {"DropoutWithoutP", PRELUDE "y = dropout(x)\noutput y\n", "3:5", "dropout(x: bf16[8, 16]): needs the attribute 'p'"},
+    {"DropoutWithoutP", PRELUDE "y = dropout(x)\noutput y\n", "3:5",
+     "dropout(x: bf16[8, 16]): needs the attribute 'p'"},
     {"DropoutPOne", PRELUDE "y = dropout(x, p=1)\noutput y\n", "3:18", "p must be in [0, 1), got 1"},
     {"DropoutPNegative", PRELUDE "y = dropout(x, p=-0.1)\noutput y\n", "3:18", "p must be in [0, 1), got -0.1"},
     {"DropoutPNotANumber", PRELUDE "y = dropout(x, p=half)\noutput y\n", "3:18",
@@ -117,8 +123,10 @@ const Case kCases[] = {
      "invalid value '1.5' for attribute 'seed': expected an integer"},
     {"SeedBeyondInt64", PRELUDE "y = dropout(x, p=0.1, seed=18446744073709551615)\noutput y\n", "3:28",
      "value '18446744073709551615' for attribute 'seed' is out of range: at most 9223372036854775807"},
-    {"EpsZero", PRELUDE "y = layer_norm(x, eps=0)\noutput y\n", "3:23", "eps must be > 0, got 0"},
-    {"EpsNegative", PRELUDE "y = rms_norm(x, eps=-1)\noutput y\n", "3:21", "eps must be > 0, got -1"},
+    {"EpsZero", PRELUDE "y = layer_norm(x, eps=0)\noutput y\n", "3:23", "eps must be a finite number > 0, got 0"},
+    {"EpsInfinite", PRELUDE "y = layer_norm(x, eps=inf)\noutput y\n", "3:23",
+     "eps must be a finite number > 0, got inf"},
+    {"EpsNegative", PRELUDE "y = rms_norm(x, eps=-1)\noutput y\n", "3:21", "eps must be a finite number > 0, got -1"},
     // Kernels compute in float32: a number it cannot hold would become
     // infinity or 0 there, and disagree with the float64 reference.
     {"EpsBelowFloat32", PRELUDE "y = rms_norm(x, eps=1e-50)\noutput y\n", "3:21",
@@ -269,15 +277,16 @@ TEST(MalformedInputTest, ALineUsingAFailedValueStillHasItsAttributesChecked) {
       "output g, d, s, e, y\n",
       "bad.fj");
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(lines_of(g.status()),
-            (std::vector<std::string>{
-                "bad.fj:3:12: error: add(x: f32[4, 8], b: f32[9]): cannot broadcast [4, 8] with [9]",
-                "bad.fj:4:25: error: gelu: invalid value 'fast' for attribute 'approximate': expected one of none, tanh",
-                "bad.fj:5:18: error: dropout: p must be in [0, 1), got 1.5",
-                "bad.fj:6:16: error: softmax takes no attributes, got 'axis'",
-                "bad.fj:8:9: error: undefined name 'q'",
-                "bad.fj:8:12: error: undefined name 'r'",
-            }));
+  EXPECT_EQ(
+      lines_of(g.status()),
+      (std::vector<std::string>{
+          "bad.fj:3:12: error: add(x: f32[4, 8], b: f32[9]): cannot broadcast [4, 8] with [9]",
+          "bad.fj:4:25: error: gelu: invalid value 'fast' for attribute 'approximate': expected one of none, tanh",
+          "bad.fj:5:18: error: dropout: p must be in [0, 1), got 1.5",
+          "bad.fj:6:16: error: softmax takes no attributes, got 'axis'; softmax always works over the last axis",
+          "bad.fj:8:9: error: undefined name 'q'",
+          "bad.fj:8:12: error: undefined name 'r'",
+      }));
 }
 
 TEST(MalformedInputTest, StopsAfterAHundredErrors) {
