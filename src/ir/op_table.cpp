@@ -48,24 +48,13 @@ constexpr AttrSpec kDropoutAttrs[] = {
     {"p", AttrType::kFloat, "", {}, 0.0, 1.0, true, false, "in [0, 1)", /*float32_constant=*/false},
     {"seed", AttrType::kInt, "0", {}, 0.0, 9.2233720368547758e18, true, true, "a non-negative integer"},
 };
-constexpr AttrSpec kLayerNormAttrs[] = {{"eps",
-                                         AttrType::kFloat,
-                                         "1e-05",
-                                         {},
-                                         0.0,
-                                         std::numeric_limits<double>::infinity(),
-                                         false,
-                                         false,
-                                         "a finite number > 0"}};
-constexpr AttrSpec kRmsNormAttrs[] = {{"eps",
-                                       AttrType::kFloat,
-                                       "1e-06",
-                                       {},
-                                       0.0,
-                                       std::numeric_limits<double>::infinity(),
-                                       false,
-                                       false,
-                                       "a finite number > 0"}};
+// The norms' eps, with its default.
+constexpr AttrSpec eps_attr(const char* default_value) {
+  return {"eps", AttrType::kFloat,     default_value, {}, 0.0, std::numeric_limits<double>::infinity(), false,
+          false, "a finite number > 0"};
+}
+constexpr AttrSpec kLayerNormAttrs[] = {eps_attr("1e-05")};
+constexpr AttrSpec kRmsNormAttrs[] = {eps_attr("1e-06")};
 
 constexpr OpInfo kOpTable[] = {
     {Op::kInput, "input", OpKind::kInput, 0, 0, {}, 0, 0},
