@@ -27,20 +27,49 @@ TensorAccess tensor_access(const Shape& tensor, const Shape& iteration) {
 
 namespace {
 
+// Dimensions [0, dims) of `iteration` as fewer, equivalent ones: adjacent
+// dimensions merge when the tensor is contiguous across them (the outer
+// stride is the inner stride times the inner extent) or broadcasts along
+// both; extents of 1 drop out. A dense [8, 16, 128, 128] tensor's rows are
+// then one dimension of 16384 (offset row * 128), where three coordinates
+// took a division, a modulo and a multiply each, in every row.
+struct MergedDim {
+  int64_t extent;
+  int64_t stride;
+};
+std::vector<MergedDim> merge_dims(const std::vector<int64_t>& strides, const Shape& iteration, int dims) {
+  std::vector<MergedDim> merged;  // innermost first
+  for (int d = dims - 1; d >= 0; --d) {
+    if (iteration[d] == 1) continue;
+    const int64_t stride = strides[d];
+    if (!merged.empty()) {
+      MergedDim& inner = merged.back();
+      const bool contiguous = inner.stride != 0 && stride == inner.stride * inner.extent;
+      if (contiguous || (inner.stride == 0 && stride == 0)) {
+        inner.extent *= iteration[d];
+        continue;
+      }
+    }
+    merged.push_back({iteration[d], stride});
+  }
+  return merged;
+}
+
 // Sum of coordinate * stride over dimensions [0, dims) of `iteration`, where
 // the coordinates are those of the flat index `flat` over those dimensions.
 // The outermost coordinate needs no modulo (the index is in range).
 std::string offset_over(const std::vector<int64_t>& strides, const Shape& iteration, int dims,
                         const std::string& flat) {
+  const std::vector<MergedDim> merged = merge_dims(strides, iteration, dims);
   std::vector<std::string> terms;
   int64_t inner = 1;  // product of extents inside dimension d
-  for (int d = dims - 1; d >= 0; --d) {
-    if (strides[d] != 0 && iteration[d] != 1) {
+  for (size_t d = 0; d < merged.size(); ++d) {
+    if (merged[d].stride != 0) {
       std::string coord = inner == 1 ? flat : fmt::format("({} / {})", flat, inner);
-      if (d > 0) coord = fmt::format("({} % {})", coord, iteration[d]);
-      terms.push_back(strides[d] == 1 ? coord : fmt::format("{} * {}", coord, strides[d]));
+      if (d + 1 < merged.size()) coord = fmt::format("({} % {})", coord, merged[d].extent);
+      terms.push_back(merged[d].stride == 1 ? coord : fmt::format("{} * {}", coord, merged[d].stride));
     }
-    inner *= iteration[d];
+    inner *= merged[d].extent;
   }
   if (terms.empty()) return "0";
   std::string out = terms.back();
