@@ -6,13 +6,12 @@
 
 #include "cost/cpu_conversions.h"
 #include "cost/gpu_instructions.h"
+#include "fusion/kernel_bytes.h"
 #include "fusion/plan_verify.h"
 #include "ir/error.h"
 
 namespace fusejit {
 namespace {
-
-int64_t tensor_bytes(const Node& n) { return n.shape.numel() * dtype_size(n.dtype); }
 
 // FLOPs of one node, split by cost class.
 void add_node_flops(const Graph& graph, int32_t id, double times, std::array<double, kNumCostClasses>& out) {
@@ -38,10 +37,6 @@ void add_node_flops(const Graph& graph, int32_t id, double times, std::array<dou
 
 }  // namespace
 
-bool is_row_shaped(const Node& n, const Kernel& kernel) {
-  return n.shape.last() == kernel.iteration.last() && n.shape.last() > 1 && n.shape.numel() > n.shape.last();
-}
-
 FusionOptions fusion_options_for(const DeviceSpec& device) {
   FusionOptions options;
   options.persistent_row_limit = device.persistent_row_limit;
@@ -55,22 +50,9 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   const Graph& graph = *plan.graph;
   KernelCost cost;
   cost.name = kernel.name;
-  const bool reread = kernel.row_strategy == RowStrategy::kReread;
-  // A re-reading kernel loads its row-shaped reads again in each pass that
-  // needs them (row_pass_needs); a broadcast [N] vector is charged once, as
-  // later rows find it in cache. A kernel of a single row shares nothing
-  // between rows: its [1, N] reads and [N] vectors are that row, loaded in
-  // each pass that needs them (a [1, 128256] log_softmax over a vocabulary
-  // was charged one pass of its three, where [2, 128256] was charged all).
-  const bool single_row = kernel.iteration.numel() == kernel.iteration.last();
-  const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
-  for (int32_t id : kernel.reads) {
-    const Node& n = graph.node(id);
-    const bool each_pass =
-        is_row_shaped(n, kernel) || (single_row && n.shape.last() == kernel.iteration.last() && n.shape.last() > 1);
-    cost.bytes_read += tensor_bytes(n) * (reread && each_pass ? std::max(1, passes_needing(needs, id)) : 1);
-  }
-  for (int32_t id : kernel.writes) cost.bytes_written += tensor_bytes(graph.node(id));
+  const KernelBytes bytes = kernel_bytes(graph, kernel);  // fusion/kernel_bytes.h
+  cost.bytes_read = bytes.read;
+  cost.bytes_written = bytes.written;
 
   const std::vector<int> counts = compute_counts(graph, kernel);  // a re-reading kernel recomputes
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cost/device.h"
+#include "fusion/kernel_bytes.h"  // is_row_shaped, kernel_bytes
 #include "fusion/plan.h"
 
 namespace fusejit {
@@ -67,11 +68,6 @@ struct PlanComparison {
 KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device);
 PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device);
 PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device);
-
-// Whether `n`, read or written by `kernel`, differs from row to row: not a
-// broadcast [N] vector nor a per-row scalar. A re-reading row kernel
-// fetches such a read again in every pass.
-bool is_row_shaped(const Node& n, const Kernel& kernel);
 
 // FusionOptions that match the device (its persistent row limit).
 FusionOptions fusion_options_for(const DeviceSpec& device);

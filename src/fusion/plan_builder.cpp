@@ -218,6 +218,15 @@ void require_plannable(const Graph& graph, const FusionOptions& options) {
   }
 }
 
+KernelGroup user_op_group(const Graph& user_graph, const Node& user) {
+  const OpKind kind = user.info().kind;
+  if (kind == OpKind::kMatmul) return {KernelKind::kMatmul, user.shape, {}};
+  if (kind == OpKind::kReduce || kind == OpKind::kComposite) {
+    return {KernelKind::kRow, user_graph.node(user.operands[0].node).shape, {}};
+  }
+  return {KernelKind::kPointwise, user.shape, {}};
+}
+
 FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options) {
   require_plannable(graph, options);
   // Like the fused plan, the unfused plan runs on the expanded graph, so that
@@ -235,13 +244,7 @@ FusionPlan make_unfused_plan(const Graph& graph, const FusionOptions& options) {
     int& group = group_of_user_node[origin[id]];
     if (group < 0) {
       group = static_cast<int>(groups.size());
-      if (kind == OpKind::kMatmul) {
-        groups.push_back({KernelKind::kMatmul, user.shape, {}});
-      } else if (kind == OpKind::kReduce || kind == OpKind::kComposite) {
-        groups.push_back({KernelKind::kRow, graph.node(user.operands[0].node).shape, {}});
-      } else {
-        groups.push_back({KernelKind::kPointwise, user.shape, {}});
-      }
+      groups.push_back(user_op_group(graph, user));
     }
     groups[group].nodes.push_back(id);
   }

@@ -23,6 +23,11 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
                       const std::vector<int32_t>& origin, std::vector<KernelGroup> groups,
                       const FusionOptions& options);
 
+// The unfused plan's kernel for user node `user` (matmul, row kernel over
+// its operand for reductions and composites, else pointwise), with no
+// nodes yet.
+KernelGroup user_op_group(const Graph& user_graph, const Node& user);
+
 // Throws Error when `graph` does not verify (the verifier's diagnostics: a
 // graph built with Graph::append, or one without outputs) or an option is
 // out of range, so that neither planner works on a graph it cannot plan.

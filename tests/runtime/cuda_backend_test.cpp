@@ -545,6 +545,10 @@ TEST_F(GpuBackend, RowsBeyondThePersistentLimitAreReRead) {
       // from the third, g from the third, the output r in the last.
       "input x: {t}[9, {n}]\ninput h: {t}[9, {n}]\ninput g: {t}[{n}]\nn1 = layer_norm(x, g)\nr = add(n1, h)\n"
       "y = layer_norm(r)\noutput r, y\n",
+      // Fused whole, the adds' inputs would be loaded in all 7 passes: the
+      // planner leaves them to a pointwise kernel of their own.
+      "input x: {t}[9, {n}]\ninput h1: {t}[9, {n}]\ninput h2: {t}[9, {n}]\ns = add(x, h1)\nt = add(s, h2)\n"
+      "a = layer_norm(t)\nb = layer_norm(a)\ny = layer_norm(b)\noutput y\n",
   };
   for (int64_t n : {4097, 2048}) {
     for (const char* t : {"f32", "bf16"}) {

@@ -1,0 +1,39 @@
+#include "fusion/kernel_bytes.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+namespace fusejit {
+namespace {
+
+int64_t tensor_bytes(const Node& n) { return n.shape.numel() * dtype_size(n.dtype); }
+
+}  // namespace
+
+bool is_row_shaped(const Node& n, const Kernel& kernel) {
+  return n.shape.last() == kernel.iteration.last() && n.shape.last() > 1 && n.shape.numel() > n.shape.last();
+}
+
+KernelBytes kernel_bytes(const Graph& graph, const Kernel& kernel) {
+  KernelBytes bytes;
+  const bool reread = kernel.row_strategy == RowStrategy::kReread;
+  // A re-reading kernel loads its row-shaped reads again in each pass that
+  // needs them (row_pass_needs); a broadcast [N] vector is charged once, as
+  // later rows find it in cache. A kernel of a single row shares nothing
+  // between rows: its [1, N] reads and [N] vectors are that row, loaded in
+  // each pass that needs them (a [1, 128256] log_softmax over a vocabulary
+  // was charged one pass of its three, where [2, 128256] was charged all).
+  const bool single_row = kernel.iteration.numel() == kernel.iteration.last();
+  const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
+  for (int32_t id : kernel.reads) {
+    const Node& n = graph.node(id);
+    const bool each_pass =
+        is_row_shaped(n, kernel) || (single_row && n.shape.last() == kernel.iteration.last() && n.shape.last() > 1);
+    bytes.read += tensor_bytes(n) * (reread && each_pass ? std::max(1, passes_needing(needs, id)) : 1);
+  }
+  for (int32_t id : kernel.writes) bytes.written += tensor_bytes(graph.node(id));
+  return bytes;
+}
+
+}  // namespace fusejit
