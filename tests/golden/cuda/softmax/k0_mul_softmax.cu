@@ -31,8 +31,7 @@ __device__ __forceinline__ void k0_mul_softmax_rows(const fj_bf16* __restrict__ 
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
-      if (kExact || j < kN)
-        fj_load<fj_bf16, kVec>(p_scores + (row * 512) + j, r_scores + c * kVec, kAligned);
+      if (kExact || j < kN) fj_load<fj_bf16, kVec>(p_scores + (row * 512) + j, r_scores + c * kVec, kAligned);
       else for (int e = 0; e < kVec; ++e) r_scores[c * kVec + e] = 0.0f;
     }
     // s = mul(scores, 0.125)
