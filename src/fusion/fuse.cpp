@@ -364,10 +364,6 @@ class Partitioner {
   GroupDag dag_;  // group i of groups_ is group i of dag_
 };
 
-}  // namespace
-
-namespace {
-
 // The ops of `group` one kernel each, as the unfused plan runs them. A user
 // op's nodes are consecutive in the expanded graph (a composite expands in
 // place), so ordering the kernels by first node keeps a launch order.
@@ -441,6 +437,7 @@ FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
   for (size_t k = 0; k < groups.size(); ++k) {
     if (plan.kernels[k].row_strategy != RowStrategy::kReread) continue;
     const std::vector<KernelGroup> ops = split_by_user_op(groups[k], graph, origin);
+    if (ops.size() < 2) continue;  // one op: nothing to leave out
     const KernelGroup whole = groups[k];
     // The groups with ops [lo, hi) of kernel k kept together (a row kernel
     // still, so it must keep a reduction) and the others apart; empty when
@@ -464,8 +461,8 @@ FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
       return out;
     };
     size_t lo = 0, hi = ops.size();
-    std::vector<KernelGroup> best_groups = groups;
-    FusionPlan best_plan = plan;
+    std::vector<KernelGroup> best_groups;  // empty while kernel k whole is best
+    FusionPlan best_plan;
     int64_t best_bytes = bytes;
     bool improved = true;
     while (improved && hi - lo >= 2) {
@@ -499,7 +496,7 @@ FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
         best_bytes = apart_bytes;
       }
     }
-    if (best_bytes < bytes) {
+    if (!best_groups.empty()) {
       // Kernel k is now several; continue after them.
       k += best_groups.size() - groups.size();
       groups = std::move(best_groups);
