@@ -30,7 +30,9 @@
 #
 # GPU_CHECK_GRAPHS (a folder of .fj files, default examples/graphs),
 # GPU_CHECK_DEMO_ARGS (added to every `fusejit demo`, e.g. "--rows 128"),
-# GPU_CHECK_F32_ROWS (rows of the f32 dropout graphs, default 16384) and
+# GPU_CHECK_F32_ROWS (rows of the f32 dropout graphs, default 16384),
+# GPU_CHECK_SHORT_ROW_ELEMENTS (elements of the short-row softmaxes,
+# default 2^25) and
 # GPU_CHECK_TIME_SCALE (see within() below) let
 # tests/gpu_check/run_on_emulator.sh run the whole script small on the
 # CUDA emulator, so that it works the first time a GPU is lent.
@@ -321,28 +323,45 @@ else
   status=1
   note "f32 demo failed ($(why $rc)): $(tail -n 1 "$out/demo-f32.err")"
 fi
+# One graph's fused plan, benched without the counters: a report line with
+# its time and bandwidth beside the copy's and its predicted time.
+bench_one() {  # GRAPH NAME LABEL
+  within 60 "$fusejit" bench "$1" --backend cuda --reps 20 --no-counters --json >"$out/bench-$2.json" \
+    2>"$out/bench-$2.err"
+  local rc=$?
+  if ((rc == 0)); then
+    python3 - "$out/bench-$2.json" "$3" >>"$report" 2>&1 <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+f = j["fused"]
+print(f"    {sys.argv[2]}: {f['measured_us_median']:8.1f} us, "
+      f"{f['effective_gbps']:.0f} GB/s = {100 * f['effective_gbps'] / j['ceiling_gbps']:.0f}% of the copy "
+      f"(predicted {f['predicted_us']:.1f} us)")
+PY
+  else
+    status=1
+    note "$3: bench failed ($(why $rc)): $(tail -n 1 "$out/bench-$2.err")"
+  fi
+}
+
 # The same question in isolation: f32 dropout alone with rows of 4096 (8 to a
 # thread, two accesses) and of 4100 (4 to a thread, one access, half of
 # each Philox call unused): bandwidth of each beside the copy's.
 f32_rows=${GPU_CHECK_F32_ROWS:-16384}
 for cols in 4096 4100; do
   printf 'input x: f32[%s, %s]\ny = dropout(x, p=0.1, seed=3)\noutput y\n' "$f32_rows" "$cols" >"$tools/dropout-$cols.fj"
-  within 60 "$fusejit" bench "$tools/dropout-$cols.fj" --backend cuda --reps 20 --no-counters --json \
-    >"$out/bench-dropout-f32-$cols.json" 2>"$out/bench-dropout-f32-$cols.err"
-  rc=$?
-  if ((rc == 0)); then
-    python3 - "$out/bench-dropout-f32-$cols.json" "$cols" >>"$report" 2>&1 <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-f = j["fused"]
-width = "8 to a thread" if int(sys.argv[2]) % 8 == 0 else "4 to a thread"
-print(f"    f32 dropout, rows of {sys.argv[2]} ({width}): {f['measured_us_median']:8.1f} us, "
-      f"{f['effective_gbps']:.0f} GB/s = {100 * f['effective_gbps'] / j['ceiling_gbps']:.0f}% of the copy")
-PY
-  else
-    status=1
-    note "f32 dropout, rows of $cols: bench failed ($(why $rc)): $(tail -n 1 "$out/bench-dropout-f32-$cols.err")"
-  fi
+  width=$( ((cols % 8 == 0)) && echo "8 to a thread" || echo "4 to a thread")
+  bench_one "$tools/dropout-$cols.fj" "dropout-f32-$cols" "f32 dropout, rows of $cols ($width)"
+done
+
+# Rows shorter than a warp's 32 chunks share a warp (fusion/gpu_row_shape.h:
+# a softmax over 8 experts takes one lane per row, over 64 columns 8):
+# bf16 softmax over rows of 8, 64 and 256 (a whole warp), 64 MiB each.
+short_elements=${GPU_CHECK_SHORT_ROW_ELEMENTS:-33554432}
+for cols in 8 64 256; do
+  printf 'input x: bf16[%s, %s]\ny = softmax(x)\noutput y\n' "$((short_elements / cols))" "$cols" \
+    >"$tools/softmax-$cols.fj"
+  bench_one "$tools/softmax-$cols.fj" "softmax-bf16-$cols" "bf16 softmax, rows of $cols"
 done
 
 section "Kernels of every example, compiled for this GPU"

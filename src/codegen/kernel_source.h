@@ -37,7 +37,7 @@ struct KernelParam {
 // How a generated CUDA kernel walks its iteration space.
 enum class CudaVariant : uint8_t {
   kPointwise,    // grid-stride loop over elements (vector groups when aligned)
-  kWarpPerRow,   // rows up to 1024 elements: one warp per row, kept in registers
+  kWarpPerRow,   // rows up to 512 elements: a warp (a part of one for short rows) per row, in registers
   kBlockPerRow,  // longer rows up to the persistent limit: one block per row, in registers
   kReread,       // rows beyond the limit: one block per row, re-read once per reduction stage
 };

@@ -48,6 +48,12 @@ double op_elements(const Graph& graph, const Node& n) {
 
 }  // namespace
 
+double warp_reduce_instructions(int threads) {
+  int shuffles = 0;
+  for (int lanes = threads; lanes > 1; lanes /= 2) ++shuffles;
+  return kWarpReduce * shuffles / 5;
+}
+
 double block_reduce_instructions(int threads) {
   int shuffles = 0;
   for (int warps = threads / 32; warps > 1; warps /= 2) ++shuffles;
@@ -92,9 +98,10 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
     total += counts[i] * op_elements(graph, n) * (op_instructions(graph, kernel, kernel.nodes[i]) + rounding);
   }
   if (row) {
-    const GpuRowShape shape = gpu_row_shape(kernel.iteration.last(), kernel.row_strategy);
+    const GpuRowShape shape = gpu_row_shape(graph, kernel);
     const double rows = elements / static_cast<double>(kernel.iteration.last());
-    const double per_thread = shape.warp_per_row ? kWarpReduce : block_reduce_instructions(shape.threads);
+    const double per_thread =
+        shape.warp_per_row ? warp_reduce_instructions(shape.threads) : block_reduce_instructions(shape.threads);
     int reductions = 0;
     for (int32_t id : kernel.nodes) reductions += graph.node(id).info().kind == OpKind::kReduce ? 1 : 0;
     const bool leading_barrier = !shape.warp_per_row && reductions % 2 == 1;

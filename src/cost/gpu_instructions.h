@@ -29,7 +29,8 @@
 //              free, while a re-reading one loads every read that varies
 //              along the row in every pass;
 //   each reduction: every thread of a row shuffles and synchronises:
-//              kWarpReduce (warp per row), or kBlockReduceBase +
+//              kWarpReduce (warp per row; less for rows that share a
+//              warp, which shuffle fewer times), or kBlockReduceBase +
 //              kBlockReducePerShuffle x log2(warps) (block per row; the
 //              second stage shuffles once per halving of the warp count),
 //              per thread and row, and kBarrier more per thread and row
@@ -75,7 +76,10 @@ inline constexpr double kDropoutHalfBlockInstructions = 7.0;
 // kernels of [4096, 4095] count 75 (f32) and 78 (bf16) per element.
 inline constexpr double kDropoutScalarInstructions = 58;
 
-// Per thread and row, a block reduction over `threads` threads.
+// Per thread and row, a warp reduction over `threads` lanes (kWarpReduce
+// for a whole warp's five shuffles, a fifth of it per shuffle), and a block
+// reduction over `threads` threads.
+double warp_reduce_instructions(int threads);
 double block_reduce_instructions(int threads);
 // Thread-instructions of a pointwise or row kernel (0 for a matmul, which a
 // library runs).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "fusion/gpu_vector_width.h"
+
 namespace fusejit {
 namespace {
 
@@ -13,11 +15,20 @@ int64_t next_pow2(int64_t v) {
 
 }  // namespace
 
-GpuRowShape gpu_row_shape(int64_t row_length, RowStrategy strategy) {
+GpuRowShape gpu_row_shape(int64_t row_length, RowStrategy strategy, int chunk) {
   if (strategy == RowStrategy::kReread) return {.warp_per_row = false, .threads = 1024};
-  if (row_length <= kGpuWarpRowLimit) return {.warp_per_row = true, .threads = 32};
+  if (row_length <= kGpuWarpRowLimit) {
+    const int64_t per_chunk = std::max(chunk, 1);
+    const int64_t chunks = (row_length + per_chunk - 1) / per_chunk;
+    return {.warp_per_row = true, .threads = static_cast<int>(std::min<int64_t>(next_pow2(chunks), 32))};
+  }
   return {.warp_per_row = false,
           .threads = static_cast<int>(std::clamp<int64_t>(next_pow2((row_length + 7) / 8), 64, 1024))};
+}
+
+GpuRowShape gpu_row_shape(const Graph& graph, const Kernel& kernel) {
+  const int chunk = gpu_has_vector_path(graph, kernel) ? gpu_vector_width(graph, kernel) : 1;
+  return gpu_row_shape(kernel.iteration.last(), kernel.row_strategy, chunk);
 }
 
 }  // namespace fusejit

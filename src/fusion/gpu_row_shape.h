@@ -17,17 +17,26 @@ namespace fusejit {
 inline constexpr int64_t kGpuWarpRowLimit = 512;
 
 struct GpuRowShape {
-  bool warp_per_row = false;  // one warp per row, several rows per block
-  int threads = 32;           // threads that share one row (a power of two)
+  // A warp, or a part of one, per row: `threads` lanes share a row and a
+  // warp holds 32 / threads rows, several warps to a block.
+  bool warp_per_row = false;
+  int threads = 32;  // threads that share one row (a power of two)
 };
 
-// The shape of a row kernel with rows of `row_length` elements:
+// The shape of a row kernel with rows of `row_length` elements, of which a
+// thread loads `chunk` consecutive ones at a time (fusion/gpu_vector_width.h:
+// the vector width, or 1 without a vector path):
 //   re-reading rows (RowStrategy::kReread): a block of 1024 threads per row;
-//   rows up to kGpuWarpRowLimit: a warp per row;
+//   rows up to kGpuWarpRowLimit: a warp per row, but rows shorter than 32
+//   chunks get only as many lanes as they have chunks (a power of two), so
+//   that a softmax over 8 experts does not leave 31 of 32 lanes idle; each
+//   lane holds what it would hold with a whole warp;
 //   longer rows: a block per row with about 8 elements (one 16-byte chunk of
 //   bf16) per thread, 64 to 1024 threads. Each element of the row is
 //   unrolled code, so fewer per thread means fewer registers and a faster
 //   NVRTC compile; 1024 threads hold 16 each at the persistent limit.
-GpuRowShape gpu_row_shape(int64_t row_length, RowStrategy strategy);
+GpuRowShape gpu_row_shape(int64_t row_length, RowStrategy strategy, int chunk);
+// The same for a kernel of a plan, with its own chunk.
+GpuRowShape gpu_row_shape(const Graph& graph, const Kernel& kernel);
 
 }  // namespace fusejit

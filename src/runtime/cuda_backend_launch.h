@@ -8,11 +8,13 @@
 //   pointwise:      blockDim (block_threads); the loop runs over vector
 //                   groups of vector_width elements in the kVector variant,
 //                   over elements in the kScalar one.
-//   warp per row:   blockDim (32, rows_per_block); row = blockIdx.x *
-//                   blockDim.y + threadIdx.y, striding gridDim.x * blockDim.y.
+//   warp per row:   blockDim (block_threads, rows_per_block), 32 threads
+//                   a row or fewer for short rows (several rows to a warp);
+//                   row = blockIdx.x * blockDim.y + threadIdx.y, striding
+//                   gridDim.x * blockDim.y.
 //   block per row,
 //   re-read:        blockDim (block_threads); row = blockIdx.x, striding gridDim.x.
-// A row kernel's blockDim.x is its kThreads (32 for warp per row): its
+// A row kernel's blockDim.x is its kThreads: its
 // kExact constant folds the column guards on that promise.
 // Kernel arguments: the pointers in params order, then `long long count`.
 #pragma once

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <set>
 
+#include <absl/strings/match.h>
 #include <gtest/gtest.h>
 
 #include "codegen/cpu/cpu_emitter.h"
@@ -114,6 +115,38 @@ TEST(CudaCodegen, VariantFollowsTheRowLength) {
   EXPECT_EQ(variant_for(32768, 16384).variant, CudaVariant::kReread);
   EXPECT_FALSE(variant_for(1001, 16384).has_vector_path);  // 1001 is not a multiple of 4
   EXPECT_TRUE(variant_for(1000, 16384).has_vector_path);
+}
+
+// A row of fewer than 32 chunks (16-byte accesses, or elements without a
+// vector path) gets one lane per chunk, rounded up to a power of two, and
+// its warp holds other rows; each lane holds what it would with a whole
+// warp.
+TEST(CudaCodegen, ShortRowsGetALanePerChunk) {
+  struct Case {
+    DType dtype;
+    int64_t n;
+    int threads;
+  };
+  for (const Case& c :
+       {Case{DType::kBF16, 8, 1}, Case{DType::kF32, 8, 2}, Case{DType::kBF16, 64, 8}, Case{DType::kF32, 3, 4},
+        Case{DType::kF32, 1, 1}, Case{DType::kF32, 96, 32}, Case{DType::kF32, 256, 32}}) {
+    Graph g;
+    auto x = g.input("x", c.dtype, {100, c.n});
+    g.output("y", softmax(x));
+    const FusionPlan plan = make_fused_plan(g);
+    const CudaKernelSource k = emit_cuda_kernel(plan, 0, CudaAccess::kVector);
+    SCOPED_TRACE(fmt::format("{}[100, {}]", c.dtype, c.n));
+    EXPECT_EQ(k.variant, CudaVariant::kWarpPerRow);
+    EXPECT_EQ(k.block_threads, c.threads);
+    EXPECT_EQ(k.block_threads * k.rows_per_block, 128);
+    EXPECT_TRUE(absl::StrContains(k.source, fmt::format("constexpr int kThreads = {};", c.threads)));
+    if (c.threads < 32) {
+      EXPECT_TRUE(absl::StrContains(k.source, "fj_warp_reduce<kThreads>("));
+      EXPECT_TRUE(absl::StrContains(cuda_launch_shape(k), fmt::format("{} rows per warp", 32 / c.threads)));
+    } else {
+      EXPECT_FALSE(absl::StrContains(k.source, "fj_live"));  // a whole warp's row needs no row guard
+    }
+  }
 }
 
 // One Philox block decides 8 consecutive elements (ir/philox.h): f32

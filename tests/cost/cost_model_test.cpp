@@ -279,14 +279,15 @@ TEST(CostModel, RowReductionsCostEveryThreadOfTheRow) {
   // sum over rows of 4096 f32: a block of 512 threads per row (about 8
   // elements each, fusion/gpu_row_shape.h), each paying 7 + 2 x log2(16
   // warps) = 15, and 1 for the barrier before the row's only reduction
-  // (fj_reduce.cuh); rows of 256 get a warp, each lane paying kWarpReduce.
-  for (const int64_t n : {4096, 256}) {
+  // (fj_reduce.cuh); rows of 256 get a warp, each lane paying kWarpReduce;
+  // rows of 8 (two 16-byte chunks) two lanes, which shuffle once: a fifth of it.
+  for (const int64_t n : {4096, 256, 8}) {
     Graph g;
     auto x = g.input("x", DType::kF32, {64, n});
     g.output("y", sum(x));
-    const GpuRowShape shape = gpu_row_shape(n, RowStrategy::kPersistent);
-    EXPECT_EQ(shape.threads, n == 4096 ? 512 : 32);
-    const double per_thread = n == 4096 ? 15 + kBarrier : kWarpReduce;
+    const GpuRowShape shape = gpu_row_shape(n, RowStrategy::kPersistent, 4);
+    EXPECT_EQ(shape.threads, n == 4096 ? 512 : n == 256 ? 32 : 2);
+    const double per_thread = n == 4096 ? 15 + kBarrier : n == 256 ? kWarpReduce : kWarpReduce / 5;
     if (n == 4096) EXPECT_DOUBLE_EQ(block_reduce_instructions(512), 15);
     // loop 2, the row read 0.5, the combine 1; the [64, 1] result is per row.
     EXPECT_DOUBLE_EQ(only_kernel(g, gpu_device("h100")).instructions,

@@ -53,7 +53,8 @@ PY
 
 status=0
 PATH="$work/bin:$PATH" FUSEJIT_CUDA_DRIVER="$emulator" GPU_CHECK_GRAPHS="$work/graphs" \
-  GPU_CHECK_DEMO_ARGS="--rows 128 --cols 256" GPU_CHECK_F32_ROWS=16 GPU_CHECK_BUDGET_S=5000 GPU_CHECK_TIME_SCALE=8 \
+  GPU_CHECK_DEMO_ARGS="--rows 128 --cols 256" GPU_CHECK_F32_ROWS=16 GPU_CHECK_SHORT_ROW_ELEMENTS=4096 \
+  GPU_CHECK_BUDGET_S=5000 GPU_CHECK_TIME_SCALE=8 \
   OUT="$work/out" \
   bash "$source_dir/scripts/gpu-check.sh" "$build_dir" >"$work/gpu-check.log" 2>&1 || status=$?
 report="$work/out/report.md"
@@ -81,6 +82,9 @@ shapes=$(ls "$work"/details/demo-threads-*.json | wc -l)
 grep -q "^    f32 demo: fused .* speedup" "$report" || fail "the report has no line for the f32 demo"
 for cols in 4096 4100; do
   grep -q "^    f32 dropout, rows of $cols .* of the copy" "$report" || fail "the report has no line for f32 dropout, rows of $cols"
+done
+for cols in 8 64 256; do
+  grep -q "^    bf16 softmax, rows of $cols: .* of the copy" "$report" || fail "the report has no line for softmax, rows of $cols"
 done
 grep -q "no gnuplot here" "$report" || fail "the report does not say why there is no chart"
 grep -q "^    measured:" "$report" || fail "the report has no measured figures from the demo"

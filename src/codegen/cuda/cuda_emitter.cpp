@@ -42,7 +42,12 @@ std::vector<CudaRowShape> cuda_row_shape_candidates(const FusionPlan& plan, int 
 std::string cuda_launch_shape(const CudaKernelSource& kernel) {
   switch (kernel.variant) {
     case CudaVariant::kPointwise: return fmt::format("{} threads per block", kernel.block_threads);
-    case CudaVariant::kWarpPerRow: return fmt::format("a warp per row, {} rows per block", kernel.rows_per_block);
+    case CudaVariant::kWarpPerRow:
+      if (kernel.block_threads < 32) {
+        return fmt::format("{} threads per row, {} rows per warp, {} per block", kernel.block_threads,
+                           32 / kernel.block_threads, kernel.rows_per_block);
+      }
+      return fmt::format("a warp per row, {} rows per block", kernel.rows_per_block);
     case CudaVariant::kBlockPerRow:
     case CudaVariant::kReread: break;
   }

@@ -1,8 +1,13 @@
 // fusejit CUDA helpers: reductions across a warp and across a block.
-template <typename Combine>
+
+// Combines v over each aligned group of kWidth lanes (a power of two up to
+// 32: a row kernel gives short rows fewer lanes than a warp); every lane of
+// a group ends with the same bits. Every lane of the warp must call it.
+template <int kWidth = 32, typename Combine>
 __device__ __forceinline__ float fj_warp_reduce(float v, Combine combine) {
+  static_assert(kWidth >= 1 && kWidth <= 32 && (kWidth & (kWidth - 1)) == 0, "kWidth: a power of two up to 32");
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = kWidth / 2; offset > 0; offset >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 

@@ -8,8 +8,10 @@
 // Row-shaped values are register arrays of C * V floats; per-row values
 // (a mean, a variance) are scalars every thread holds. Reductions combine a
 // thread's elements, then the warp (shuffles), then the block (shared memory).
-//   warp per row:  rows up to 512 elements, 4 rows per block of 128 threads
-//                  (the shapes are fusion/gpu_row_shape.h's, which the cost model counts).
+//   warp per row:  rows up to 512 elements, 4 rows per block of 128 threads;
+//                  rows of fewer than 32 chunks share a warp, each with as
+//                  many lanes as it has chunks (the shapes are
+//                  fusion/gpu_row_shape.h's, which the cost model counts).
 //   block per row: longer rows up to the device's persistent limit.
 // The re-read variant (rows beyond the limit) walks the row in tiles of T * V
 // elements once per reduction stage, recomputing the prologue from memory,
@@ -78,6 +80,9 @@ bool row_prefetch_enabled() {
   return false;
 }
 
+// Threads of a block of a warp-per-row kernel: 4 warps.
+constexpr int kWarpRowBlockThreads = 128;
+
 class RowEmitter {
  public:
   RowEmitter(const FusionPlan& plan, const Kernel& kernel, CudaAccess access, const CudaRowShape& requested)
@@ -92,13 +97,14 @@ class RowEmitter {
     out_.vector_width = vec_;
     // dropout_call folds GeLUs into groups of 8 only.
     if (dropout_vector_width(vec_) == 8) folded_gelus_ = gelus_folded_into_dropouts(g_, kernel);
-    const GpuRowShape shape = gpu_row_shape(n_, kernel.row_strategy);
+    const GpuRowShape shape = gpu_row_shape(g_, kernel);
     threads_ = shape.threads;
     if (kernel.row_strategy == RowStrategy::kReread) {
       out_.variant = CudaVariant::kReread;
     } else if (shape.warp_per_row) {
       out_.variant = CudaVariant::kWarpPerRow;
-      out_.rows_per_block = 4;
+      out_.rows_per_block = kWarpRowBlockThreads / threads_;
+      rows_per_warp_ = 32 / threads_;
     } else {
       out_.variant = CudaVariant::kBlockPerRow;
       threads_ =
@@ -227,7 +233,9 @@ class RowEmitter {
   // the same buffer, with no barrier since.
   std::string reduce_call(const Node& n, const std::string& acc) {
     const std::string combine = fmt::format("fj_combine_{}()", n.name);
-    if (out_.variant == CudaVariant::kWarpPerRow) return fmt::format("fj_warp_reduce({}, {})", acc, combine);
+    if (out_.variant == CudaVariant::kWarpPerRow) {
+      return fmt::format("fj_warp_reduce{}({}, {})", rows_per_warp_ > 1 ? "<kThreads>" : "", acc, combine);
+    }
     const int i = reduced_++;
     const bool barrier_first = i == 0 && block_reductions() % 2 == 1;
     return fmt::format("fj_block_reduce<kThreads / 32, {}>({}, {}, fj_smem{}, fj_slots)",
@@ -245,25 +253,34 @@ class RowEmitter {
     for (int32_t id : kernel_.reads) {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
       if (access.varies_along_row()) continue;
-      w_.line("const float {} = fj_to_float({}[{}]);", read_name(g_, id), param_name(g_, id),
-              row_offset(access, kernel_.iteration, "row"));
+      const std::string load =
+          fmt::format("fj_to_float({}[{}])", param_name(g_, id), row_offset(access, kernel_.iteration, "row"));
+      w_.line("const float {} = {};", read_name(g_, id), rows_per_warp_ > 1 ? "fj_live ? " + load + " : 0.0f" : load);
     }
   }
 
   void write_per_row_writes() {
     for (int32_t id : kernel_.writes) {
       if (row_shaped(id)) continue;
-      w_.line("if (tid == 0) {}[row] = fj_from_float<{}>({});", param_name(g_, id), storage_type(g_.node(id).dtype),
-              value_name(g_, id));
+      w_.line("if (tid == 0{}) {}[row] = fj_from_float<{}>({});", rows_per_warp_ > 1 ? " && fj_live" : "",
+              param_name(g_, id), storage_type(g_.node(id).dtype), value_name(g_, id));
     }
   }
 
   // Whether chunk column `column` lies inside the row: always, when kExact.
   static std::string in_row(const std::string& column) { return "kExact || " + column + " < kN"; }
 
+  // The same, and that the row exists: a warp that shares out several rows
+  // runs past the last one in some of its lanes (write_persistent_body).
+  std::string in_live_row(const std::string& column) const {
+    return rows_per_warp_ > 1 ? "fj_live && (" + in_row(column) + ")" : in_row(column);
+  }
+
   // Column of element slot k of this thread, in the persistent layout.
   static std::string persistent_column() { return "((k / kVec) * kThreads + tid) * kVec + k % kVec"; }
 
+  // Loads of tensor `id`'s chunks from `base`: "0" for an [N] vector, the
+  // same in every row, else the row's offset.
   void write_chunk_loads(int32_t id, const std::string& base) {
     const Node& n = g_.node(id);
     const std::string r = read_name(g_, id);
@@ -271,8 +288,9 @@ class RowEmitter {
     w_.line("#pragma unroll");
     w_.open("for (int c = 0; c < kChunks; ++c)");
     w_.line("const int j = (c * kThreads + tid) * kVec;");
-    w_.line("if ({}) fj_load<{}, kVec>({} + {}j, {} + c * kVec, kAligned);", in_row("j"), storage_type(n.dtype),
-            param_name(g_, id), base == "0" ? "" : base + " + ", r);
+    w_.line("if ({}) fj_load<{}, kVec>({} + {}j, {} + c * kVec, kAligned);",
+            base == "0" ? in_row("j") : in_live_row("j"), storage_type(n.dtype), param_name(g_, id),
+            base == "0" ? "" : base + " + ", r);
     w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
     w_.close();
   }
@@ -326,7 +344,16 @@ class RowEmitter {
     if (prefetch_) {
       for (int32_t id : row_reads) write_raw_loads(id, "row", /*declare=*/true);
     }
-    w_.open("for (; row < rows; row += fj_row_step)");
+    if (rows_per_warp_ > 1) {
+      // The lanes of a warp take part in every shuffle together, so the
+      // warp runs the loop while its first row exists; lanes of rows past
+      // the last load zeros and store nothing.
+      w_.line("const long long fj_row_in_warp = threadIdx.y % {};", rows_per_warp_);
+      w_.open("for (; row - fj_row_in_warp < rows; row += fj_row_step)");
+      w_.line("const bool fj_live = row < rows;");
+    } else {
+      w_.open("for (; row < rows; row += fj_row_step)");
+    }
     for (int32_t id : row_reads) {
       if (!prefetch_) {
         write_chunk_loads(id, row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, "row"));
@@ -337,7 +364,7 @@ class RowEmitter {
       w_.line("#pragma unroll");
       w_.open("for (int c = 0; c < kChunks; ++c)");
       w_.line("if ({3}) fj_convert_raw<{0}, kVec>({1}_raw + c * {2}, {1} + c * kVec);", storage_type(g_.node(id).dtype),
-              r, raw_chunks(id), in_row("(c * kThreads + tid) * kVec"));
+              r, raw_chunks(id), in_live_row("(c * kThreads + tid) * kVec"));
       w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
       w_.close();
     }
@@ -400,7 +427,7 @@ class RowEmitter {
       w_.line("#pragma unroll");
       w_.open("for (int c = 0; c < kChunks; ++c)");
       w_.line("const int j = (c * kThreads + tid) * kVec;");
-      w_.line("if ({}) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, kAligned);", in_row("j"),
+      w_.line("if ({}) fj_store<{}, kVec>({} + row * kN + j, {} + c * kVec, kAligned);", in_live_row("j"),
               storage_type(g_.node(id).dtype), param_name(g_, id), value_name(g_, id));
       w_.close();
     }
@@ -494,6 +521,7 @@ class RowEmitter {
   int vec_ = 1;
   absl::flat_hash_set<int32_t> folded_gelus_;  // GeLUs dropout_call computes with their dropout
   int threads_ = 32;
+  int rows_per_warp_ = 1;  // rows a warp shares out (warp per row, rows of fewer than 32 chunks)
   bool prefetch_ = false;  // CudaRowShape::prefetch or FUSEJIT_ROW_PREFETCH
   int chunks_ = 1;
   std::map<int32_t, int> level_;
@@ -508,7 +536,7 @@ CudaKernelSource emit_row(const FusionPlan& plan, const Kernel& kernel, CudaAcce
 
 std::vector<CudaRowShape> row_shape_candidates(const FusionPlan& plan, const Kernel& kernel, CudaAccess access) {
   const int64_t n = kernel.iteration.last();
-  const GpuRowShape base = gpu_row_shape(n, kernel.row_strategy);
+  const GpuRowShape base = gpu_row_shape(*plan.graph, kernel);
   if (kernel.row_strategy == RowStrategy::kReread || base.warp_per_row) return {};
   // A shape the experiment variables force is not tuned (a value they
   // ignore, or FUSEJIT_ROW_PREFETCH=0, forces nothing).
