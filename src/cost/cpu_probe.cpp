@@ -1,5 +1,6 @@
 // Measuring the `cpu` device on this machine, and caching the result.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -244,9 +245,7 @@ std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& 
   for (int c = 0; c < kNumCostClasses; ++c) {
     d.class_tflops[c] = j.at("class_tflops").at(std::string(cost_class_name(static_cast<CostClass>(c)))).get<double>();
   }
-  const bool sane = d.bandwidth_gbps > 0 && d.peak_f32_tflops > 0 &&
-                    std::all_of(d.class_tflops.begin(), d.class_tflops.end(), [](double v) { return v > 0; });
-  if (!sane) return std::nullopt;
+  if (!plausible_measured_figures(d)) return std::nullopt;
   return d;
 }
 
@@ -312,7 +311,9 @@ DeviceSpec cpu_device() {
   const std::filesystem::path path = cpu_device_cache_path();
   std::error_code ec;
   std::string why = "once per CPU model";
-  if (std::filesystem::exists(path, ec)) {
+  if (std::filesystem::exists(path, ec) && !is_small_regular_file(path, kDeviceCacheFileMaxBytes)) {
+    why = "its cache file is not a regular file of a cache file's size";
+  } else if (std::filesystem::exists(path, ec)) {
     std::ifstream in(path);
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     why = "its cache file is not JSON";
@@ -345,13 +346,16 @@ DeviceSpec cpu_device() {
   std::filesystem::create_directories(path.parent_path(), ec);
   const std::string tmp = fmt::format("{}.tmp.{}", path.string(), ::getpid());
   {
+    errno = 0;
     std::ofstream out(tmp);
     out << to_json(d, model).dump(2) << "\n";
+    out.flush();
     if (!out) {
+      const int err = errno != 0 ? errno : EIO;
       std::filesystem::remove(tmp, ec);
       // Caching is an optimisation; an unwritable directory only costs time.
-      std::fprintf(stderr, "fusejit: warning: cannot write %s; the next process measures this CPU again\n",
-                   path.string().c_str());
+      std::fprintf(stderr, "fusejit: warning: cannot write %s (%s); the next process measures this CPU again\n",
+                   path.string().c_str(), std::strerror(err));
       return d;
     }
   }

@@ -1,5 +1,9 @@
 #include "cost/device.h"
 
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "ir/error.h"
@@ -25,6 +29,21 @@ DeviceSpec datasheet_gpu(std::string name, std::string description, double bandw
 }
 
 }  // namespace
+
+bool plausible_measured_figures(const DeviceSpec& d) {
+  auto rate = [](double v) { return std::isfinite(v) && v > 0 && v < 1e6; };
+  return rate(d.bandwidth_gbps) && rate(d.peak_f32_tflops) &&
+         std::all_of(d.class_tflops.begin(), d.class_tflops.end(), rate) && std::isfinite(d.launch_overhead_us) &&
+         d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6;
+}
+
+bool is_small_regular_file(const std::string& path, uint64_t max_bytes) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::is_regular_file(status)) return false;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  return !ec && size <= max_bytes;
+}
 
 void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops, double issue_tops) {
   d.peak_f32_tflops = f32_tflops;

@@ -107,4 +107,17 @@ std::string cpu_device_cache_path();
 // The directory fusejit caches in (not created).
 std::string cache_directory();
 
+// Whether a measured device's figures, as read back from a cache file,
+// are ones a machine can have: bandwidth, peaks and class throughputs
+// finite and positive (below 1e6 GB/s and TFLOP/s), launch overhead finite,
+// 0 to 1e6 µs. A file edited by hand or damaged gets measured again rather
+// than predicting "inf us" or a negative launch.
+bool plausible_measured_figures(const DeviceSpec& d);
+
+// Whether `path` is a regular file of at most `max_bytes`: a cache file
+// checked before it is parsed, so that a link to /dev/zero or a FIFO under
+// its name is measured anew instead of read forever.
+bool is_small_regular_file(const std::string& path, uint64_t max_bytes);
+inline constexpr uint64_t kDeviceCacheFileMaxBytes = uint64_t{1} << 20;  // cpu-device*.json
+
 }  // namespace fusejit

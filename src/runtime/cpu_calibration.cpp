@@ -179,24 +179,25 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   // The file keeps one entry per key (compiler, thread count, kernel
   // source), so that switching between settings does not measure again.
   nlohmann::json entries = nlohmann::json::object();
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec)) {
+  if (is_small_regular_file(path.string(), kDeviceCacheFileMaxBytes)) {
     std::ifstream in(path);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (!j.is_discarded() && j.is_object() && j.contains("entries") && j["entries"].is_object()) entries = j["entries"];
     if (entries.contains(key)) {
       try {
         const nlohmann::json& entry = entries.at(key);
+        DeviceSpec cached = d;
         for (const Probe& p : kProbes) {
-          d.class_tflops[static_cast<int>(p.cost_class)] =
+          cached.class_tflops[static_cast<int>(p.cost_class)] =
               entry.at("class_tflops").at(std::string(cost_class_name(p.cost_class))).get<double>();
         }
-        d.launch_overhead_us = entry.at("launch_overhead_us").get<double>();
-        d.description += "; op throughput of JIT kernels";
-        return d;
+        cached.launch_overhead_us = entry.at("launch_overhead_us").get<double>();
+        cached.description += "; op throughput of JIT kernels";
+        if (plausible_measured_figures(cached)) return cached;
       } catch (const nlohmann::json::exception&) {
         // Another shape: measure again and replace it.
       }
+      // Figures no machine has (edited or damaged): measured again below.
     }
   }
   // A few seconds of silence would look like a hang.

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,6 +110,24 @@ absl::StatusOr<std::string> read_whole_file(const std::string& path) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return errno_status(errno, "open", path);
   return read_to_end(fd.get(), path);
+}
+
+absl::StatusOr<std::string> read_regular_file(const std::string& path, uint64_t max_bytes) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0) return errno_status(errno, "open", path);
+  struct stat st = {};
+  if (::fstat(fd.get(), &st) != 0) return errno_status(errno, "stat", path);
+  if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(fmt::format("{} is not a regular file", path));
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return absl::FailedPreconditionError(
+        fmt::format("{} holds {} bytes, more than the {} it may", path, st.st_size, max_bytes));
+  }
+  absl::StatusOr<std::string> data = read_to_end(fd.get(), path);
+  // A file that grew while it was read is refused the same way.
+  if (data.ok() && data->size() > max_bytes) {
+    return absl::FailedPreconditionError(fmt::format("{} grew past {} bytes while read", path, max_bytes));
+  }
+  return data;
 }
 
 namespace {

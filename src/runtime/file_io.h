@@ -2,6 +2,7 @@
 // so that no reader ever sees it half written.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -14,6 +15,11 @@ namespace fusejit {
 
 // NotFound when the file does not exist; other failures name the path and errno.
 absl::StatusOr<std::string> read_whole_file(const std::string& path);
+// The same for a file that must be a regular file of at most max_bytes
+// (a cache entry): FailedPrecondition, without reading it, when it is
+// something else (a FIFO, a device, a directory) or larger; a FIFO is
+// opened without waiting for a writer.
+absl::StatusOr<std::string> read_regular_file(const std::string& path, uint64_t max_bytes);
 // Creates or truncates the file and writes all of data.
 absl::Status write_whole_file(const std::string& path, std::string_view data);
 

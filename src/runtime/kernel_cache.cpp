@@ -144,9 +144,11 @@ void KernelCache::set_file_writer_for_testing(FileWriter writer) {
 
 std::optional<CacheEntry> KernelCache::read_from_disk(const std::string& key) {
   const std::string path = entry_path(key);
-  absl::StatusOr<std::string> file = read_whole_file(path);
+  absl::StatusOr<std::string> file = read_regular_file(path, kMaxCacheEntryBytes);
   if (absl::IsNotFound(file.status())) return std::nullopt;
-  if (!file.ok()) {
+  // Not a regular file, or too large to be an entry: damaged, like a bad digest.
+  const bool unusable_entry = absl::IsFailedPrecondition(file.status());
+  if (!file.ok() && !unusable_entry) {
     // Once: an unusable directory fails every lookup alike.
     if (!read_failed_) {
       read_failed_ = true;
@@ -156,7 +158,7 @@ std::optional<CacheEntry> KernelCache::read_from_disk(const std::string& key) {
     }
     return std::nullopt;
   }
-  absl::StatusOr<CacheEntry> entry = decode_cache_entry(*file, key);
+  absl::StatusOr<CacheEntry> entry = file.ok() ? decode_cache_entry(*file, key) : file.status();
   if (entry.ok()) return *std::move(entry);
   // Removing the file lets the caller's store replace it. Should another
   // process have just renamed a good entry into place, we only lose that one hit.
@@ -172,6 +174,7 @@ void KernelCache::write_to_disk(const std::string& key, const CacheEntry& entry)
     directory_ready_ = true;
   }
   const std::string file = encode_cache_entry(key, entry);
+  if (file.size() > kMaxCacheEntryBytes) return;  // read_from_disk would refuse it
   if (absl::Status written = replace_file(entry_path(key), file, writer_); !written.ok()) {
     return stop_writing(status_text(written));
   }

@@ -30,6 +30,11 @@
 
 namespace fusejit {
 
+// The largest entry the disk cache writes or reads: a bigger file (or one
+// that is not a regular file) found under an entry's name is damaged, and
+// is removed rather than read into memory.
+inline constexpr uint64_t kMaxCacheEntryBytes = uint64_t{256} << 20;
+
 struct KernelCacheLimits {
   uint64_t disk_bytes = uint64_t{2} << 30;     // FUSEJIT_CACHE_MAX_MB, default 2048
   uint64_t memory_bytes = uint64_t{256} << 20;

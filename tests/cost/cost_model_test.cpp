@@ -415,6 +415,37 @@ TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
   unsetenv("FUSEJIT_CACHE_DIR");
 }
 
+// Figures read back from a cache file are checked: what no machine has is
+// measured again, and so is a cache file that is not a small regular file
+// (a link to /dev/zero would otherwise be read forever).
+TEST(CostModel, ImplausibleOrSpecialCacheFilesAreMeasuredAgain) {
+  DeviceSpec d = gpu_device("h100");
+  EXPECT_TRUE(plausible_measured_figures(d));
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    DeviceSpec b = d;
+    b.bandwidth_gbps = bad;
+    EXPECT_FALSE(plausible_measured_figures(b)) << bad;
+    b = d;
+    b.class_tflops[static_cast<int>(CostClass::kErf)] = bad;
+    EXPECT_FALSE(plausible_measured_figures(b)) << bad;
+  }
+  DeviceSpec b = d;
+  b.launch_overhead_us = -1.0;
+  EXPECT_FALSE(plausible_measured_figures(b));
+  b.launch_overhead_us = 1e308;
+  EXPECT_FALSE(plausible_measured_figures(b));
+  b.launch_overhead_us = 0.0;
+  EXPECT_TRUE(plausible_measured_figures(b));
+
+  const std::string dir = testing::make_temp_dir("fusejit-cost-cache");
+  setenv("FUSEJIT_CACHE_DIR", dir.c_str(), 1);
+  std::filesystem::create_symlink("/dev/zero", cpu_device_cache_path());
+  EXPECT_FALSE(is_small_regular_file(cpu_device_cache_path(), kDeviceCacheFileMaxBytes));
+  const DeviceSpec measured = cpu_device();
+  EXPECT_TRUE(plausible_measured_figures(measured));
+  unsetenv("FUSEJIT_CACHE_DIR");
+}
+
 }  // namespace
 }  // namespace fusejit
 

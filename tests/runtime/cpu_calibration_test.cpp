@@ -17,13 +17,14 @@ namespace {
 
 constexpr double kSentinelTflops = 12345.0;  // no CPU class reaches this
 
-void write_calibration(const std::string& dir, const std::string& key) {
+void write_calibration(const std::string& dir, const std::string& key, double tflops = kSentinelTflops,
+                       double launch_us = 7.0) {
   nlohmann::json classes;
   for (int c = 0; c < kNumCostClasses; ++c) {
-    classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = kSentinelTflops;
+    classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = tflops;
   }
   nlohmann::json entries;
-  entries[key] = {{"class_tflops", classes}, {"launch_overhead_us", 7.0}};
+  entries[key] = {{"class_tflops", classes}, {"launch_overhead_us", launch_us}};
   std::ofstream(dir + "/cpu-device-jit.json") << nlohmann::json{{"entries", entries}}.dump();
 }
 
@@ -65,6 +66,25 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
   EXPECT_TRUE(entries.contains(key));
   EXPECT_TRUE(entries.contains(stale));
   EXPECT_EQ(entries.at(stale).at("launch_overhead_us"), 7.0);
+}
+
+// Figures no machine has (a file edited by hand, or damaged) would predict
+// "inf us" or a negative launch: they are measured again.
+TEST(CpuCalibration, ImplausibleFiguresAreMeasuredAgain) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = make_cpu_backend();
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  testing::TempDir dir("fusejit-calibration");
+  testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", dir.path());
+  const std::string key = cpu_calibration_key();
+  for (const auto& [tflops, launch] : {std::pair{0.0, 7.0}, {-3.0, 7.0}, {1.0, -1.0}, {1.0, 1e308}}) {
+    write_calibration(dir.path(), key, tflops, launch);
+    absl::StatusOr<DeviceSpec> d = calibrated_cpu_device(**backend);
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_TRUE(plausible_measured_figures(*d)) << tflops << " " << launch;
+    EXPECT_GE(d->launch_overhead_us, 0) << tflops << " " << launch;
+    EXPECT_LT(d->launch_overhead_us, 1e6) << tflops << " " << launch;
+    EXPECT_EQ(d->description.find("JIT kernels; op throughput"), std::string::npos) << d->description;
+  }
 }
 
 }  // namespace

@@ -180,6 +180,29 @@ TEST(KernelCache, ForeignFileIsRemovedAndReplaced) {
   expect_recovery(dir, "bad magic");
 }
 
+// What is not a regular file of an entry's size is never read: a sparse
+// file of 1 TiB, a link to /dev/zero (endless) and a FIFO (which would
+// wait for a writer) are each damaged entries, removed and replaced.
+TEST(KernelCache, HugeOrSpecialFilesAreNotReadButReplaced) {
+  {
+    const TempDir tmp("fusejit-kc");
+    const std::string path = KernelCache(tmp.path()).entry_path(kKey);
+    write_file(path, "");
+    std::filesystem::resize_file(path, uint64_t{1} << 40);
+    expect_recovery(tmp.path(), "more than the");
+  }
+  {
+    const TempDir tmp("fusejit-kc");
+    std::filesystem::create_symlink("/dev/zero", KernelCache(tmp.path()).entry_path(kKey));
+    expect_recovery(tmp.path(), "not a regular file");
+  }
+  {
+    const TempDir tmp("fusejit-kc");
+    ASSERT_EQ(::mkfifo(KernelCache(tmp.path()).entry_path(kKey).c_str(), 0600), 0);
+    expect_recovery(tmp.path(), "not a regular file");
+  }
+}
+
 TEST(KernelCache, EntryOfAnotherKeyIsRemovedAndReplaced) {
   const TempDir tmp("fusejit-kc");
   const std::string& dir = tmp.path();
