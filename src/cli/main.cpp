@@ -44,7 +44,7 @@ int run_command_line(int argc, char** argv) {
     fusejit::eprint("fusejit: error: {}\n", fusejit::cli::usage_error_text(app, e, argc, argv));
     return 2;
   } catch (const std::bad_alloc&) {
-    fusejit::eprint("fusejit: error: out of host memory: the graph's tensors do not fit in this machine's memory\n");
+    fusejit::eprint("fusejit: error: out of host memory: an allocation failed\n");
     return 1;
   } catch (const std::exception& e) {
     fusejit::eprint("fusejit: error: {}\n", e.what());
@@ -73,11 +73,14 @@ int flush_standard_output(int exit_code) {
 
 // A standard stream the caller closed (`2>&-`) leaves its descriptor free
 // for the next file opened, and a warning meant for stderr would then be
-// written into a kernel-cache entry or a --save file. /dev/null takes it.
+// written into a kernel-cache entry or a --save file. /dev/null takes it:
+// writable for stderr (diagnostics the caller chose not to see), but
+// read-only for stdout, so that writing the output fails and the command
+// exits 1 (flush_standard_output) rather than 0 with its output lost.
 void reserve_standard_descriptors() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    const int opened = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    const int opened = open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
     if (opened >= 0 && opened != fd) {
       dup2(opened, fd);
       close(opened);

@@ -26,8 +26,9 @@
 #include "cost/host_memory.h"
 #include "cost/streaming_copy.h"
 #include "fusejit_version.h"
-#include "ir/cpu_count.h"
+#include "ir/available_memory.h"
 #include "ir/counted.h"
+#include "ir/cpu_count.h"
 #include "ir/philox.h"
 
 namespace fusejit {
@@ -76,6 +77,9 @@ int64_t cache_size(int level) {
 double measure_copy_gbps(int64_t bytes) {
   const int n = thread_count();
   for (;; bytes /= 2) {
+    // Twice `bytes` (source and destination) beyond what is available:
+    // smaller, as when an allocation fails (where overcommit lets it pass).
+    if (bytes > (int64_t{64} << 20) && !host_allocation_refusal(2 * static_cast<uint64_t>(bytes), "").empty()) continue;
     const size_t per_thread = static_cast<size_t>(bytes / n);
     std::vector<HostMemory> src(n), dst(n);
     run_parallel([&](int t) {  // first touch by the thread that will use the pages

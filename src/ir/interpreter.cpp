@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "ir/available_memory.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/interpreter_kernels.h"
@@ -33,7 +34,12 @@ struct Buffer {
 // zeroing of a fresh allocation per op.
 class BufferPool {
  public:
-  std::vector<double> take(int64_t n) {
+  // A pool that refuses a new buffer beyond the memory available throws
+  // OutOfHostMemory (not from a parallel_for body, which must not throw).
+  explicit BufferPool(bool refuse_beyond_available = true) : refuse_beyond_available_(refuse_beyond_available) {}
+
+  // A buffer of n values for `node` (named when one is refused).
+  std::vector<double> take(int64_t n, const Node* node = nullptr) {
     auto best = free_.end();
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       const auto size = static_cast<int64_t>(it->size());
@@ -44,7 +50,16 @@ class BufferPool {
       // A larger buffer will do if it is not wastefully larger.
       if (size > n && size <= 2 * n && (best == free_.end() || size < static_cast<int64_t>(best->size()))) best = it;
     }
-    if (best == free_.end()) return std::vector<double>(n);
+    if (best == free_.end()) {
+      const std::string refused =
+          !refuse_beyond_available_
+              ? ""
+              : host_allocation_refusal(static_cast<uint64_t>(n) * sizeof(double),
+                                        fmt::format("the reference interpreter's float64 result for {}",
+                                                    node != nullptr ? describe(*node) : "a node"));
+      if (!refused.empty()) throw OutOfHostMemory(refused);
+      return std::vector<double>(n);
+    }
     std::vector<double> buffer = std::move(*best);
     free_.erase(best);
     buffer.resize(n);
@@ -56,6 +71,7 @@ class BufferPool {
   }
 
  private:
+  bool refuse_beyond_available_;
   std::vector<std::vector<double>> free_;
 };
 
@@ -108,7 +124,7 @@ void eval_composite(Evaluation& ev, const Node& node, double* out, RoundTo round
   const double* xdata = operand_data(ev, node.operands[0]);
   const int64_t blocks = (rows + block - 1) / block;
   detail::parallel_for(blocks, 1, ev.threads, [&](int64_t begin, int64_t end) {
-    BufferPool pool;  // one per thread, shared by its blocks
+    BufferPool pool(/*refuse_beyond_available=*/false);  // one per thread, shared by its blocks of a few rows
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t first_row = blk * block;
       const auto& [sub, result] = std::min(rows - first_row, block) == block ? full : tail;
@@ -244,7 +260,7 @@ void run(Evaluation& ev) {
     if (node.op == Op::kInput || !live[id]) continue;
     ev.current = id;
     Buffer& buffer = ev.buffers[id];
-    buffer.owned = ev.pool.take(node.shape.numel());
+    buffer.owned = ev.pool.take(node.shape.numel(), &node);
     buffer.data = buffer.owned.data();
     eval_node(ev, id, buffer.owned.data());
     for (const Operand& o : node.operands) {
@@ -342,6 +358,8 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         fmt::format("out of memory evaluating {}", ev.current >= 0 ? describe(graph.node(ev.current)) : "the graph"));
+  } catch (const OutOfHostMemory& e) {
+    return absl::ResourceExhaustedError(e.what());
   } catch (const Error& e) {  // a composite expansion the builder rejected: a bug, reported, not a crash
     return absl::InternalError(fmt::format("expanding {}: {}", describe(graph.node(ev.current)), e.what()));
   }
@@ -381,6 +399,10 @@ TensorMap random_inputs(const Graph& graph, uint64_t seed) {
                          describe(n), n.shape.numel());
     };
     if (physical > 0 && static_cast<double>(n.shape.numel()) * 8.0 > physical) throw Error(too_big());
+    const std::string refused =
+        host_allocation_refusal(static_cast<uint64_t>(n.shape.numel()) * 8,
+                                fmt::format("input {} (8 bytes an element on the host)", describe(n)));
+    if (!refused.empty()) throw Error(refused);
     try {
       inputs[n.name] = HostTensor::random_normal(n.dtype, n.shape, input_seed);
     } catch (const std::bad_alloc&) {

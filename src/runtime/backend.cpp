@@ -1,6 +1,7 @@
 #include "runtime/backend.h"
 
 #include <map>
+#include "ir/available_memory.h"
 
 #include <fmt/format.h>
 
@@ -125,6 +126,12 @@ absl::StatusOr<TensorMap> LoadedPlan::outputs() {
           fmt::format("outputs() before kernel {} ({}) ran on the inputs: run() the plan after set_inputs()",
                       k, plan().kernels[k].name));
     }
+  }
+  // The outputs come back as float64 host tensors.
+  uint64_t bytes = 0;
+  for (int32_t id : plan().graph->outputs()) bytes += static_cast<uint64_t>(plan().graph->node(id).shape.numel()) * 8;
+  if (std::string refused = host_allocation_refusal(bytes, "reading back the outputs"); !refused.empty()) {
+    return absl::ResourceExhaustedError(refused);
   }
   return do_outputs();
 }

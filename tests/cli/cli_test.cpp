@@ -49,16 +49,20 @@ TEST(Cli, VersionAndHelp) {
   EXPECT_NE(help.out.find("run"), std::string::npos);
 }
 
-// Output lost to a full disk is an error, not an exit 0 with a truncated
-// file: stdio's buffer is flushed before exit and the failure reported.
+// Output lost to a full disk, or to a standard output the caller closed,
+// is an error, not an exit 0 with a truncated file or nothing: stdio's
+// buffer is flushed before exit and the failure reported.
 TEST(Cli, AFailedWriteToStandardOutputIsAnError) {
   const std::string dir = make_temp_dir("fusejit-cli-full");
   const std::string graph = small_graph_file(dir);
-  for (const std::string& args : std::vector<std::string>{"check " + graph, "plan " + graph + " --json", "devices", "--help"}) {
-    SCOPED_TRACE(args);
-    const auto r = testing::run_command(fmt::format("( {} {} >/dev/full )", FUSEJIT_CLI_PATH, args));
-    EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find("fusejit: error: cannot write"), std::string::npos) << r.err;
+  for (const std::string& args :
+       std::vector<std::string>{"check " + graph, "plan " + graph + " --json", "devices", "--help", "--version"}) {
+    for (const char* redirect : {">/dev/full", ">&-"}) {
+      SCOPED_TRACE(args + " " + redirect);
+      const auto r = testing::run_command(fmt::format("( {} {} {} )", FUSEJIT_CLI_PATH, args, redirect));
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_NE(r.err.find("fusejit: error: cannot write"), std::string::npos) << r.err;
+    }
   }
 }
 
