@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "runtime/child_processes.h"
 #include "runtime/warnings.h"
 
 namespace {
@@ -92,5 +93,6 @@ void reserve_standard_descriptors() {
 
 int main(int argc, char** argv) {
   reserve_standard_descriptors();
+  fusejit::stop_children_on_interrupt();
   return flush_standard_output(run_command_line(argc, argv));
 }

@@ -13,6 +13,8 @@
 #include <ctime>
 #include <filesystem>
 #include <mutex>
+#include <set>
+#include <string>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -48,7 +50,24 @@ bool lock_is_free(const std::string& dir) {
   return free;
 }
 
+// The compile directories of this process that exist now.
+std::mutex& live_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<std::string>& live_dirs() {
+  static auto* dirs = new std::set<std::string>();  // never destroyed: used until exit
+  return *dirs;
+}
+
 }  // namespace
+
+void remove_live_compile_dirs() {
+  std::lock_guard lock(live_mutex());
+  std::error_code ec;
+  for (const std::string& dir : live_dirs()) std::filesystem::remove_all(dir, ec);
+  live_dirs().clear();
+}
 
 int remove_abandoned_compile_dirs(const std::string& parent) {
   int removed = 0;
@@ -82,6 +101,10 @@ absl::StatusOr<CompileTempDir> CompileTempDir::make() {
   // directory look like an older fusejit's, which no sweep removes.
   const int lock_fd = ::open((pattern + std::string(kLockFile)).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX | LOCK_NB);
+  {
+    std::lock_guard lock(live_mutex());
+    live_dirs().insert(pattern);
+  }
   return CompileTempDir(pattern, lock_fd);
 }
 
@@ -93,7 +116,11 @@ CompileTempDir::CompileTempDir(CompileTempDir&& other) noexcept
 
 CompileTempDir::~CompileTempDir() {
   std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  if (!path_.empty()) {
+    std::filesystem::remove_all(path_, ec);
+    std::lock_guard lock(live_mutex());
+    live_dirs().erase(path_);
+  }
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 

@@ -30,6 +30,11 @@ class CompileTempDir {
   int lock_fd_ = -1;  // the flock held on path_/.lock while this lives
 };
 
+// Removes every compile directory of this process that still exists, now:
+// for a process about to end by a signal (runtime/child_processes.h),
+// whose destructors will not run.
+void remove_live_compile_dirs();
+
 // Removes, from `parent`, this user's fusejit-cxx-PID-* directories that
 // are abandoned (see above); returns how many it removed.
 int remove_abandoned_compile_dirs(const std::string& parent);

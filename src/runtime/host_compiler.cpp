@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <absl/strings/ascii.h>
 #include <absl/strings/str_join.h>
@@ -21,6 +23,7 @@
 #include "cost/host_cpu.h"
 #include "fusejit_version.h"
 #include "ir/error.h"
+#include "runtime/child_processes.h"
 #include "runtime/compile_report.h"
 #include "runtime/compile_temp_dir.h"
 #include "runtime/file_io.h"
@@ -43,8 +46,30 @@ struct ProcessResult {
   std::string output;  // stdout and stderr together
 };
 
+// The environment with TMPDIR set to `dir`: the compiler's own temporary
+// files (GCC's assembly between cc1plus and as) then go to the private
+// directory, and are removed with it however the compile ends.
+std::vector<std::string> environment_with_tmpdir(const std::string& dir) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).starts_with("TMPDIR=")) continue;
+    env.emplace_back(*e);
+  }
+  env.push_back("TMPDIR=" + dir);
+  return env;
+}
+
+std::vector<char*> pointers_to(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
 // Runs argv (looked up in PATH) without a shell, its output captured in a
-// file of `dir`. An exec failure (no such program) is exit code 127.
+// file of `dir`. An exec failure (no such program) is exit code 127. Where
+// interrupts stop children (runtime/child_processes.h), it runs in a
+// process group of its own, which an interrupt kills.
 absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, const std::string& dir) {
   const std::string log_path = dir + "/output.txt";
   posix_spawn_file_actions_t actions;
@@ -52,12 +77,21 @@ absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, 
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  const bool own_group = children_stop_on_interrupt();
+  if (own_group) {
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);  // a new group, led by the child
+  }
+  std::vector<std::string> arg_strings = argv;
+  std::vector<char*> args = pointers_to(arg_strings);
+  std::vector<std::string> env_strings = environment_with_tmpdir(dir);
+  std::vector<char*> env = pointers_to(env_strings);
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
   ProcessResult result;
   if (rc != 0) {
     result.exit_code = 127;
@@ -65,9 +99,14 @@ absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, 
     return result;
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return absl::InternalError(fmt::format("waitpid for {}: {}", argv[0], std::strerror(errno)));
+  {
+    std::optional<RunningChildGroup> group;
+    if (own_group) group.emplace(pid);
+    while (waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) return absl::InternalError(fmt::format("waitpid for {}: {}", argv[0], std::strerror(errno)));
+    }
   }
+  end_if_interrupted();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   absl::StatusOr<std::string> log = read_whole_file(log_path);
   if (log.ok()) result.output = *std::move(log);

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -280,6 +281,56 @@ TEST(Cli, FuzzStopsCleanlyWhenInterrupted) {
   EXPECT_EQ(r.exit_code, 143) << r.out << r.err;
   EXPECT_NE(r.out.find("0 mismatches; interrupted: graphs "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" to 100000 were not checked (--seed "), std::string::npos) << r.out;
+}
+
+// A signal that ends fusejit mid-compile ends the host compiler too (and
+// whatever it started), removes the private compile directory, and the
+// exit status names the signal. The compiler here is a script that starts
+// a child and waits for ever: without the handler both would outlive
+// fusejit. SIGTERM goes to fusejit alone (`kill PID`); SIGHUP to its whole
+// process group, as a closed terminal's hangup or Ctrl-C's SIGINT does (a
+// background job of a script ignores SIGINT, and fusejit keeps that).
+TEST(Cli, AnInterruptedCompileLeavesNoProcessOrDirectoryBehind) {
+  const std::string dir = make_temp_dir("fusejit-cli-interrupt");
+  write_file(dir + "/cxx.sh",
+             "#!/bin/sh\n"
+             "if [ \"$1\" = --version ]; then echo 'hanging compiler 1.0'; exit 0; fi\n"
+             "sleep 1000 &\n"
+             "echo $! > \"$HANG_MARK\"\n"
+             "wait\n");
+  std::filesystem::permissions(dir + "/cxx.sh", std::filesystem::perms::owner_all);
+  const std::string graph = small_graph_file(dir);
+  // ARGS: signal, "-" to signal fusejit's process group (setsid gives it its
+  // own). Every wait is bounded, and what is still running at the end is
+  // killed and reported: the test fails, it never hangs.
+  write_file(dir + "/interrupt.sh", fmt::format(R"sh(
+cd {0}
+alive() {{ case "$(ps -o stat= -p "$1")" in ""|Z*) return 1;; esac; }}
+HANG_MARK={0}/mark CXX={0}/cxx.sh TMPDIR={0}/tmp FUSEJIT_CACHE_DIR={0}/cache \
+  setsid {1} run {2} --backend cpu >/dev/null 2>&1 &
+pid=$!
+for i in $(seq 600); do [ -s {0}/mark ] && break; sleep 0.05; done
+kill -"$1" -- "$2$pid"
+for i in $(seq 200); do alive $pid || break; sleep 0.05; done
+if alive $pid; then echo "fusejit did not end"; kill -KILL -- -$pid; fi
+wait $pid
+echo "exit $?"
+sleep 0.2
+if alive "$(cat {0}/mark)"; then echo "compiler child alive"; kill -KILL "$(cat {0}/mark)"; fi
+ls {0}/tmp
+)sh",
+                                                dir, FUSEJIT_CLI_PATH, graph));
+  for (const auto& [signal_name, code, group] : {std::tuple{"TERM", 143, ""}, std::tuple{"HUP", 129, "-"}}) {
+    SCOPED_TRACE(signal_name);
+    std::filesystem::remove_all(dir + "/tmp");
+    std::filesystem::create_directory(dir + "/tmp");
+    std::filesystem::remove(dir + "/mark");
+    const auto r = testing::run_command(fmt::format("bash {}/interrupt.sh {} '{}'", dir, signal_name, group));
+    EXPECT_NE(r.out.find(fmt::format("exit {}\n", code)), std::string::npos) << r.out << r.err;
+    EXPECT_EQ(r.out.find("did not end"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("compiler child alive"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("fusejit-cxx-"), std::string::npos) << "a compile directory was left: " << r.out;
+  }
 }
 
 // A bad or too old --arch is the user's error, found before any graph:

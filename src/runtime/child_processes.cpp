@@ -1,0 +1,89 @@
+#include "runtime/child_processes.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "runtime/compile_temp_dir.h"
+
+namespace fusejit {
+namespace {
+
+// Read by the signal handler: lock-free atomics only (async-signal-safe).
+constexpr int kSlots = 64;  // compilers running at once; more are not stopped
+std::atomic<pid_t> g_groups[kSlots];
+std::atomic<int> g_signal{0};
+std::atomic<bool> g_installed{false};
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+void die_by(int signal_number) {
+  struct sigaction action = {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal_number, &action, nullptr);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, signal_number);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  raise(signal_number);
+  _exit(128 + signal_number);  // had the signal been held off somehow
+}
+
+void on_interrupt(int signal_number) {
+  g_signal.store(signal_number);
+  bool any = false;
+  for (std::atomic<pid_t>& group : g_groups) {
+    const pid_t g = group.load();
+    if (g > 0) {
+      kill(-g, SIGKILL);
+      any = true;
+    }
+  }
+  // The thread waiting for a killed compiler cleans up and ends the
+  // process (end_if_interrupted); with none running, nothing is left to do.
+  if (!any) die_by(signal_number);
+}
+
+}  // namespace
+
+void stop_children_on_interrupt() {
+  if (g_installed.exchange(true)) return;
+  for (int s : kSignals) {
+    struct sigaction old = {};
+    sigaction(s, nullptr, &old);
+    if (old.sa_handler == SIG_IGN) continue;  // started ignoring it (nohup): keep that
+    struct sigaction action = {};
+    action.sa_handler = on_interrupt;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(s, &action, nullptr);
+  }
+}
+
+bool children_stop_on_interrupt() { return g_installed.load(); }
+
+RunningChildGroup::RunningChildGroup(pid_t group) {
+  for (int i = 0; i < kSlots; ++i) {
+    pid_t empty = 0;
+    if (g_groups[i].compare_exchange_strong(empty, group)) {
+      slot_ = i;
+      break;
+    }
+  }
+  // An interrupt that came between the spawn and the registration.
+  if (g_signal.load() != 0) kill(-group, SIGKILL);
+}
+
+RunningChildGroup::~RunningChildGroup() {
+  if (slot_ >= 0) g_groups[slot_].store(0);
+}
+
+void end_if_interrupted() {
+  const int s = g_signal.load();
+  if (s == 0) return;
+  remove_live_compile_dirs();
+  die_by(s);
+}
+
+}  // namespace fusejit
