@@ -95,7 +95,10 @@ std::weak_ptr<Graph* const> Graph::identity() {
   return std::const_pointer_cast<Graph* const>(identity_);
 }
 
-Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
+Value Graph::input(std::string_view requested_name, DType dtype, const Shape& shape) {
+  // A copy: the view may be a node's name (g.input(v.name(), ...)), which
+  // claim_name renames and a new node can move.
+  const std::string name(requested_name);
   auto fail = [&](std::string_view why) {
     throw Error(fmt::format("input {}: {}{}: {}", name, dtype, shape, why));
   };
@@ -116,7 +119,8 @@ Value Graph::input(std::string_view name, DType dtype, const Shape& shape) {
   return Value(this, append(std::move(n)));
 }
 
-void Graph::output(std::string_view name, Value value) {
+void Graph::output(std::string_view requested_name, Value value) {
+  const std::string name(requested_name);  // as in input(): it may be a node's name
   if (const std::string why = value.why_unusable(); !why.empty()) throw Error(fmt::format("output {}: {}", name, why));
   if (value.graph() != this) {
     throw Error(fmt::format("output {}: the value ({}) belongs to another Graph object than this one", name,
@@ -134,7 +138,7 @@ void Graph::output(std::string_view name, Value value) {
     if (!is_identifier(name)) throw Error(fmt::format("output {}: the name is not an identifier", name));
     if (!claim_name(name)) throw Error(fmt::format("output {}: the name is already used in this graph", name));
     by_name_.erase(n.name);
-    n.name = std::string(name);
+    n.name = name;
     by_name_[n.name] = value.id();
   }
   n.auto_named = false;

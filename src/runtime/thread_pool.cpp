@@ -95,10 +95,15 @@ void ThreadPool::parallel_for(int64_t count, int64_t grain, const std::function<
   // work per item), which keeps each thread's memory contiguous.
   const int64_t max_chunks = std::max<int64_t>(1, count / grain);
   const int64_t chunks = std::min<int64_t>(size(), max_chunks);
-  if (chunks == 1 || workers_.empty()) {
+  // A thread already inside a job (a worker, or the caller running its
+  // chunks) cannot wait for the pool it is part of.
+  thread_local bool in_job = false;
+  if (chunks == 1 || workers_.empty() || in_job || thread_index() != 0) {
     fn(0, count);
     return;
   }
+  std::lock_guard<std::mutex> job(job_mutex_);
+  in_job = true;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
@@ -114,6 +119,7 @@ void ThreadPool::parallel_for(int64_t count, int64_t grain, const std::function<
   std::unique_lock<std::mutex> lock(mutex_);
   work_done_.wait(lock, [&] { return busy_ == 0; });
   fn_ = nullptr;
+  in_job = false;
 }
 
 }  // namespace fusejit

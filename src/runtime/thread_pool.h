@@ -28,7 +28,9 @@ class ThreadPool {
 
   // Calls fn(begin, end) on consecutive ranges covering [0, count), each of
   // at least `grain` items (but the last), spread over the pool, and waits
-  // for all of them. One call at a time: parallel_for is not re-entrant.
+  // for all of them. Calls from several threads (plans run on threads of
+  // their own) take the pool in turn; a call from inside fn (or from a
+  // worker) runs all of it on the calling thread.
   void parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
@@ -36,6 +38,7 @@ class ThreadPool {
   void run_chunks();
 
   std::vector<std::thread> workers_;
+  std::mutex job_mutex_;  // held by the thread whose job the pool runs
   std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
   uint64_t generation_ = 0;

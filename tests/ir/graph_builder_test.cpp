@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -139,6 +140,29 @@ TEST(GraphBuilder, NamesTheBuilderChoseGiveWayToTheUsers) {
   // The graph prints and parses back with every name unique.
   absl::StatusOr<Graph> parsed = parse_graph(print_graph(g));
   ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << print_graph(g);
+}
+
+// The name passed may be a view of the very node name it takes over
+// (v.name()), which the rename changes: the new input or output still gets
+// the name asked for, and the old node a fresh one. Many inputs after it
+// move the nodes in memory, which must not matter either.
+TEST(GraphBuilder, ANodesOwnNameCanBePassedForItsNewOwner) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {4, 8});
+  auto e = exp(x);
+  auto t = tanh(e);
+  const std::string taken = e.name();
+  g.output(e.name(), t);
+  EXPECT_EQ(t.name(), taken);
+  EXPECT_NE(e.name(), taken);
+  auto s = sigmoid(x);
+  const std::string also_taken = s.name();
+  auto in = g.input(s.name(), DType::kF32, {4, 8});
+  EXPECT_EQ(in.name(), also_taken);
+  EXPECT_NE(s.name(), also_taken);
+  for (int i = 0; i < 100; ++i) g.input(fmt::format("pad{}", i), DType::kF32, {1});
+  g.output("y", add(s, in));
+  EXPECT_TRUE(verify(g).ok()) << verify(g) << "\n" << print_graph(g);
 }
 
 // Builder errors name the op's operands with their types, like shape errors.

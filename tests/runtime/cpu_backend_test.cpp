@@ -3,8 +3,12 @@
 // beyond the persistent limit, NaN and infinity, misaligned buffers,
 // poisoned outputs, dropout bit for bit; and the failures it must report.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <set>
 #include <thread>
@@ -455,6 +459,43 @@ TEST(CpuBackend, StoredSixteenBitValuesAreRoundedOnceToTheirBits) {
         ASSERT_TRUE(same) << "h[" << i << "] = " << got[i] << ", the reference has " << want[i];
       }
     }
+  }
+}
+
+// Separate plans may run on separate threads (runtime/backend.h): their
+// kernels take the process's thread pool in turn. Two threads that each ran
+// their own plan 50 times used to deadlock in the pool; each result must
+// also equal the one run alone (bit for bit: the same kernels, chunks and
+// data). A hang is reported and ends the test binary rather than ctest's
+// timeout.
+TEST(CpuBackend, SeparatePlansRunOnSeparateThreads) {
+  const Graph g = parse(
+      "input x: bf16[512, 2048]\ninput b: bf16[2048]\n"
+      "h = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.1, seed=3)\n"
+      "y = layer_norm(d)\noutput y\n");
+  const FusionPlan plan = make_fused_plan(g);
+  const TensorMap inputs = random_inputs(g, 9);
+  absl::StatusOr<TensorMap> alone = run_on_cpu(plan, inputs);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  auto work = [&]() -> std::string {
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan);
+    if (!loaded.ok()) return std::string(loaded.status().message());
+    if (absl::Status s = (*loaded)->set_inputs(inputs); !s.ok()) return std::string(s.message());
+    for (int i = 0; i < 50; ++i) {
+      if (absl::Status s = (*loaded)->run(); !s.ok()) return std::string(s.message());
+    }
+    absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+    if (!out.ok()) return std::string(out.status().message());
+    return out->at("y").values == alone->at("y").values ? "" : "results differ from the plan run alone";
+  };
+  std::future<std::string> first = std::async(std::launch::async, work);
+  std::future<std::string> second = std::async(std::launch::async, work);
+  for (std::future<std::string>* f : {&first, &second}) {
+    if (f->wait_for(std::chrono::minutes(2)) != std::future_status::ready) {
+      std::fprintf(stderr, "CpuBackend.SeparatePlansRunOnSeparateThreads: still running after 2 minutes (deadlock)\n");
+      std::_Exit(1);
+    }
+    EXPECT_EQ(f->get(), "");
   }
 }
 
