@@ -79,7 +79,7 @@ double measure_copy_gbps(int64_t bytes) {
   for (;; bytes /= 2) {
     // Twice `bytes` (source and destination) beyond what is available:
     // smaller, as when an allocation fails (where overcommit lets it pass).
-    if (bytes > (int64_t{64} << 20) && !host_allocation_refusal(2 * static_cast<uint64_t>(bytes), "").empty()) continue;
+    if (bytes > (int64_t{64} << 20) && !host_allocation_fits(2 * static_cast<uint64_t>(bytes))) continue;
     const size_t per_thread = static_cast<size_t>(bytes / n);
     std::vector<HostMemory> src(n), dst(n);
     run_parallel([&](int t) {  // first touch by the thread that will use the pages

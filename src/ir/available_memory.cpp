@@ -107,6 +107,12 @@ std::optional<uint64_t> available_host_memory() {
   return available_host_memory_from(read_text("/proc/meminfo"), own_cgroup_levels());
 }
 
+bool host_allocation_fits(uint64_t bytes) {
+  if (bytes < kCheckedFromBytes) return true;
+  const std::optional<uint64_t> available = available_host_memory();
+  return !available || bytes <= *available;
+}
+
 std::string host_allocation_refusal(uint64_t bytes, std::string_view what) {
   if (bytes < kCheckedFromBytes) return "";
   const std::optional<uint64_t> available = available_host_memory();

@@ -35,6 +35,11 @@ struct CgroupMemoryFiles {
 std::optional<uint64_t> available_host_memory_from(std::string_view meminfo,
                                                    const std::vector<CgroupMemoryFiles>& levels);
 
+// Whether `bytes` fit in available_host_memory() (or it is unknown, or
+// bytes are under 64 MiB, too few to matter and too many allocations to
+// read /proc for).
+bool host_allocation_fits(uint64_t bytes);
+
 // "" when `bytes` for `what` fit in available_host_memory() (or it is
 // unknown, or bytes are under 64 MiB, too few to matter and too many
 // allocations to read /proc for); else the error text: "out of host

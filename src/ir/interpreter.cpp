@@ -51,13 +51,13 @@ class BufferPool {
       if (size > n && size <= 2 * n && (best == free_.end() || size < static_cast<int64_t>(best->size()))) best = it;
     }
     if (best == free_.end()) {
-      const std::string refused =
-          !refuse_beyond_available_
-              ? ""
-              : host_allocation_refusal(static_cast<uint64_t>(n) * sizeof(double),
-                                        fmt::format("the reference interpreter's float64 result for {}",
-                                                    node != nullptr ? describe(*node) : "a node"));
-      if (!refused.empty()) throw OutOfHostMemory(refused);
+      const uint64_t bytes = static_cast<uint64_t>(n) * sizeof(double);
+      if (refuse_beyond_available_ && !host_allocation_fits(bytes)) {  // the message only when refused
+        const std::string refused =
+            host_allocation_refusal(bytes, fmt::format("the reference interpreter's float64 result for {}",
+                                                       node != nullptr ? describe(*node) : "a node"));
+        if (!refused.empty()) throw OutOfHostMemory(refused);
+      }
       return std::vector<double>(n);
     }
     std::vector<double> buffer = std::move(*best);

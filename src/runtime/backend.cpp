@@ -1,9 +1,10 @@
 #include "runtime/backend.h"
 
 #include <map>
-#include "ir/available_memory.h"
 
 #include <fmt/format.h>
+
+#include "ir/available_memory.h"
 
 #include "ir/counted.h"
 #include "ir/error.h"

@@ -74,8 +74,8 @@ struct LoadOptions {
 // Threads: a LoadedPlan holds one set of buffers and its own state, so it
 // is for one thread at a time (give each thread its own plan, or lock
 // around the calls); separate plans, of one backend or several, may run on
-// separate threads (CPU kernels take the process's thread pool in turn). Keep the Backend that loaded a plan alive
-// while the plan is used.
+// separate threads (CPU kernels take the process's thread pool in turn).
+// Keep the Backend that loaded a plan alive while the plan is used.
 class LoadedPlan {
  public:
   virtual ~LoadedPlan() = default;
