@@ -15,6 +15,7 @@
 
 #include "ir/counted.h"
 #include "ir/error.h"
+#include "runtime/child_processes.h"
 #include "runtime/file_io.h"
 #include "runtime/sha256.h"
 #include "runtime/warnings.h"
@@ -142,6 +143,7 @@ absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::s
     if (std::filesystem::exists(std::filesystem::symlink_status(p, missing))) break;
     folder->created.push_back(p.string());
   }
+  folder->removed_on_interrupt = std::make_shared<const EmptyFoldersRemovedOnInterrupt>(folder->created);
   ec.clear();
   std::filesystem::create_directories(dir, ec);
   if (ec) {

@@ -5,12 +5,17 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
+
+namespace fusejit {
+class EmptyFoldersRemovedOnInterrupt;
+}
 
 namespace fusejit::cli {
 
@@ -28,6 +33,8 @@ struct EmitFolder {
   // The folders open_emit_folder created (DIR first, then each new parent):
   // removed again, while empty, when the emit fails.
   std::vector<std::string> created;
+  // The same folders, removed while empty should an interrupt end the emit.
+  std::shared_ptr<const EmptyFoldersRemovedOnInterrupt> removed_on_interrupt;
 };
 
 // Before anything is compiled: the folder exists (created if need be) and

@@ -104,6 +104,14 @@ PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device) {
 }
 
 PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device) {
+  // Bytes saved and a speedup mean something only between two plans of one
+  // graph; plans of two graphs would give a confident, meaningless figure.
+  if (unfused.graph && fused.graph && unfused.graph != fused.graph && !(*unfused.graph == *fused.graph)) {
+    throw Error(
+        fmt::format("compare_plans: the '{}' and '{}' plans are plans of different graphs; compare two plans of "
+                    "one graph",
+                    unfused.label, fused.label));
+  }
   PlanComparison c;
   c.unfused = estimate_plan(unfused, device);
   c.fused = estimate_plan(fused, device);

@@ -67,6 +67,7 @@ struct PlanComparison {
 // graph lacks (a kernel of another graph's plan).
 KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const DeviceSpec& device);
 PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device);
+// Throws fusejit::Error when the two plans are plans of different graphs.
 PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device);
 
 // FusionOptions that match the device (its persistent row limit).

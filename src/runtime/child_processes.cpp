@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <utility>
 
 #include "runtime/compile_temp_dir.h"
 
@@ -15,6 +16,14 @@ constexpr int kSlots = 64;  // compilers running at once; more are not stopped
 std::atomic<pid_t> g_groups[kSlots];
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_installed{false};
+constexpr int kFolderSlots = 8;  // output folders registered at once; more are left on an interrupt
+std::atomic<const EmptyFoldersRemovedOnInterrupt*> g_folders[kFolderSlots];
+
+void remove_registered_folders() {
+  for (std::atomic<const EmptyFoldersRemovedOnInterrupt*>& slot : g_folders) {
+    if (const EmptyFoldersRemovedOnInterrupt* f = slot.load()) f->remove_while_empty();
+  }
+}
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 void die_by(int signal_number) {
@@ -42,7 +51,10 @@ void on_interrupt(int signal_number) {
   }
   // The thread waiting for a killed compiler cleans up and ends the
   // process (end_if_interrupted); with none running, nothing is left to do.
-  if (!any) die_by(signal_number);
+  if (!any) {
+    remove_registered_folders();
+    die_by(signal_number);
+  }
 }
 
 }  // namespace
@@ -79,10 +91,31 @@ RunningChildGroup::~RunningChildGroup() {
   if (slot_ >= 0) g_groups[slot_].store(0);
 }
 
+EmptyFoldersRemovedOnInterrupt::EmptyFoldersRemovedOnInterrupt(std::vector<std::string> dirs) : dirs_(std::move(dirs)) {
+  for (int i = 0; i < kFolderSlots; ++i) {
+    const EmptyFoldersRemovedOnInterrupt* empty = nullptr;
+    if (g_folders[i].compare_exchange_strong(empty, this)) {
+      slot_ = i;
+      break;
+    }
+  }
+}
+
+EmptyFoldersRemovedOnInterrupt::~EmptyFoldersRemovedOnInterrupt() {
+  if (slot_ >= 0) g_folders[slot_].store(nullptr);
+}
+
+void EmptyFoldersRemovedOnInterrupt::remove_while_empty() const {
+  for (const std::string& dir : dirs_) {
+    if (rmdir(dir.c_str()) != 0) return;
+  }
+}
+
 void end_if_interrupted() {
   const int s = g_signal.load();
   if (s == 0) return;
   remove_live_compile_dirs();
+  remove_registered_folders();
   die_by(s);
 }
 

@@ -21,6 +21,9 @@
 
 #include <sys/types.h>
 
+#include <string>
+#include <vector>
+
 namespace fusejit {
 
 void stop_children_on_interrupt();
@@ -38,6 +41,27 @@ class RunningChildGroup {
 
  private:
   int slot_ = -1;  // its place in the table the handler reads, or -1 when full
+};
+
+// Registers folders a command created for its output (`fusejit emit
+// --out`, innermost first) for the lifetime of this object: an interrupt
+// that ends the process removes each while it is empty, so that a stopped
+// command leaves no empty folder behind; a folder with files in it stays.
+// rmdir is async-signal-safe, so the handler removes them itself when no
+// compiler is running (an in-process NVRTC compile).
+class EmptyFoldersRemovedOnInterrupt {
+ public:
+  explicit EmptyFoldersRemovedOnInterrupt(std::vector<std::string> dirs);
+  ~EmptyFoldersRemovedOnInterrupt();
+  EmptyFoldersRemovedOnInterrupt(const EmptyFoldersRemovedOnInterrupt&) = delete;
+  EmptyFoldersRemovedOnInterrupt& operator=(const EmptyFoldersRemovedOnInterrupt&) = delete;
+
+  // Called by the handler: rmdir of each folder, in order, until one fails.
+  void remove_while_empty() const;
+
+ private:
+  std::vector<std::string> dirs_;
+  int slot_ = -1;
 };
 
 // Called after a compiler exited: when an interrupt killed it, removes the

@@ -152,6 +152,15 @@ std::optional<CacheEntry> KernelCache::read_from_disk(const std::string& key) {
     // Once: an unusable directory fails every lookup alike.
     if (!read_failed_) {
       read_failed_ = true;
+      // A folder that cannot be (a file in the path): one warning, the
+      // writer's, says the cache is memory only; a read warning would repeat it.
+      if (disk_writable_ && !directory_ready_) {
+        if (absl::Status made = ensure_directory(dir_); !made.ok()) {
+          stop_writing(status_text(made));
+          return std::nullopt;
+        }
+        directory_ready_ = true;
+      }
       warn(fmt::format("cannot read kernel cache entry: {}; compiling again (later entries that cannot be read are "
                        "not reported)",
                        status_text(file.status())));

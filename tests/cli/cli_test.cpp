@@ -289,7 +289,8 @@ TEST(Cli, FuzzStopsCleanlyWhenInterrupted) {
 // a child and waits for ever: without the handler both would outlive
 // fusejit. SIGTERM goes to fusejit alone (`kill PID`); SIGHUP to its whole
 // process group, as a closed terminal's hangup or Ctrl-C's SIGINT does (a
-// background job of a script ignores SIGINT, and fusejit keeps that).
+// background job of a script ignores SIGINT, and fusejit keeps that). An
+// interrupted emit also removes the --out folders it created, still empty.
 TEST(Cli, AnInterruptedCompileLeavesNoProcessOrDirectoryBehind) {
   const std::string dir = make_temp_dir("fusejit-cli-interrupt");
   write_file(dir + "/cxx.sh",
@@ -301,13 +302,13 @@ TEST(Cli, AnInterruptedCompileLeavesNoProcessOrDirectoryBehind) {
   std::filesystem::permissions(dir + "/cxx.sh", std::filesystem::perms::owner_all);
   const std::string graph = small_graph_file(dir);
   // ARGS: signal, "-" to signal fusejit's process group (setsid gives it its
-  // own). Every wait is bounded, and what is still running at the end is
-  // killed and reported: the test fails, it never hangs.
+  // own), then fusejit's arguments. Every wait is bounded, and what is still
+  // running at the end is killed and reported: the test fails, it never hangs.
   write_file(dir + "/interrupt.sh", fmt::format(R"sh(
 cd {0}
 alive() {{ case "$(ps -o stat= -p "$1")" in ""|Z*) return 1;; esac; }}
 HANG_MARK={0}/mark CXX={0}/cxx.sh TMPDIR={0}/tmp FUSEJIT_CACHE_DIR={0}/cache \
-  setsid {1} run {2} --backend cpu >/dev/null 2>&1 &
+  setsid {1} "${{@:3}}" >/dev/null 2>&1 &
 pid=$!
 for i in $(seq 600); do [ -s {0}/mark ] && break; sleep 0.05; done
 kill -"$1" -- "$2$pid"
@@ -318,18 +319,24 @@ echo "exit $?"
 sleep 0.2
 if alive "$(cat {0}/mark)"; then echo "compiler child alive"; kill -KILL "$(cat {0}/mark)"; fi
 ls {0}/tmp
+ls {0}/out 2>/dev/null && echo "an --out folder was left"
 )sh",
-                                                dir, FUSEJIT_CLI_PATH, graph));
-  for (const auto& [signal_name, code, group] : {std::tuple{"TERM", 143, ""}, std::tuple{"HUP", 129, "-"}}) {
-    SCOPED_TRACE(signal_name);
-    std::filesystem::remove_all(dir + "/tmp");
-    std::filesystem::create_directory(dir + "/tmp");
-    std::filesystem::remove(dir + "/mark");
-    const auto r = testing::run_command(fmt::format("bash {}/interrupt.sh {} '{}'", dir, signal_name, group));
-    EXPECT_NE(r.out.find(fmt::format("exit {}\n", code)), std::string::npos) << r.out << r.err;
-    EXPECT_EQ(r.out.find("did not end"), std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find("compiler child alive"), std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find("fusejit-cxx-"), std::string::npos) << "a compile directory was left: " << r.out;
+                                                dir, FUSEJIT_CLI_PATH));
+  for (const std::string command :
+       {"run " + graph + " --backend cpu", "emit " + graph + " --target cpu --out out/a/b"}) {
+    for (const auto& [signal_name, code, group] : {std::tuple{"TERM", 143, ""}, std::tuple{"HUP", 129, "-"}}) {
+      SCOPED_TRACE(command + ", SIG" + signal_name);
+      std::filesystem::remove_all(dir + "/tmp");
+      std::filesystem::create_directory(dir + "/tmp");
+      std::filesystem::remove(dir + "/mark");
+      const auto r =
+          testing::run_command(fmt::format("bash {}/interrupt.sh {} '{}' {}", dir, signal_name, group, command));
+      EXPECT_NE(r.out.find(fmt::format("exit {}\n", code)), std::string::npos) << r.out << r.err;
+      EXPECT_EQ(r.out.find("did not end"), std::string::npos) << r.out;
+      EXPECT_EQ(r.out.find("compiler child alive"), std::string::npos) << r.out;
+      EXPECT_EQ(r.out.find("fusejit-cxx-"), std::string::npos) << "a compile directory was left: " << r.out;
+      EXPECT_EQ(r.out.find("an --out folder was left"), std::string::npos) << r.out;
+    }
   }
 }
 

@@ -61,6 +61,24 @@ TEST(CostModel, AKernelOfAnotherGraphIsAnErrorNotACrash) {
   EXPECT_EQ(estimate_kernel(large_fused, last, h100).bytes(), estimate_kernel(large_unfused, last, h100).bytes());
 }
 
+// Bytes saved between plans of two graphs would be a confident, meaningless
+// figure; plans of equal graphs held apart (each plan copies its graph) compare.
+TEST(CostModel, PlansOfDifferentGraphsAreNotCompared) {
+  Graph small;
+  small.output("y", exp(small.input("x", DType::kF32, {64, 32})));
+  Graph large;
+  large.output("b", layer_norm(relu(large.input("a", DType::kF32, {64, 32})) + 1.0));
+  const DeviceSpec h100 = gpu_device("h100");
+  const std::string error =
+      testing::error_of([&] { (void)compare_plans(make_unfused_plan(large), make_fused_plan(small), h100); });
+  EXPECT_EQ(error,
+            "compare_plans: the 'unfused' and 'fused' plans are plans of different graphs; compare two plans of "
+            "one graph");
+  Graph same = large;
+  const PlanComparison c = compare_plans(make_unfused_plan(large), make_fused_plan(same), h100);
+  EXPECT_GT(c.bytes_saved, 0);
+}
+
 TEST(CostModel, Bf16AddIsOneSixthOfAFlopPerByte) {
   Graph g;
   auto a = g.input("a", DType::kBF16, {4096, 4096});

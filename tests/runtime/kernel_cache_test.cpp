@@ -270,6 +270,16 @@ TEST(KernelCache, UncreatableDirectoryFallsBackToMemory) {
   write_file(file, "x");
   KernelCache cache(file + "/kernels");
   expect_memory_fallback(cache, "Not a directory");
+  // As a compile uses it, a lookup before the store: still one warning, that
+  // the cache is in memory only, not also one that an entry cannot be read.
+  KernelCache looked_up(file + "/kernels");
+  ScopedWarningSink warnings;
+  EXPECT_FALSE(looked_up.lookup(kKey).has_value());
+  looked_up.store(kKey, sample_entry());
+  EXPECT_EQ(looked_up.lookup(kKey), std::optional<CacheEntry>(sample_entry()));
+  ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], "Not a directory")) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], "memory only")) << warnings.text();
 }
 
 TEST(KernelCache, ReadOnlyDirectoryFallsBackToMemory) {
