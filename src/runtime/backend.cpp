@@ -1,14 +1,19 @@
 #include "runtime/backend.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
+
+#include <absl/strings/str_join.h>
 
 #include <fmt/format.h>
 
 #include "ir/available_memory.h"
-
+#include "ir/closest_name.h"
 #include "ir/counted.h"
 #include "ir/error.h"
 #include "ir/interpreter.h"
+#include "runtime/tensor_storage.h"
 
 namespace fusejit {
 
@@ -59,11 +64,57 @@ absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
   // Forgotten first: a copy that fails halfway leaves buffers of neither
   // input set, which must not pass for results.
   inputs_set_ = false;
+  input_given_.assign(plan().graph->inputs().size(), false);
   ran_.assign(plan().kernels.size(), false);
   holds_results_.assign(plan().kernels.size(), false);
   if (producers_.empty()) producers_ = kernel_producers(plan());
   if (absl::Status s = do_set_inputs(inputs); !s.ok()) return s;
+  input_given_.assign(input_given_.size(), true);
   inputs_set_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> LoadedPlan::raw_tensor(std::string_view what, std::string_view name, bool input,
+                                               size_t bytes) const {
+  const Graph& g = *plan().graph;
+  const std::vector<int32_t>& ids = input ? g.inputs() : g.outputs();
+  std::vector<std::string> names;
+  for (int32_t id : ids) {
+    const Node& n = g.node(id);
+    if (n.name != name) {
+      names.push_back(n.name);
+      continue;
+    }
+    const int64_t expected = storage_bytes(n.dtype, n.shape);
+    if (bytes != static_cast<uint64_t>(expected)) {
+      return absl::InvalidArgumentError(fmt::format("{}(\"{}\", {} bytes): {} holds {} bytes ({} of {} bytes)", what,
+                                                    name, bytes, describe(n), expected, n.shape.numel(),
+                                                    dtype_size(n.dtype)));
+    }
+    return id;
+  }
+  const std::optional<std::string> near = closest_name(name, names);
+  return absl::InvalidArgumentError(fmt::format(
+      "{}(\"{}\"): the graph has no {} of that name{}; its {}s: {}", what, name, input ? "input" : "output",
+      near ? fmt::format(" (did you mean '{}'?)", *near) : "", input ? "input" : "output", absl::StrJoin(names, ", ")));
+}
+
+absl::Status LoadedPlan::set_input(std::string_view name, const void* data, size_t bytes) {
+  absl::StatusOr<int32_t> id = raw_tensor("set_input", name, /*input=*/true, bytes);
+  if (!id.ok()) return id.status();
+  const std::vector<int32_t>& inputs = plan().graph->inputs();
+  if (input_given_.size() != inputs.size()) input_given_.assign(inputs.size(), false);
+  if (producers_.empty()) producers_ = kernel_producers(plan());
+  // Every result was computed from the old value (kernels that do not read
+  // this input too: a plan's outputs are read as one set).
+  const size_t index = static_cast<size_t>(std::find(inputs.begin(), inputs.end(), *id) - inputs.begin());
+  inputs_set_ = false;
+  input_given_[index] = false;
+  ran_.assign(plan().kernels.size(), false);
+  holds_results_.assign(plan().kernels.size(), false);
+  if (absl::Status s = do_write_input(*id, data); !s.ok()) return s;
+  input_given_[index] = true;
+  inputs_set_ = std::all_of(input_given_.begin(), input_given_.end(), [](bool given) { return given; });
   return absl::OkStatus();
 }
 
@@ -119,15 +170,27 @@ absl::Status LoadedPlan::run() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TensorMap> LoadedPlan::outputs() {
-  if (!inputs_set_) return absl::FailedPreconditionError("outputs() before set_inputs() and a run");
+absl::Status LoadedPlan::check_results(std::string_view what) const {
+  if (!inputs_set_) return absl::FailedPreconditionError(fmt::format("{} before set_inputs() and a run", what));
   for (size_t k = 0; k < ran_.size(); ++k) {
     if (!ran_[k]) {
       return absl::FailedPreconditionError(
-          fmt::format("outputs() before kernel {} ({}) ran on the inputs: run() the plan after set_inputs()",
-                      k, plan().kernels[k].name));
+          fmt::format("{} before kernel {} ({}) ran on the inputs: run() the plan after setting its inputs", what, k,
+                      plan().kernels[k].name));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status LoadedPlan::read_output(std::string_view name, void* data, size_t bytes) {
+  absl::StatusOr<int32_t> id = raw_tensor("read_output", name, /*input=*/false, bytes);
+  if (!id.ok()) return id.status();
+  if (absl::Status s = check_results(fmt::format("read_output(\"{}\")", name)); !s.ok()) return s;
+  return do_read_output(*id, data);
+}
+
+absl::StatusOr<TensorMap> LoadedPlan::outputs() {
+  if (absl::Status s = check_results("outputs()"); !s.ok()) return s;
   // The outputs come back as float64 host tensors.
   uint64_t bytes = 0;
   for (int32_t id : plan().graph->outputs()) bytes += static_cast<uint64_t>(plan().graph->node(id).shape.numel()) * 8;

@@ -87,6 +87,22 @@ class LoadedPlan {
   // declares them; otherwise InvalidArgument naming the input, and the
   // inputs and results of before stay as they were) into its buffer.
   absl::Status set_inputs(const TensorMap& inputs);
+  // Raw I/O, for callers who hold tensors in their storage form already (a
+  // framework's bf16 array): the bytes are copied to or from the buffer as
+  // they are, without the float64 HostTensor conversion of set_inputs() and
+  // outputs(), which takes many times a memory-bound kernel's own time.
+  // `data` holds the tensor dense and row-major in its storage dtype (float
+  // for f32, the uint16_t bit patterns of f16 and bf16, as storage_bytes()
+  // counts them); `bytes` must be exactly that size. Any bit pattern is
+  // taken, NaN and inf included.
+  //
+  // set_input() sets one input by name; InvalidArgument for a name the graph
+  // lacks or a wrong size, and nothing changes. The plan runs once every
+  // input was given, by set_input() or set_inputs(); a new value of any
+  // input makes every result stale until the kernels run again.
+  absl::Status set_input(std::string_view name, const void* data, size_t bytes);
+  // Copies graph output `name` into `data`; the same checks as outputs().
+  absl::Status read_output(std::string_view name, void* data, size_t bytes);
   // Fills every buffer a kernel writes with NaN bit patterns (0xFF bytes),
   // so that an element a kernel forgets to write shows up as NaN (outputs()
   // read right after it show the poison itself).
@@ -124,6 +140,9 @@ class LoadedPlan {
   virtual absl::StatusOr<double> do_time_kernel(size_t k) = 0;
   virtual absl::StatusOr<double> do_measure_kernel_bytes(size_t k) = 0;
   virtual absl::StatusOr<TensorMap> do_outputs() = 0;
+  // Raw copies of storage_bytes() bytes of graph input or output `id`.
+  virtual absl::Status do_write_input(int32_t id, const void* data) = 0;
+  virtual absl::Status do_read_output(int32_t id, void* data) = 0;
 
   // OK when kernel k exists, the inputs are set and the kernels writing
   // what k reads ran since; `what` names the call.
@@ -132,7 +151,14 @@ class LoadedPlan {
   void mark_running(size_t k);
   void mark_ran(size_t k);
 
-  bool inputs_set_ = false;
+  // node id of a graph input or output named `name`, after checking `bytes`;
+  // `what` names the call in the error.
+  absl::StatusOr<int32_t> raw_tensor(std::string_view what, std::string_view name, bool input, size_t bytes) const;
+  // FailedPrecondition unless every kernel ran since the inputs last changed.
+  absl::Status check_results(std::string_view what) const;
+
+  bool inputs_set_ = false;        // every input holds a value
+  std::vector<bool> input_given_;  // per graph input (in graph.inputs() order), for set_input()
   std::vector<bool> ran_;  // per kernel: run (to the end) since the last set_inputs()
   // Per kernel: its buffers hold what it computed from the current inputs
   // (run since set_inputs() and since poison_outputs()).

@@ -127,6 +127,18 @@ class CpuLoadedPlan final : public LoadedPlan {
     return out;
   }
 
+  absl::Status do_write_input(int32_t id, const void* data) override {
+    HostBuffer& b = buffers_.at(id);
+    std::memcpy(b.data(), data, static_cast<size_t>(b.bytes()));
+    return absl::OkStatus();
+  }
+
+  absl::Status do_read_output(int32_t id, void* data) override {
+    const HostBuffer& b = buffers_.at(id);
+    std::memcpy(data, b.data(), static_cast<size_t>(b.bytes()));
+    return absl::OkStatus();
+  }
+
   explicit CpuLoadedPlan(const FusionPlan& plan) : plan_(plan) {}
 
   absl::Status allocate(const LoadOptions& options) {

@@ -86,6 +86,8 @@ class CudaLoadedPlan final : public LoadedPlan {
   absl::StatusOr<double> do_time_kernel(size_t k) override;
   absl::StatusOr<double> do_measure_kernel_bytes(size_t k) override;
   absl::StatusOr<TensorMap> do_outputs() override;
+  absl::Status do_write_input(int32_t id, const void* data) override;
+  absl::Status do_read_output(int32_t id, void* data) override;
 
   absl::Status allocate(int32_t node, bool poisoned, int misalign);
   // Compiles and loads the generated kernels; steps_[k] for each of them.
@@ -479,6 +481,27 @@ absl::StatusOr<TensorMap> CudaLoadedPlan::do_outputs() {
     out[n.name] = decode_storage(n.dtype, n.shape, host.data());
   }
   return out;
+}
+
+absl::Status CudaLoadedPlan::do_write_input(int32_t id, const void* data) {
+  auto it = buffers_.find(id);
+  if (it == buffers_.end()) return absl::OkStatus();  // an input no kernel reads
+  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  if (absl::Status s = cuda::memcpy_htod(it->second.ptr, data, static_cast<size_t>(it->second.bytes)); !s.ok()) {
+    return absl::Status(
+        s.code(), fmt::format("copying input {} to the GPU: {}", describe(plan_.graph->node(id)), status_text(s)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaLoadedPlan::do_read_output(int32_t id, void* data) {
+  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  const TensorBuffer& buffer = buffers_.at(id);
+  if (absl::Status s = cuda::memcpy_dtoh(data, buffer.ptr, static_cast<size_t>(buffer.bytes)); !s.ok()) {
+    return absl::Status(
+        s.code(), fmt::format("copying output {} from the GPU: {}", describe(plan_.graph->node(id)), status_text(s)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -17,16 +17,17 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "fusejit.h"
 #include "codegen/cpu/cpu_emitter.h"
 #include "codegen/expr.h"
+#include "fusejit.h"
 #include "runtime/host_compiler.h"
+#include "runtime/runtime_test_util.h"
 #include "runtime/thread_pool.h"
 #include "runtime/worker_scratch.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
+#include "support/raw_io_check.h"
 #include "support/run_command.h"
-#include "runtime/runtime_test_util.h"
 
 namespace fusejit {
 namespace {
@@ -779,6 +780,10 @@ TEST(CpuBackend, WrongInputsAreRejectedByName) {
   EXPECT_EQ(after->at("y").values, before->at("y").values);
   ASSERT_TRUE((*loaded)->run().ok()) << "the good inputs are still there to run on";
 }
+
+// Tensors in their storage form go in and come out as they are, with the
+// HostTensor path's results bit for bit.
+TEST(CpuBackend, RawInputsAndOutputsGiveTheHostTensorResults) { testing::expect_raw_io_matches_host_tensors(cpu()); }
 
 // A LoadedPlan refuses calls out of order, with the reason, instead of
 // running on inputs nobody gave or returning outputs no kernel wrote for

@@ -18,12 +18,13 @@
 
 #include "fusejit.h"
 #include "runtime/cublas_library.h"
-#include "runtime/cuda_driver.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/runtime_test_util.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
+#include "support/raw_io_check.h"
 
 namespace fusejit {
 namespace {
@@ -546,6 +547,10 @@ TEST_F(GpuBackend, ShortRowsShareAWarp) {
       }
     }
   }
+}
+
+TEST_F(GpuBackend, RawInputsAndOutputsGiveTheHostTensorResults) {
+  testing::expect_raw_io_matches_host_tensors(backend());
 }
 
 TEST_F(GpuBackend, MisalignedPointersTakeTheScalarPath) {
