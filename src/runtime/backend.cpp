@@ -118,6 +118,36 @@ absl::Status LoadedPlan::set_input(std::string_view name, const void* data, size
   return absl::OkStatus();
 }
 
+absl::Status LoadedPlan::set_dropout_seed(std::string_view name, int64_t seed) {
+  const Graph& g = *plan().graph;
+  std::vector<std::string> dropouts;
+  int32_t found = -1;
+  for (int32_t id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.name == name) found = id;
+    if (n.op == Op::kDropout) dropouts.push_back(n.name);
+  }
+  if (found < 0 || g.node(found).op != Op::kDropout) {
+    const std::optional<std::string> near = closest_name(name, dropouts);
+    return absl::InvalidArgumentError(fmt::format(
+        "set_dropout_seed(\"{}\"): {}; {}", name,
+        found >= 0 ? fmt::format("{} is a {}, not a dropout", describe(g.node(found)), g.node(found).info().name)
+                   : fmt::format("the graph has no node of that name{}",
+                                 near ? fmt::format(" (did you mean '{}'?)", *near) : ""),
+        dropouts.empty() ? std::string("the graph has no dropout")
+                         : fmt::format("its dropouts: {}", absl::StrJoin(dropouts, ", "))));
+  }
+  if (seed < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "set_dropout_seed(\"{}\", {}): a dropout seed is a non-negative integer, as in the graph", name, seed));
+  }
+  // Every result drawn with the old mask is stale; the inputs stay.
+  ran_.assign(plan().kernels.size(), false);
+  holds_results_.assign(plan().kernels.size(), false);
+  if (producers_.empty()) producers_ = kernel_producers(plan());
+  return do_set_dropout_seed(found, static_cast<uint64_t>(seed));
+}
+
 absl::Status LoadedPlan::poison_outputs() {
   // Every buffer a kernel writes now holds NaN: a kernel reading one must
   // wait for its producer to run again. outputs() still shows the poison.

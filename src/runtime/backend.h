@@ -103,6 +103,14 @@ class LoadedPlan {
   absl::Status set_input(std::string_view name, const void* data, size_t bytes);
   // Copies graph output `name` into `data`; the same checks as outputs().
   absl::Status read_output(std::string_view name, void* data, size_t bytes);
+  // A new seed for the dropout node `name` (a training step's fresh mask),
+  // used from the next run on, without compiling anything again: seeds are
+  // kernel arguments. The graph's seed until then. The mask is the one the
+  // graph would draw with that seed, on every backend and in the reference
+  // (build the graph with it to check). InvalidArgument for a name that is
+  // not a dropout of the graph, or a negative seed, and nothing changes;
+  // otherwise every result is stale until the kernels run again.
+  absl::Status set_dropout_seed(std::string_view name, int64_t seed);
   // Fills every buffer a kernel writes with NaN bit patterns (0xFF bytes),
   // so that an element a kernel forgets to write shows up as NaN (outputs()
   // read right after it show the poison itself).
@@ -143,6 +151,8 @@ class LoadedPlan {
   // Raw copies of storage_bytes() bytes of graph input or output `id`.
   virtual absl::Status do_write_input(int32_t id, const void* data) = 0;
   virtual absl::Status do_read_output(int32_t id, void* data) = 0;
+  // The kernels holding dropout node `id` take `seed` from now on.
+  virtual absl::Status do_set_dropout_seed(int32_t id, uint64_t seed) = 0;
 
   // OK when kernel k exists, the inputs are set and the kernels writing
   // what k reads ran since; `what` names the call.

@@ -139,6 +139,16 @@ class CpuLoadedPlan final : public LoadedPlan {
     return absl::OkStatus();
   }
 
+  absl::Status do_set_dropout_seed(int32_t id, uint64_t seed) override {
+    for (size_t k = 0; k < kernels_.size(); ++k) {
+      const std::vector<int32_t> dropouts = emit::dropout_nodes(*plan_.graph, plan_.kernels[k]);
+      for (size_t i = 0; i < dropouts.size(); ++i) {
+        if (dropouts[i] == id) kernels_[k].seeds.at(i) = seed;  // args point into seeds
+      }
+    }
+    return absl::OkStatus();
+  }
+
   explicit CpuLoadedPlan(const FusionPlan& plan) : plan_(plan) {}
 
   absl::Status allocate(const LoadOptions& options) {

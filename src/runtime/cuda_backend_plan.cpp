@@ -88,6 +88,7 @@ class CudaLoadedPlan final : public LoadedPlan {
   absl::StatusOr<TensorMap> do_outputs() override;
   absl::Status do_write_input(int32_t id, const void* data) override;
   absl::Status do_read_output(int32_t id, void* data) override;
+  absl::Status do_set_dropout_seed(int32_t id, uint64_t seed) override;
 
   absl::Status allocate(int32_t node, bool poisoned, int misalign);
   // Compiles and loads the generated kernels; steps_[k] for each of them.
@@ -500,6 +501,19 @@ absl::Status CudaLoadedPlan::do_read_output(int32_t id, void* data) {
   if (absl::Status s = cuda::memcpy_dtoh(data, buffer.ptr, static_cast<size_t>(buffer.bytes)); !s.ok()) {
     return absl::Status(
         s.code(), fmt::format("copying output {} from the GPU: {}", describe(plan_.graph->node(id)), status_text(s)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaLoadedPlan::do_set_dropout_seed(int32_t id, uint64_t seed) {
+  const PhiloxRoundKeys keys = philox_round_keys(dropout_key(seed));
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    JitKernel* j = std::get_if<JitKernel>(&steps_[k]);
+    if (j == nullptr) continue;
+    const std::vector<int32_t> dropouts = emit::dropout_nodes(*plan_.graph, plan_.kernels[k]);
+    for (size_t i = 0; i < dropouts.size(); ++i) {
+      if (dropouts[i] == id) std::copy(keys.begin(), keys.end(), j->dropout_keys.begin() + i * keys.size());
+    }
   }
   return absl::OkStatus();
 }

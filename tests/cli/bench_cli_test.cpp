@@ -388,7 +388,9 @@ TEST(RunCli, AnUnusableCacheDirectoryIsOneWarningPerReason) {
     for (size_t at = r.err.find(needle); at != std::string::npos; at = r.err.find(needle, at + 1)) ++n;
     return n;
   };
-  EXPECT_EQ(count("cannot read kernel cache entry"), 1) << r.err;
+  // The kernel cache: one warning, that it is in memory only; not also one
+  // that an entry could not be read, which says the same again.
+  EXPECT_EQ(count("cannot read kernel cache entry"), 0) << r.err;
   EXPECT_EQ(count("cannot write the kernel cache"), 1) << r.err;
   EXPECT_EQ(count("cannot keep the CPU's op throughputs"), 1) << r.err;
   EXPECT_EQ(count("kept in"), 0) << r.err;

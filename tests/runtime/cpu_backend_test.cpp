@@ -26,7 +26,7 @@
 #include "runtime/worker_scratch.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
-#include "support/raw_io_check.h"
+#include "support/loaded_plan_checks.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -784,6 +784,10 @@ TEST(CpuBackend, WrongInputsAreRejectedByName) {
 // Tensors in their storage form go in and come out as they are, with the
 // HostTensor path's results bit for bit.
 TEST(CpuBackend, RawInputsAndOutputsGiveTheHostTensorResults) { testing::expect_raw_io_matches_host_tensors(cpu()); }
+
+// A training step's new dropout seed, set on the loaded plan, draws the
+// mask that seed draws in the reference, without compiling again.
+TEST(CpuBackend, ANewDropoutSeedDrawsThatSeedsMask) { testing::expect_new_dropout_seed_draws_that_seeds_mask(cpu()); }
 
 // A LoadedPlan refuses calls out of order, with the reason, instead of
 // running on inputs nobody gave or returning outputs no kernel wrote for

@@ -24,7 +24,7 @@
 #include "runtime/runtime_test_util.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
-#include "support/raw_io_check.h"
+#include "support/loaded_plan_checks.h"
 
 namespace fusejit {
 namespace {
@@ -551,6 +551,10 @@ TEST_F(GpuBackend, ShortRowsShareAWarp) {
 
 TEST_F(GpuBackend, RawInputsAndOutputsGiveTheHostTensorResults) {
   testing::expect_raw_io_matches_host_tensors(backend());
+}
+
+TEST_F(GpuBackend, ANewDropoutSeedDrawsThatSeedsMask) {
+  testing::expect_new_dropout_seed_draws_that_seeds_mask(backend());
 }
 
 TEST_F(GpuBackend, MisalignedPointersTakeTheScalarPath) {

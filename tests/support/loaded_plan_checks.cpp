@@ -1,11 +1,13 @@
-#include "support/raw_io_check.h"
+#include "support/loaded_plan_checks.h"
 
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fusejit.h"
@@ -90,6 +92,77 @@ void expect_raw_io_matches_host_tensors(Backend& backend) {
                  "read_output(\"w\", 2960 bytes): w: f32[37, 40] holds 5920 bytes");
   EXPECT_TRUE(raw.read_output("y", y.data(), y.size()).ok());
   EXPECT_EQ(y, storage_of(want->at("y")));
+}
+
+namespace {
+
+Graph two_dropouts(int64_t first_seed, int64_t second_seed) {
+  absl::StatusOr<Graph> g =
+      parse_graph(fmt::format("input x: bf16[37, 64]\ninput gamma: bf16[64]\n"
+                              "h = gelu(x)\nd1 = dropout(h, p=0.3, seed={})\ny = layer_norm(d1, gamma)\n"
+                              "d2 = dropout(x, p=0.5, seed={})\noutput y\noutput d2\n",
+                              first_seed, second_seed));
+  if (!g.ok()) throw Error(std::string(status_text(g.status())));
+  return *std::move(g);
+}
+
+// The outputs of `plan` on `inputs`, each as its storage bits.
+std::map<std::string, std::vector<uint8_t>> run_bits(LoadedPlan& loaded, const TensorMap& inputs) {
+  std::map<std::string, std::vector<uint8_t>> bits;
+  EXPECT_TRUE(loaded.set_inputs(inputs).ok());
+  EXPECT_TRUE(loaded.run().ok());
+  absl::StatusOr<TensorMap> out = loaded.outputs();
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (out.ok()) {
+    for (const auto& [name, t] : *out) bits[name] = storage_of(t);
+  }
+  return bits;
+}
+
+}  // namespace
+
+void expect_new_dropout_seed_draws_that_seeds_mask(Backend& backend) {
+  const Graph original = two_dropouts(1, 2);
+  const Graph reseeded = two_dropouts(77, 2);
+  const TensorMap inputs = random_inputs(original, 5);
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused plan" : "unfused plan");
+    const auto plan_of = [&](const Graph& g) {
+      return fused ? make_fused_plan(g, backend.fusion_options()) : make_unfused_plan(g, backend.fusion_options());
+    };
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan_of(original));
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> want_loaded = backend.load(plan_of(reseeded));
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_TRUE(want_loaded.ok()) << want_loaded.status();
+    LoadedPlan& p = **loaded;
+    const auto before = run_bits(p, inputs);
+    const auto want = run_bits(**want_loaded, inputs);
+    ASSERT_NE(before.at("y"), want.at("y")) << "seeds 1 and 77 should drop different elements";
+
+    ASSERT_TRUE(p.set_dropout_seed("d1", 77).ok());
+    expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "outputs() before kernel 0");
+    ASSERT_TRUE(p.run().ok());
+    absl::StatusOr<TensorMap> out = p.outputs();
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(storage_of(out->at("y")), want.at("y")) << "d1's new seed";
+    EXPECT_EQ(storage_of(out->at("d2")), before.at("d2")) << "d2 keeps its seed";
+    // The reference of the reseeded graph agrees (not only the backend with itself).
+    absl::StatusOr<TensorMap> ref = interpret_plan(plan_of(reseeded), inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_TRUE(compare_tensors(out->at("y"), ref->at("y")).within(DType::kBF16));
+
+    // Back to the graph's seed: the first results again.
+    ASSERT_TRUE(p.set_dropout_seed("d1", 1).ok());
+    EXPECT_EQ(run_bits(p, inputs), before);
+
+    expect_refused(p.set_dropout_seed("h", 3), absl::StatusCode::kInvalidArgument,
+                   "set_dropout_seed(\"h\"): h: bf16[37, 64] is a gelu, not a dropout; its dropouts: d1, d2");
+    expect_refused(p.set_dropout_seed("d3", 3), absl::StatusCode::kInvalidArgument,
+                   "the graph has no node of that name (did you mean 'd1'?); its dropouts: d1, d2");
+    expect_refused(p.set_dropout_seed("d2", -1), absl::StatusCode::kInvalidArgument,
+                   "set_dropout_seed(\"d2\", -1): a dropout seed is a non-negative integer");
+    EXPECT_EQ(run_bits(p, inputs), before) << "refused seeds change nothing";
+  }
 }
 
 }  // namespace fusejit::testing
