@@ -2,10 +2,13 @@
 
 #include <bit>
 #include <cctype>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "ir/builder.h"
+#include "ir/closest_name.h"
 #include "ir/error.h"
 
 namespace fusejit {
@@ -93,6 +96,15 @@ Graph& Graph::operator=(Graph&& other) noexcept {
 std::weak_ptr<Graph* const> Graph::identity() {
   if (!identity_) identity_ = std::make_shared<Graph*>(this);
   return std::const_pointer_cast<Graph* const>(identity_);
+}
+
+Value Graph::value(std::string_view name) {
+  if (std::optional<int32_t> id = find(name)) return Value(this, *id);
+  std::vector<std::string> names;
+  for (const Node& n : nodes_) names.push_back(n.name);
+  const std::optional<std::string> near = closest_name(name, names);
+  throw Error(fmt::format("value {}: the graph has no value of that name{}", name,
+                          near ? fmt::format(" (did you mean '{}'?)", *near) : ""));
 }
 
 Value Graph::input(std::string_view requested_name, DType dtype, const Shape& shape) {

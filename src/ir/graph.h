@@ -95,6 +95,11 @@ class Graph {
   // itself takes that name; a value that already has a user-given name must
   // be output under it.
   void output(std::string_view name, Value value);
+  // The value named `name` (an input, or a statement of a parsed graph), to
+  // build on a graph read from a file: g.output("z", relu(g.value("y"))).
+  // Throws fusejit::Error when the graph has no value of that name, naming
+  // the closest one.
+  Value value(std::string_view name);
 
   // Low-level access for the parser and passes. append() does no checking
   // beyond keeping names unique; verify() checks a graph made this way.

@@ -165,6 +165,23 @@ TEST(GraphBuilder, ANodesOwnNameCanBePassedForItsNewOwner) {
   EXPECT_TRUE(verify(g).ok()) << verify(g) << "\n" << print_graph(g);
 }
 
+// A graph read from a file is extended through the API by name.
+TEST(GraphBuilder, AParsedGraphIsExtendedByItsValuesNames) {
+  absl::StatusOr<Graph> parsed = parse_graph("input x: f32[4, 8]\nh = exp(x)\ny = softmax(h)\noutput y\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  Graph g = *std::move(parsed);
+  const Value h = g.value("h");
+  EXPECT_EQ(h.name(), "h");
+  EXPECT_EQ(h.shape(), Shape({4, 8}));
+  g.output("z", relu(h) + g.value("x"));
+  ASSERT_TRUE(verify(g).ok()) << verify(g);
+  EXPECT_EQ(print_graph(g),
+            "input x: f32[4, 8]\nh = exp(x)\ny = softmax(h)\nrelu_3 = relu(h)\nz = add(relu_3, x)\n"
+            "output y, z\n");
+  EXPECT_EQ(error_of([&] { g.value("hh"); }), "value hh: the graph has no value of that name (did you mean 'h'?)");
+  EXPECT_EQ(error_of([&] { g.value("weights"); }), "value weights: the graph has no value of that name");
+}
+
 // Builder errors name the op's operands with their types, like shape errors.
 TEST(GraphBuilder, AttributeAndGraphErrorsNameTheOperands) {
   Graph g;
