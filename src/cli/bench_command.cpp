@@ -59,6 +59,16 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
   BenchOptions options;
   options.reps = s.reps;
   options.seed = s.seed;
+  absl::StatusOr<TensorMap> given;
+  if (!s.inputs_dir.empty()) {
+    given = load_inputs(graph, s.inputs_dir);
+    if (!given.ok()) {
+      eprint("fusejit: error: {}\n", status_text(given.status()));
+      return 1;
+    }
+    options.inputs = &*given;
+    options.inputs_from = s.inputs_dir;
+  }
   options.read_counters = !s.no_counters;
   // A progress line that rewrites itself, on a terminal only, so that logs
   // and --json output stay clean.
@@ -116,6 +126,11 @@ void register_bench(CLI::App& app, int& exit_code) {
       "bench", "Run the unfused and the fused plan of a .fj graph, check both against the reference, and time them");
   cmd->add_option("FILE", opt->file, kGraphFileHelp)->required();
   add_bench_options(cmd, opt->settings);
+  cmd->add_option("--inputs", opt->settings.inputs_dir,
+                  "run both plans on each input NAME read from DIR/NAME.npy (as `fusejit run --save` writes them) "
+                  "instead of random inputs")
+      ->check(CLI::ExistingDirectory)
+      ->excludes("--seed");
   cmd->callback([opt, &exit_code] {
     const std::optional<Graph> graph = load_graph(opt->file);
     if (!graph || !plot_target_ok(opt->settings)) {

@@ -17,6 +17,9 @@ namespace fusejit::cli {
 // Reads and verifies FILE ("-": standard input); on failure prints the
 // errors to stderr and returns nullopt (the command then exits with 1).
 std::optional<Graph> load_graph(const std::string& file);
+// Each input NAME of `graph` from DIR/NAME.npy, checked against the graph
+// (dtype, shape, representable values); the error names the input and file.
+absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir);
 inline constexpr const char* kGraphFileHelp = "graph in the .fj text format ('-': standard input)";
 // InvalidArgument naming the first bf16 value when `arch` (sm_XX) is older
 // than sm_80, which bf16 arithmetic needs: found before NVRTC prints pages
@@ -38,6 +41,7 @@ struct BenchSettings {
   std::string backend = "auto";
   int reps = 10;
   uint64_t seed = 1;
+  std::string inputs_dir;  // bench --inputs: each input from DIR/NAME.npy instead of random
   bool json = false;
   std::string plot;
   bool overwrite = false;

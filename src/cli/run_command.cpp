@@ -85,27 +85,6 @@ std::string format_summary(const Summary& s) {
   return out;
 }
 
-absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir) {
-  TensorMap inputs;
-  const std::vector<bool> used = graph.reaches_outputs();
-  for (int32_t id : graph.inputs()) {
-    const Node& n = graph.node(id);
-    const std::string path = (std::filesystem::path(dir) / (n.name + ".npy")).string();
-    absl::StatusOr<HostTensor> t = read_npy(path, n.dtype, &n.shape);
-    if (!t.ok()) {
-      // An input no output reads still needs its values: say why it is asked for.
-      const bool unused_and_missing = !used[id] && absl::IsNotFound(t.status());
-      return absl::InvalidArgumentError(
-          fmt::format("input {}: {}{}", describe(n), status_text(t.status()),
-                      unused_and_missing ? "; no output reads this input, but every input the graph declares needs "
-                                           "its values: give a file or remove the input from the graph"
-                                         : ""));
-    }
-    inputs.emplace(n.name, *std::move(t));
-  }
-  return inputs;
-}
-
 std::string npy_path(const std::string& dir, const std::string& name) {
   return (std::filesystem::path(dir) / (name + ".npy")).string();
 }

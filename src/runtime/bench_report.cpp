@@ -138,6 +138,10 @@ std::string format_bench(const BenchResult& r) {
       "({})\n",
       r.ceiling_gbps, r.backend != "cpu" ? "device-to-device" : cpu_copy_kind(), binary_size(r.copy_bytes),
       r.device.measured ? " (the predictions' bandwidth)" : "", binary_size(r.working_set_bytes), against_cache);
+  t += fmt::format("inputs: {}\n", r.random_inputs
+                                       ? fmt::format("random, normal(0, 1) rounded to their dtypes (seed {})", r.seed)
+                                   : r.inputs_from.empty() ? std::string("given by the caller")
+                                                           : "from " + r.inputs_from);
   t += fmt::format("timing: {} after a warm-up, cache flushed before every kernel; median (and min) of each\n",
                    counted(r.reps, "repetition"));
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
@@ -209,7 +213,10 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"last_level_cache_bytes",  // null where the system does not report it
            r.device.cache_bytes > 0 ? nlohmann::json(r.device.cache_bytes) : nlohmann::json()},
           {"reps", r.reps},
-          {"seed", r.seed},
+          {"seed", r.random_inputs ? nlohmann::json(r.seed) : nlohmann::json()},  // null for given inputs
+          {"inputs", r.random_inputs         ? std::string("random")
+                     : r.inputs_from.empty() ? "given"
+                                             : r.inputs_from},
           {"graph", r.graph_source},
           {"unfused", run_json(r.unfused)},
           {"fused", run_json(r.fused)},

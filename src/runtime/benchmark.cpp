@@ -169,6 +169,14 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   r.device = backend.device();
   r.reps = options.reps;
   r.seed = options.seed;
+  r.random_inputs = options.inputs == nullptr;
+  r.inputs_from = options.inputs_from;
+  // Inputs that do not fit the graph are found before minutes of compiling and timing.
+  if (options.inputs != nullptr) {
+    if (absl::Status s = check_inputs(graph, *options.inputs); !s.ok()) {
+      return absl::InvalidArgumentError(fmt::format("run_benchmark: {}", status_text(s)));
+    }
+  }
   r.graph_source = graph.source_file();
   const FusionOptions fusion = fusion_options_for(r.device);
   const FusionPlan unfused = make_unfused_plan(graph, fusion);
@@ -188,7 +196,9 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   r.speedup_predicted = predicted.predicted_speedup;
   r.bytes_saved = predicted.bytes_saved;
 
-  const TensorMap inputs = random_inputs(graph, options.seed);
+  TensorMap generated;
+  if (options.inputs == nullptr) generated = random_inputs(graph, options.seed);
+  const TensorMap& inputs = options.inputs != nullptr ? *options.inputs : generated;
   absl::StatusOr<PlanBench> u = bench_plan(backend, unfused, predicted.unfused, inputs, options);
   if (!u.ok()) return u.status();
   r.unfused = *std::move(u);

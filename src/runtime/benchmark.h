@@ -23,6 +23,11 @@ namespace fusejit {
 struct BenchOptions {
   int reps = 10;      // timed repetitions of each plan
   uint64_t seed = 1;  // of the random inputs
+  // The inputs to run both plans on instead of random ones (checked against
+  // the graph first); must outlive the call. `inputs_from` says where they
+  // came from in the report ("" for "given by the caller").
+  const TensorMap* inputs = nullptr;
+  std::string inputs_from;
   // Whether to read memory traffic counters (LoadedPlan::measure_kernel_bytes).
   bool read_counters = true;
   // Called with a line of progress ("compiling 4 kernels of the fused plan").
@@ -93,6 +98,8 @@ struct BenchResult {
   int64_t working_set_bytes = 0;  // the unfused plan's traffic per run
   int reps = 0;
   uint64_t seed = 0;          // of the random inputs
+  bool random_inputs = true;  // false: BenchOptions::inputs, from inputs_from
+  std::string inputs_from;
   std::string graph_source;   // the graph's file, as given ("" for a graph built in C++)
   PlanBench unfused, fused;
   double speedup_measured = 0;   // unfused median / fused median

@@ -44,11 +44,26 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
     for (const auto& [key, value] : object.items()) keys.insert(key);
     return keys;
   };
-  EXPECT_EQ(keys_of(j),
-            (std::set<std::string>{"backend", "device", "cost_model_device", "cost_model_bandwidth_gbps",
-                                   "ceiling_gbps", "copy_bytes", "working_set_bytes", "last_level_cache_bytes", "reps",
-                                   "seed", "graph", "speedup_measured", "speedup_predicted", "bytes_saved",
-                                   "max_rel_error", "correct", "measured_bytes_note", "unfused", "fused"}));
+  EXPECT_EQ(keys_of(j), (std::set<std::string>{"backend",
+                                               "device",
+                                               "cost_model_device",
+                                               "cost_model_bandwidth_gbps",
+                                               "ceiling_gbps",
+                                               "copy_bytes",
+                                               "working_set_bytes",
+                                               "last_level_cache_bytes",
+                                               "reps",
+                                               "inputs",
+                                               "seed",
+                                               "graph",
+                                               "speedup_measured",
+                                               "speedup_predicted",
+                                               "bytes_saved",
+                                               "max_rel_error",
+                                               "correct",
+                                               "measured_bytes_note",
+                                               "unfused",
+                                               "fused"}));
   EXPECT_EQ(keys_of(j["fused"]),
             (std::set<std::string>{"bytes", "flops", "measured_bytes", "predicted_us", "measured_us_median",
                                    "measured_us_min", "effective_gbps", "max_rel_error", "correct", "mismatch",
@@ -90,6 +105,36 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
   ASSERT_EQ(off.exit_code, 0) << off.err;
   EXPECT_TRUE(has(nlohmann::json::parse(off.out)["measured_bytes_note"].get<std::string>(), "--no-counters"))
       << off.out;
+}
+
+// --inputs DIR: both plans run on the .npy files `run --save` wrote, and
+// the report says so; a file that does not fit the graph is an error that
+// names the input, before anything is timed.
+TEST(BenchCli, InputsAreReadFromAFolder) {
+  const std::string dir = make_temp_dir("fusejit-bench-inputs");
+  const std::string graph = tiny_chain(dir);
+  ASSERT_EQ(run_fusejit("run " + graph + " --seed 4 --save " + dir + "/data").exit_code, 0);
+  auto r = run_fusejit("bench " + graph + " --backend cpu --reps 1 --json --inputs " + dir + "/data");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["inputs"], dir + "/data");
+  EXPECT_TRUE(j["seed"].is_null());
+  EXPECT_TRUE(j["correct"].get<bool>());
+  auto text = run_fusejit("bench " + graph + " --backend cpu --reps 1 --inputs " + dir + "/data");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "inputs: from " + dir + "/data\n")) << text.out;
+  auto random = run_fusejit("bench " + graph + " --backend cpu --reps 1 --seed 3");
+  EXPECT_TRUE(has(random.out, "inputs: random, normal(0, 1) rounded to their dtypes (seed 3)\n")) << random.out;
+
+  auto both = run_fusejit("bench " + graph + " --backend cpu --seed 3 --inputs " + dir + "/data");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_TRUE(has(both.err, "excludes")) << both.err;
+  std::filesystem::copy_file(dir + "/data/b.npy", dir + "/data/x.npy",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto wrong = run_fusejit("bench " + graph + " --backend cpu --inputs " + dir + "/data");
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_TRUE(has(wrong.err, "fusejit: error: input x: bf16[64, 256]: ")) << wrong.err;
+  EXPECT_FALSE(has(wrong.out, "speedup")) << wrong.out;
 }
 
 TEST(BenchCli, KernelsOfRepeatedLayersNameTheCodeTheyRun) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fusejit.h"
+#include "runtime/bench_report.h"
 
 namespace fusejit {
 namespace {
@@ -110,6 +111,41 @@ TEST(Benchmark, AGraphThatDoesNotVerifyOrNoRepetitionsAreAStatus) {
               fmt::format("run_benchmark: BenchOptions::reps must be at least 1, got {}", reps));
   }
   EXPECT_EQ(backend.copies_measured(), 0u);
+}
+
+// Inputs the caller gives are what both plans run on (the fused outputs
+// are those of the given inputs, not of random ones); inputs that do not
+// fit the graph are refused before any copy is measured.
+TEST(Benchmark, GivenInputsAreWhatBothPlansRunOn) {
+  const Graph g = parse_graph("input x: f32[64, 256]\nh = relu(x)\ny = softmax(h)\noutput y").value();
+  TensorMap given = random_inputs(g, 9);
+  for (size_t i = 0; i < given.at("x").values.size(); i += 3) given.at("x").values[i] = -50;  // relu gives 0
+  const TensorMap want = interpret(g, given).value();
+  TensorMap seen;
+  BenchOptions options{.reps = 1, .read_counters = false};
+  options.inputs = &given;
+  options.inputs_from = "test data";
+  options.tamper_fused_outputs = [&](TensorMap& outputs) { seen = outputs; };  // looks, changes nothing
+  absl::StatusOr<std::unique_ptr<Backend>> cpu = make_cpu_backend();
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  absl::StatusOr<BenchResult> r = run_benchmark(**cpu, g, options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->correct);
+  EXPECT_FALSE(r->random_inputs);
+  EXPECT_EQ(r->inputs_from, "test data");
+  ASSERT_EQ(seen.count("y"), 1u);
+  EXPECT_TRUE(compare_tensors(seen.at("y"), want.at("y")).within(DType::kF32));
+  EXPECT_FALSE(compare_tensors(seen.at("y"), interpret(g, random_inputs(g, 1)).value().at("y")).within(DType::kF32));
+  EXPECT_NE(format_bench(*r).find("inputs: from test data\n"), std::string::npos) << format_bench(*r);
+
+  absl::StatusOr<std::unique_ptr<Backend>> cpu2 = make_cpu_backend();
+  ASSERT_TRUE(cpu2.ok()) << cpu2.status();
+  ScriptedCopyBackend no_copies(*std::move(cpu2), {});
+  given.at("x").shape = Shape({256, 64});
+  r = run_benchmark(no_copies, g, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(status_text(r.status()), "run_benchmark: input 'x': expected f32[64, 256], got f32[256, 64]");
+  EXPECT_EQ(no_copies.copies_measured(), 0u);
 }
 
 }  // namespace
