@@ -1,6 +1,7 @@
 // The public umbrella header of the fusejit library.
 #pragma once
 
+#include "codegen/cpu/cpu_emitter.h"
 #include "codegen/cuda/cuda_emitter.h"
 #include "codegen/kernel_source.h"
 #include "cost/cost_model.h"

@@ -18,6 +18,7 @@ out=$("$work/consumer/consumer")
 echo "$out"
 grep -q "softmax" <<<"$out"
 grep -q "on the cpu backend: max relative error" <<<"$out"
+grep -q "bytes of C++ ([0-9]* work items), [0-9]* bytes of CUDA" <<<"$out"
 grep -q "speedup of fused over unfused: measured" <<<"$out"
 test -x "$work/prefix/bin/fusejit"
 # The build tree is a package too (export() in CMakeLists.txt).
@@ -26,7 +27,7 @@ cmake -S "$src/tests/install/consumer" -B "$work/consumer-build-tree" -G Ninja \
 cmake --build "$work/consumer-build-tree" >/dev/null
 grep -q "on the cpu backend: max relative error" <<<"$("$work/consumer-build-tree/consumer")"
 headers="$work/prefix/include/fusejit"
-for public in fusejit.h fusejit_version.h ir/graph.h ir/ops.def runtime/backend.h fusion/plan.h; do
+for public in fusejit.h fusejit_version.h ir/graph.h ir/ops.def runtime/backend.h fusion/plan.h codegen/cpu/cpu_emitter.h; do
   test -f "$headers/$public" || { echo "not installed: $public"; exit 1; }
 done
 for internal in runtime/thread_pool.h runtime/sha256.h codegen/cuda/fj_math.cuh codegen/cpu/fj_kernel.h cli/commands.h; do

@@ -1,7 +1,10 @@
 // Uses an installed fusejit as a project of its own would: builds a graph
 // through the C++ API, runs its fused plan on the CPU backend (kernels
 // compiled at run time by the host compiler), checks it against the
-// reference interpreter, and benchmarks fused against unfused.
+// reference interpreter, emits its kernel's source for the CPU and for
+// CUDA, and benchmarks fused against unfused.
+#include <string>
+
 #include <fmt/format.h>
 
 #include <fusejit.h>
@@ -31,6 +34,13 @@ int main() {
   fmt::print("{}{} on the cpu backend: max relative error {:.2g}\n", fusejit::print_graph(g), fusejit::describe(plan),
              c.relative_error);
   if (!c.within(fusejit::DType::kF32)) return 1;
+
+  // The generated source of the fused kernel, for each target.
+  const fusejit::CpuKernelSource cpu_source = fusejit::emit_cpu_kernel(plan, 0);
+  const fusejit::CudaKernelSource cuda_source = fusejit::emit_cuda_kernel(plan, 0);
+  fmt::print("kernel {}: {} bytes of C++ ({} work items), {} bytes of CUDA\n", cpu_source.name,
+             cpu_source.source.size(), cpu_source.count, cuda_source.source.size());
+  if (cpu_source.source.find("extern \"C\" int " + cpu_source.name) == std::string::npos) return 1;
 
   auto bench = fusejit::run_benchmark(**backend, g, {.reps = 1, .read_counters = false});
   if (!bench.ok()) {
