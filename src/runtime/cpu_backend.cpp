@@ -253,7 +253,9 @@ class CpuLoadedPlan final : public LoadedPlan {
                         .executed_by = "jit",
                         .compile_ms = k.compile_ms,
                         .cache_hit = k.module->cache_hit(),
-                        .shares_code_with = k.shares_code_with});
+                        .shares_code_with = k.shares_code_with,
+                        .launch_shape = {},  // GPU only
+                        .tuning = {}});
     }
     return absl::OkStatus();
   }

@@ -410,7 +410,8 @@ absl::StatusOr<std::string> check_plan(const FusionPlan& plan, const TensorMap& 
 GraphCheck check_graph_text(const std::string& text, const FuzzOptions& options, int64_t* kernels) {
   absl::StatusOr<Graph> graph = parse_graph(text);
   if (!graph.ok())
-    return {.mismatch = fmt::format("the generated graph does not verify: {}", status_text(graph.status()))};
+    return {.mismatch = fmt::format("the generated graph does not verify: {}", status_text(graph.status())),
+            .not_checked = {}};
   try {
     FusionOptions fusion;
     if (options.backend != nullptr) fusion = options.backend->fusion_options();
@@ -420,17 +421,17 @@ GraphCheck check_graph_text(const std::string& text, const FuzzOptions& options,
     try {
       inputs = random_inputs(*graph, 7);  // fails only for want of memory
     } catch (const std::exception& e) {
-      return {.not_checked = fmt::format("cannot make its inputs: {}", e.what())};
+      return {.mismatch = {}, .not_checked = fmt::format("cannot make its inputs: {}", e.what())};
     }
     for (const FusionPlan& plan : {make_unfused_plan(*graph, fusion), make_fused_plan(*graph, fusion)}) {
       absl::StatusOr<std::string> what = check_plan(plan, inputs, options, kernels);
-      if (!what.ok()) return {.not_checked = std::string(status_text(what.status()))};
-      if (!what->empty()) return {.mismatch = *std::move(what)};
+      if (!what.ok()) return {.mismatch = {}, .not_checked = std::string(status_text(what.status()))};
+      if (!what->empty()) return {.mismatch = *std::move(what), .not_checked = {}};
     }
   } catch (const std::bad_alloc&) {
-    return {.not_checked = "out of host memory"};
+    return {.mismatch = {}, .not_checked = "out of host memory"};
   } catch (const std::exception& e) {
-    return {.mismatch = fmt::format("exception: {}", e.what())};
+    return {.mismatch = fmt::format("exception: {}", e.what()), .not_checked = {}};
   }
   return {};
 }
