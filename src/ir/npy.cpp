@@ -235,7 +235,15 @@ std::string rounding_hint(DType dtype) {
 }  // namespace
 
 absl::StatusOr<HostTensor> read_npy(const std::string& path, DType dtype, const Shape* expected_shape) {
-  File file(std::fopen(path.c_str(), "rb"));
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+  // writer for ever; it is refused below as not a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  File file(fd >= 0 ? fdopen(fd, "rb") : nullptr);
+  if (fd >= 0 && !file) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+  }
   if (!file) {
     const int err = errno;
     const std::string message = fmt::format("{}: cannot open: {}", path, errno_text(err));

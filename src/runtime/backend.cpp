@@ -102,6 +102,7 @@ absl::StatusOr<int32_t> LoadedPlan::raw_tensor(std::string_view what, std::strin
 absl::Status LoadedPlan::set_input(std::string_view name, const void* data, size_t bytes) {
   absl::StatusOr<int32_t> id = raw_tensor("set_input", name, /*input=*/true, bytes);
   if (!id.ok()) return id.status();
+  if (data == nullptr) return absl::InvalidArgumentError(fmt::format("set_input(\"{}\"): data is null", name));
   const std::vector<int32_t>& inputs = plan().graph->inputs();
   if (input_given_.size() != inputs.size()) input_given_.assign(inputs.size(), false);
   if (producers_.empty()) producers_ = kernel_producers(plan());
@@ -215,6 +216,7 @@ absl::Status LoadedPlan::check_results(std::string_view what) const {
 absl::Status LoadedPlan::read_output(std::string_view name, void* data, size_t bytes) {
   absl::StatusOr<int32_t> id = raw_tensor("read_output", name, /*input=*/false, bytes);
   if (!id.ok()) return id.status();
+  if (data == nullptr) return absl::InvalidArgumentError(fmt::format("read_output(\"{}\"): data is null", name));
   if (absl::Status s = check_results(fmt::format("read_output(\"{}\")", name)); !s.ok()) return s;
   return do_read_output(*id, data);
 }

@@ -1,5 +1,6 @@
 #include "runtime/child_processes.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -107,7 +108,9 @@ EmptyFoldersRemovedOnInterrupt::~EmptyFoldersRemovedOnInterrupt() {
 
 void EmptyFoldersRemovedOnInterrupt::remove_while_empty() const {
   for (const std::string& dir : dirs_) {
-    if (rmdir(dir.c_str()) != 0) return;
+    // Gone already: another compiler's thread, ending the process too,
+    // removed it; its parents may still be empty.
+    if (rmdir(dir.c_str()) != 0 && errno != ENOENT) return;
   }
 }
 

@@ -2,6 +2,8 @@
 // hand (independent of the writer), and every kind of malformed file.
 #include "ir/npy.h"
 
+#include <sys/stat.h>
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -235,6 +237,11 @@ TEST_F(NpyTest, MissingFileAndDirectory) {
   const absl::StatusOr<HostTensor> d = read_npy(dir_.string(), DType::kF32);
   ASSERT_FALSE(d.ok());
   EXPECT_THAT(std::string(d.status().message()), HasSubstr("not a regular file"));
+  // A FIFO with no writer: refused at once, not waited on for ever.
+  ASSERT_EQ(mkfifo(path("fifo.npy").c_str(), 0600), 0);
+  const absl::StatusOr<HostTensor> f = read_npy(path("fifo.npy"), DType::kF32);
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(std::string(f.status().message()), HasSubstr("not a regular file"));
 }
 
 TEST_F(NpyTest, RejectsBadPreambles) {

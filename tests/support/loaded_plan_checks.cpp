@@ -90,6 +90,10 @@ void expect_raw_io_matches_host_tensors(Backend& backend) {
                  "read_output(\"x\"): the graph has no output of that name");
   expect_refused(raw.read_output("w", y.data(), y.size()), absl::StatusCode::kInvalidArgument,
                  "read_output(\"w\", 2960 bytes): w: f32[37, 40] holds 5920 bytes");
+  expect_refused(raw.set_input("x", nullptr, x.size()), absl::StatusCode::kInvalidArgument,
+                 "set_input(\"x\"): data is null");
+  expect_refused(raw.read_output("y", nullptr, y.size()), absl::StatusCode::kInvalidArgument,
+                 "read_output(\"y\"): data is null");
   EXPECT_TRUE(raw.read_output("y", y.data(), y.size()).ok());
   EXPECT_EQ(y, storage_of(want->at("y")));
 }
