@@ -5,6 +5,7 @@
 #include <fstream>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -117,13 +118,10 @@ void remove_stale(const EmitFolder& folder) {
   }
 }
 
-// The folders open_emit_folder created, while they are empty (remove()
-// takes no other: anything put there meanwhile stays).
+// The folders open_emit_folder created, while they are empty (anything
+// put there meanwhile stays).
 void remove_created_folders(const EmitFolder& folder) {
-  for (const std::string& dir : folder.created) {
-    std::error_code ec;
-    if (!std::filesystem::remove(dir, ec) || ec) return;
-  }
+  if (folder.created) folder.created->remove_while_empty();
 }
 
 }  // namespace
@@ -135,15 +133,16 @@ absl::StatusOr<EmitFolder> open_emit_folder(const std::string& dir, const std::s
   if (dir.empty()) return absl::InvalidArgumentError("--out: the folder's name is empty");
   // What does not exist yet, DIR first, to remove again should the emit fail.
   std::error_code ec;
+  std::vector<std::string> created;
   for (std::filesystem::path p = std::filesystem::absolute(dir, ec); !ec && p.has_relative_path();
        p = p.parent_path()) {
     // "k/", "k/." and "a/../k" name no folder of their own at the end.
     if (const std::filesystem::path name = p.filename(); name.empty() || name == "." || name == "..") continue;
     std::error_code missing;  // set for a path that does not exist: not an error here
     if (std::filesystem::exists(std::filesystem::symlink_status(p, missing))) break;
-    folder->created.push_back(p.string());
+    created.push_back(p.string());
   }
-  folder->removed_on_interrupt = std::make_shared<const EmptyFoldersRemovedOnInterrupt>(folder->created);
+  folder->created = std::make_shared<const EmptyFoldersRemovedOnInterrupt>(std::move(created));
   ec.clear();
   std::filesystem::create_directories(dir, ec);
   if (ec) {

@@ -31,10 +31,8 @@ struct EmitFolder {
   // emit if their content is still what that emit wrote (name -> SHA-256).
   std::map<std::string, std::string> stale;
   // The folders open_emit_folder created (DIR first, then each new parent):
-  // removed again, while empty, when the emit fails.
-  std::vector<std::string> created;
-  // The same folders, removed while empty should an interrupt end the emit.
-  std::shared_ptr<const EmptyFoldersRemovedOnInterrupt> removed_on_interrupt;
+  // removed again, while empty, when the emit fails or an interrupt ends it.
+  std::shared_ptr<const EmptyFoldersRemovedOnInterrupt> created;
 };
 
 // Before anything is compiled: the folder exists (created if need be) and

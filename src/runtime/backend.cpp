@@ -65,9 +65,7 @@ absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
   // input set, which must not pass for results.
   inputs_set_ = false;
   input_given_.assign(plan().graph->inputs().size(), false);
-  ran_.assign(plan().kernels.size(), false);
-  holds_results_.assign(plan().kernels.size(), false);
-  if (producers_.empty()) producers_ = kernel_producers(plan());
+  forget_results();
   if (absl::Status s = do_set_inputs(inputs); !s.ok()) return s;
   input_given_.assign(input_given_.size(), true);
   inputs_set_ = true;
@@ -105,14 +103,12 @@ absl::Status LoadedPlan::set_input(std::string_view name, const void* data, size
   if (data == nullptr) return absl::InvalidArgumentError(fmt::format("set_input(\"{}\"): data is null", name));
   const std::vector<int32_t>& inputs = plan().graph->inputs();
   if (input_given_.size() != inputs.size()) input_given_.assign(inputs.size(), false);
-  if (producers_.empty()) producers_ = kernel_producers(plan());
   // Every result was computed from the old value (kernels that do not read
   // this input too: a plan's outputs are read as one set).
   const size_t index = static_cast<size_t>(std::find(inputs.begin(), inputs.end(), *id) - inputs.begin());
   inputs_set_ = false;
   input_given_[index] = false;
-  ran_.assign(plan().kernels.size(), false);
-  holds_results_.assign(plan().kernels.size(), false);
+  forget_results();
   if (absl::Status s = do_write_input(*id, data); !s.ok()) return s;
   input_given_[index] = true;
   inputs_set_ = std::all_of(input_given_.begin(), input_given_.end(), [](bool given) { return given; });
@@ -121,14 +117,12 @@ absl::Status LoadedPlan::set_input(std::string_view name, const void* data, size
 
 absl::Status LoadedPlan::set_dropout_seed(std::string_view name, int64_t seed) {
   const Graph& g = *plan().graph;
-  std::vector<std::string> dropouts;
-  int32_t found = -1;
-  for (int32_t id = 0; id < g.num_nodes(); ++id) {
-    const Node& n = g.node(id);
-    if (n.name == name) found = id;
-    if (n.op == Op::kDropout) dropouts.push_back(n.name);
-  }
+  const int32_t found = g.find(name).value_or(-1);
   if (found < 0 || g.node(found).op != Op::kDropout) {
+    std::vector<std::string> dropouts;
+    for (const Node& n : g.nodes()) {
+      if (n.op == Op::kDropout) dropouts.push_back(n.name);
+    }
     const std::optional<std::string> near = closest_name(name, dropouts);
     return absl::InvalidArgumentError(fmt::format(
         "set_dropout_seed(\"{}\"): {}; {}", name,
@@ -142,10 +136,7 @@ absl::Status LoadedPlan::set_dropout_seed(std::string_view name, int64_t seed) {
     return absl::InvalidArgumentError(fmt::format(
         "set_dropout_seed(\"{}\", {}): a dropout seed is a non-negative integer, as in the graph", name, seed));
   }
-  // Every result drawn with the old mask is stale; the inputs stay.
-  ran_.assign(plan().kernels.size(), false);
-  holds_results_.assign(plan().kernels.size(), false);
-  if (producers_.empty()) producers_ = kernel_producers(plan());
+  forget_results();  // every result drawn with the old mask; the inputs stay
   return do_set_dropout_seed(found, static_cast<uint64_t>(seed));
 }
 
@@ -154,6 +145,12 @@ absl::Status LoadedPlan::poison_outputs() {
   // wait for its producer to run again. outputs() still shows the poison.
   holds_results_.assign(holds_results_.size(), false);
   return do_poison_outputs();
+}
+
+void LoadedPlan::forget_results() {
+  ran_.assign(plan().kernels.size(), false);
+  holds_results_.assign(plan().kernels.size(), false);
+  if (producers_.empty()) producers_ = kernel_producers(plan());
 }
 
 void LoadedPlan::mark_running(size_t k) {

@@ -158,6 +158,8 @@ class LoadedPlan {
   // what k reads ran since; `what` names the call.
   absl::Status check_runnable(size_t k, std::string_view what);
 
+  // Every kernel's results are stale (new inputs or seeds): each must run again.
+  void forget_results();
   void mark_running(size_t k);
   void mark_ran(size_t k);
 
