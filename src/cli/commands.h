@@ -18,7 +18,8 @@ namespace fusejit::cli {
 // errors to stderr and returns nullopt (the command then exits with 1).
 std::optional<Graph> load_graph(const std::string& file);
 // Each input NAME of `graph` from DIR/NAME.npy, checked against the graph
-// (dtype, shape, representable values); the error names the input and file.
+// (dtype, shape, representable values); the error names each input and
+// file that cannot be used.
 absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir);
 inline constexpr const char* kGraphFileHelp = "graph in the .fj text format ('-': standard input)";
 // InvalidArgument naming the first bf16 value when `arch` (sm_XX) is older

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <absl/strings/str_join.h>
+
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -49,6 +51,9 @@ CLI::Validator whole_number_range(int64_t min, int64_t max) {
 
 absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir) {
   TensorMap inputs;
+  // Every input is read, so that one error lists every file to fix rather
+  // than the first of several.
+  std::vector<std::string> errors;
   const std::vector<bool> used = graph.reaches_outputs();
   for (int32_t id : graph.inputs()) {
     const Node& n = graph.node(id);
@@ -57,13 +62,20 @@ absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir
     if (!t.ok()) {
       // An input no output reads still needs its values: say why it is asked for.
       const bool unused_and_missing = !used[id] && absl::IsNotFound(t.status());
-      return absl::InvalidArgumentError(
-          fmt::format("input {}: {}{}", describe(n), status_text(t.status()),
-                      unused_and_missing ? "; no output reads this input, but every input the graph declares needs "
-                                           "its values: give a file or remove the input from the graph"
-                                         : ""));
+      errors.push_back(fmt::format("input {}: {}{}", describe(n), status_text(t.status()),
+                                   unused_and_missing ? "; no output reads this input, but every input the graph "
+                                                        "declares needs its values: give a file or remove the input "
+                                                        "from the graph"
+                                                      : ""));
+      continue;
     }
-    inputs.emplace(n.name, *std::move(t));
+    if (errors.empty()) inputs.emplace(n.name, *std::move(t));
+  }
+  if (errors.size() == 1) return absl::InvalidArgumentError(errors[0]);
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(fmt::format("{} of the graph's {} inputs cannot be read from {}:\n  {}",
+                                                  errors.size(), graph.inputs().size(), dir,
+                                                  absl::StrJoin(errors, "\n  ")));
   }
   return inputs;
 }

@@ -106,7 +106,15 @@ PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device) {
 PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device) {
   // Bytes saved and a speedup mean something only between two plans of one
   // graph; plans of two graphs would give a confident, meaningless figure.
-  if (unfused.graph && fused.graph && unfused.graph != fused.graph && !(*unfused.graph == *fused.graph)) {
+  for (const FusionPlan* p : {&unfused, &fused}) {
+    if (!p->graph) {
+      throw Error(
+          fmt::format("compare_plans: the '{}' plan has no graph (a default-constructed FusionPlan); make "
+                      "plans with make_unfused_plan() and make_fused_plan()",
+                      p->label));
+    }
+  }
+  if (unfused.graph != fused.graph && !(*unfused.graph == *fused.graph)) {
     throw Error(
         fmt::format("compare_plans: the '{}' and '{}' plans are plans of different graphs; compare two plans of "
                     "one graph",

@@ -3,10 +3,12 @@
 // Each kernel owns a set of nodes of the plan's graph, reads some global
 // tensors (graph inputs, or values an earlier kernel wrote) and writes the
 // values that leave it (graph outputs, and values a later kernel reads).
-// Everything else stays in registers. The unfused plan works on the user's
-// graph, one kernel per user op; the fused plan works on the graph with
-// composites expanded, so a reduction and the elementwise ops around it can
-// share a row kernel.
+// Everything else stays in registers. Both plans work on the user's graph
+// with composites expanded (names and outputs kept): the fused plan so that
+// a reduction and the elementwise ops around it can share a row kernel, the
+// unfused plan, one kernel per user op, so that both run the same
+// primitives. A node of the plan's graph may thus be a primitive of a
+// composite (the result of a layer_norm is a mul there).
 #pragma once
 
 #include <cstdint>

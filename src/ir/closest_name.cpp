@@ -37,7 +37,11 @@ std::optional<std::string> closest_name(std::string_view name, const std::vector
     // (and any input, however long, costs no more than the candidates).
     const size_t gap = name.size() > candidate.size() ? name.size() - candidate.size() : candidate.size() - name.size();
     if (gap >= best_distance) continue;
-    if (const size_t d = edit_distance(name, candidate); d < best_distance) {
+    const size_t d = edit_distance(name, candidate);
+    // A name every letter of which must change ("" for "x", "y" for "x")
+    // is not a misspelling of it.
+    if (d >= std::max(name.size(), candidate.size())) continue;
+    if (d < best_distance) {
       best = candidate;
       best_distance = d;
     }

@@ -103,8 +103,10 @@ Value Graph::value(std::string_view name) {
   std::vector<std::string> names;
   for (const Node& n : nodes_) names.push_back(n.name);
   const std::optional<std::string> near = closest_name(name, names);
-  throw Error(fmt::format("value {}: the graph has no value of that name{}", name,
-                          near ? fmt::format(" (did you mean '{}'?)", *near) : ""));
+  throw Error(fmt::format("value '{}': {}", name,
+                          nodes_.empty() ? std::string("the graph is empty (moved from, or nothing built yet)")
+                                         : fmt::format("the graph has no value of that name{}",
+                                                       near ? fmt::format(" (did you mean '{}'?)", *near) : "")));
 }
 
 Value Graph::input(std::string_view requested_name, DType dtype, const Shape& shape) {

@@ -43,8 +43,8 @@ absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) {
   const size_t n = p.kernels.size();
   if (k >= n) return absl::OutOfRangeError(fmt::format("{}({}): the plan has {}", what, k, counted(n, "kernel")));
   if (!inputs_set_) {
-    return absl::FailedPreconditionError(
-        fmt::format("{}({}) before set_inputs(): kernel {} has no inputs to read", what, k, p.kernels[k].name));
+    return absl::FailedPreconditionError(fmt::format(
+        "{}({}) {}", what, k, inputs_missing(fmt::format(": kernel {} has no inputs to read", p.kernels[k].name))));
   }
   for (const auto& [j, id] : producers_[k]) {
     if (!holds_results_[j]) {
@@ -55,6 +55,22 @@ absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) {
     }
   }
   return absl::OkStatus();
+}
+
+std::string LoadedPlan::inputs_missing(std::string_view none_given) const {
+  const Graph& g = *plan().graph;
+  const std::vector<int32_t> inputs = g.inputs();
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i >= input_given_.size() || !input_given_[i]) missing.push_back(g.node(inputs[i]).name);
+  }
+  // Some given by set_input(): name the rest, which is what the caller lacks.
+  if (missing.size() < inputs.size()) {
+    return fmt::format("before {} {} {} given (by set_input() or set_inputs()); the plan reads every input",
+                       missing.size() == 1 ? "input" : "inputs", absl::StrJoin(missing, ", "),
+                       missing.size() == 1 ? "was" : "were");
+  }
+  return fmt::format("before set_inputs(){}", none_given);
 }
 
 absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
@@ -118,19 +134,21 @@ absl::Status LoadedPlan::set_input(std::string_view name, const void* data, size
 absl::Status LoadedPlan::set_dropout_seed(std::string_view name, int64_t seed) {
   const Graph& g = *plan().graph;
   const int32_t found = g.find(name).value_or(-1);
+  // Not naming the node's op: the plan's graph has composites expanded, so
+  // the result of the user's layer_norm is a mul there.
   if (found < 0 || g.node(found).op != Op::kDropout) {
     std::vector<std::string> dropouts;
     for (const Node& n : g.nodes()) {
       if (n.op == Op::kDropout) dropouts.push_back(n.name);
     }
     const std::optional<std::string> near = closest_name(name, dropouts);
-    return absl::InvalidArgumentError(fmt::format(
-        "set_dropout_seed(\"{}\"): {}; {}", name,
-        found >= 0 ? fmt::format("{} is a {}, not a dropout", describe(g.node(found)), g.node(found).info().name)
-                   : fmt::format("the graph has no node of that name{}",
-                                 near ? fmt::format(" (did you mean '{}'?)", *near) : ""),
-        dropouts.empty() ? std::string("the graph has no dropout")
-                         : fmt::format("its dropouts: {}", absl::StrJoin(dropouts, ", "))));
+    return absl::InvalidArgumentError(
+        fmt::format("set_dropout_seed(\"{}\"): {}; {}", name,
+                    found >= 0 ? fmt::format("{} is not a dropout", describe(g.node(found)))
+                               : fmt::format("the graph has no node of that name{}",
+                                             near ? fmt::format(" (did you mean '{}'?)", *near) : ""),
+                    dropouts.empty() ? std::string("the graph has no dropout")
+                                     : fmt::format("its dropouts: {}", absl::StrJoin(dropouts, ", "))));
   }
   if (seed < 0) {
     return absl::InvalidArgumentError(fmt::format(
@@ -191,7 +209,9 @@ absl::StatusOr<double> LoadedPlan::measure_kernel_bytes(size_t k) {
 
 absl::Status LoadedPlan::run() {
   // Named as run(), not as the run_kernel(0) it would fail in.
-  if (!inputs_set_) return absl::FailedPreconditionError("run() before set_inputs(): the plan has no inputs to read");
+  if (!inputs_set_) {
+    return absl::FailedPreconditionError(fmt::format("run() {}", inputs_missing(": the plan has no inputs to read")));
+  }
   for (size_t k = 0; k < plan().kernels.size(); ++k) {
     if (absl::Status s = run_kernel(k); !s.ok()) return s;
   }
@@ -199,7 +219,7 @@ absl::Status LoadedPlan::run() {
 }
 
 absl::Status LoadedPlan::check_results(std::string_view what) const {
-  if (!inputs_set_) return absl::FailedPreconditionError(fmt::format("{} before set_inputs() and a run", what));
+  if (!inputs_set_) return absl::FailedPreconditionError(fmt::format("{} {}", what, inputs_missing(" and a run")));
   for (size_t k = 0; k < ran_.size(); ++k) {
     if (!ran_[k]) {
       return absl::FailedPreconditionError(

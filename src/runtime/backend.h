@@ -166,6 +166,9 @@ class LoadedPlan {
   // node id of a graph input or output named `name`, after checking `bytes`;
   // `what` names the call in the error.
   absl::StatusOr<int32_t> raw_tensor(std::string_view what, std::string_view name, bool input, size_t bytes) const;
+  // Why a call cannot run yet: "before set_inputs()" and `none_given`, or,
+  // when set_input() gave some inputs, the names of those still missing.
+  std::string inputs_missing(std::string_view none_given) const;
   // FailedPrecondition unless every kernel ran since the inputs last changed.
   absl::Status check_results(std::string_view what) const;
 

@@ -648,6 +648,16 @@ TEST(Cli, RunRejectsInputsOfTheWrongShapeOrDtype) {
   auto missing = run_fusejit("run " + graph + " --inputs " + dir + "/in");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("b.npy"), std::string::npos) << missing.err;
+
+  // Every file that cannot be used is named at once, not the first only.
+  ASSERT_TRUE(write_npy(dir + "/in/x.npy", HostTensor::random_normal(DType::kBF16, {8}, 4)).ok());
+  auto both = run_fusejit("run " + graph + " --inputs " + dir + "/in");
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.err.find("2 of the graph's 2 inputs cannot be read from " + dir + "/in:\n  input x: bf16[16, 64]: "),
+            std::string::npos)
+      << both.err;
+  EXPECT_NE(both.err.find("x.npy: has shape [8], the graph expects [16, 64]"), std::string::npos) << both.err;
+  EXPECT_NE(both.err.find("\n  input b: bf16[64]: "), std::string::npos) << both.err;
   std::filesystem::remove_all(dir);
 }
 

@@ -74,6 +74,9 @@ TEST(CostModel, PlansOfDifferentGraphsAreNotCompared) {
   EXPECT_EQ(error,
             "compare_plans: the 'unfused' and 'fused' plans are plans of different graphs; compare two plans of "
             "one graph");
+  EXPECT_EQ(testing::error_of([&] { (void)compare_plans(FusionPlan{}, make_fused_plan(small), h100); }),
+            "compare_plans: the '' plan has no graph (a default-constructed FusionPlan); make plans with "
+            "make_unfused_plan() and make_fused_plan()");
   Graph same = large;
   const PlanComparison c = compare_plans(make_unfused_plan(large), make_fused_plan(same), h100);
   EXPECT_GT(c.bytes_saved, 0);

@@ -178,8 +178,13 @@ TEST(GraphBuilder, AParsedGraphIsExtendedByItsValuesNames) {
   EXPECT_EQ(print_graph(g),
             "input x: f32[4, 8]\nh = exp(x)\ny = softmax(h)\nrelu_3 = relu(h)\nz = add(relu_3, x)\n"
             "output y, z\n");
-  EXPECT_EQ(error_of([&] { g.value("hh"); }), "value hh: the graph has no value of that name (did you mean 'h'?)");
-  EXPECT_EQ(error_of([&] { g.value("weights"); }), "value weights: the graph has no value of that name");
+  EXPECT_EQ(error_of([&] { g.value("hh"); }), "value 'hh': the graph has no value of that name (did you mean 'h'?)");
+  EXPECT_EQ(error_of([&] { g.value("weights"); }), "value 'weights': the graph has no value of that name");
+  EXPECT_EQ(error_of([&] { g.value(""); }), "value '': the graph has no value of that name");
+  Graph moved_to = std::move(g);
+  EXPECT_EQ(moved_to.value("h").name(), "h");
+  EXPECT_EQ(error_of([&] { g.value("h"); }),  // NOLINT(bugprone-use-after-move): what a moved-from Graph says
+            "value 'h': the graph is empty (moved from, or nothing built yet)");
 }
 
 // Builder errors name the op's operands with their types, like shape errors.

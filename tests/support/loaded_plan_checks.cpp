@@ -55,7 +55,9 @@ void expect_raw_io_matches_host_tensors(Backend& backend) {
   // Before every input is given, nothing runs.
   const std::vector<uint8_t> x = storage_of(inputs.at("x"));
   ASSERT_TRUE(raw.set_input("x", x.data(), x.size()).ok());
-  expect_refused(raw.run(), absl::StatusCode::kFailedPrecondition, "run() before set_inputs()");
+  expect_refused(raw.run(), absl::StatusCode::kFailedPrecondition,
+                 "run() before inputs h, s were given (by set_input() or set_inputs())");
+  expect_refused(raw.run_kernel(0), absl::StatusCode::kFailedPrecondition, "run_kernel(0) before inputs h, s were");
   for (const char* name : {"h", "s"}) {
     const std::vector<uint8_t> bytes = storage_of(inputs.at(name));
     ASSERT_TRUE(raw.set_input(name, bytes.data(), bytes.size()).ok()) << name;
@@ -160,7 +162,10 @@ void expect_new_dropout_seed_draws_that_seeds_mask(Backend& backend) {
     EXPECT_EQ(run_bits(p, inputs), before);
 
     expect_refused(p.set_dropout_seed("h", 3), absl::StatusCode::kInvalidArgument,
-                   "set_dropout_seed(\"h\"): h: bf16[37, 64] is a gelu, not a dropout; its dropouts: d1, d2");
+                   "set_dropout_seed(\"h\"): h: bf16[37, 64] is not a dropout; its dropouts: d1, d2");
+    // y is the user's layer_norm (a mul in the plan's expanded graph): no op named.
+    expect_refused(p.set_dropout_seed("y", 3), absl::StatusCode::kInvalidArgument,
+                   "set_dropout_seed(\"y\"): y: bf16[37, 64] is not a dropout;");
     expect_refused(p.set_dropout_seed("d3", 3), absl::StatusCode::kInvalidArgument,
                    "the graph has no node of that name (did you mean 'd1'?); its dropouts: d1, d2");
     expect_refused(p.set_dropout_seed("d2", -1), absl::StatusCode::kInvalidArgument,
