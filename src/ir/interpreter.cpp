@@ -394,19 +394,19 @@ TensorMap random_inputs(const Graph& graph, uint64_t seed) {
         splitmix64_mix(splitmix64_mix(seed) + (static_cast<uint64_t>(index) + 1) * 0x9E3779B97F4A7C15ull);
     // More than the machine's memory is refused before asking for it (an
     // allocator may abort rather than fail, as AddressSanitizer's does).
-    const auto too_big = [&] {
-      return fmt::format("out of host memory: cannot hold input {} ({} elements, 8 bytes each on the host)",
-                         describe(n), n.shape.numel());
-    };
-    if (physical > 0 && static_cast<double>(n.shape.numel()) * 8.0 > physical) throw Error(too_big());
-    const std::string refused =
-        host_allocation_refusal(static_cast<uint64_t>(n.shape.numel()) * 8,
-                                fmt::format("input {} (8 bytes an element on the host)", describe(n)));
+    const std::string what = fmt::format("input {} (8 bytes an element on the host)", describe(n));
+    const double bytes = static_cast<double>(n.shape.numel()) * 8.0;
+    if (physical > 0 && bytes > physical) {
+      throw Error(fmt::format("out of host memory: {} needs {:.0f} MiB, more than the machine's {:.0f} MiB", what,
+                              bytes / (1 << 20), physical / (1 << 20)));
+    }
+    const std::string refused = host_allocation_refusal(static_cast<uint64_t>(n.shape.numel()) * 8, what);
     if (!refused.empty()) throw Error(refused);
     try {
       inputs[n.name] = HostTensor::random_normal(n.dtype, n.shape, input_seed);
     } catch (const std::bad_alloc&) {
-      throw Error(too_big());
+      throw Error(fmt::format("out of host memory: {} needs {:.0f} MiB, which could not be allocated", what,
+                              bytes / (1 << 20)));
     }
   }
   return inputs;
