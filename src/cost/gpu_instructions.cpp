@@ -1,5 +1,7 @@
 #include "cost/gpu_instructions.h"
 
+#include <algorithm>
+
 #include "cost/cost_model.h"
 #include "fusion/gelu_dropout.h"
 #include "fusion/gpu_row_shape.h"
@@ -76,12 +78,18 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   const int step = gpu_has_vector_path(graph, kernel) ? gpu_vector_width(graph, kernel) : 1;
   double per_element = row ? kLoopRow * passes : kLoopPointwiseStep / step;
   const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
+  const std::vector<int32_t> kept = gpu_row_kept_vectors(graph, kernel);
   for (int32_t id : kernel.reads) {
     const Node& n = graph.node(id);
+    // A persistent kernel loads an [N] vector once per thread, but for
+    // those beyond the ones it keeps, which it loads again in every row.
+    const bool reloaded_vector = row && !reread && n.shape.last() == kernel.iteration.last() && n.shape.last() > 1 &&
+                                 n.shape.numel() == n.shape.last() &&
+                                 std::find(kept.begin(), kept.end(), id) == kept.end();
     if (!row) {
       const bool broadcast = n.shape.numel() < kernel.iteration.numel();
       per_element += stream_cost(n) + (broadcast ? kBroadcastIndex : 0);
-    } else if (reread ? n.shape.last() == kernel.iteration.last() : is_row_shaped(n, kernel)) {
+    } else if (reread ? n.shape.last() == kernel.iteration.last() : is_row_shaped(n, kernel) || reloaded_vector) {
       per_element += stream_cost(n) * (reread ? std::max(1, passes_needing(needs, id)) : 1);
     }
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "fusion/plan.h"
 
@@ -38,5 +39,16 @@ struct GpuRowShape {
 GpuRowShape gpu_row_shape(int64_t row_length, RowStrategy strategy, int chunk);
 // The same for a kernel of a plan, with its own chunk.
 GpuRowShape gpu_row_shape(const Graph& graph, const Kernel& kernel);
+
+// How many [N] vectors (gamma, beta, a bias: the same columns in every row)
+// a persistent row kernel loads once per thread and keeps in registers for
+// all its rows. Each takes a thread's share of the row in registers (8 to 16
+// floats); 50 fused LayerNorm layers keep 150 of them, which took 255
+// registers and spilled 1.9 KB per thread. The rest are read again in every
+// row, just before their first use, from L1 or L2.
+inline constexpr int kGpuRowKeptVectors = 4;
+// The [N] vectors a persistent row kernel keeps: the first
+// kGpuRowKeptVectors it reads (kernel.reads order); none when re-reading.
+std::vector<int32_t> gpu_row_kept_vectors(const Graph& graph, const Kernel& kernel);
 
 }  // namespace fusejit

@@ -91,6 +91,11 @@ const std::vector<std::string>& varied_graph_texts() {
       // dropout before a reduction; a per-row input
       "input x: f32[8, 300]\ninput s: f32[8, 1]\nd = dropout(x, p=0.3, seed=7)\nt = mul(d, s)\ny = softmax(t)\n"
       "output y\n",
+      // two LayerNorm layers in one row kernel: more [N] vectors than it keeps in registers
+      // (gpu_row_kept_vectors: b1, g1, e1, b2), so g2 and e2 are loaded in every row, g2 used twice
+      "input x: f32[13, 800]\ninput b1: f32[800]\ninput g1: f32[800]\ninput e1: f32[800]\ninput b2: f32[1, 800]\n"
+      "input g2: f32[800]\ninput e2: f32[800]\nh1 = add(x, b1)\na1 = gelu(h1)\ny1 = layer_norm(a1, g1, e1)\n"
+      "h2 = add(y1, b2)\nd2 = dropout(h2, p=0.2, seed=3)\ny2 = layer_norm(d2, g2, e2)\nz = add(y2, g2)\noutput z\n",
       // every elementwise op, rank 4, an odd row length
       "input x: f16[2, 3, 5, 1001]\na = abs(x)\nc = add(a, 1)\nb = sqrt(c)\nd = rsqrt(c)\ne = reciprocal(c)\n"
       "f = log(c)\ng = exp(x)\nh = tanh(x)\ni = sigmoid(x)\nj = silu(x)\nk = relu(x)\nl = erf(x)\n"

@@ -66,6 +66,16 @@ __device__ __forceinline__ void fj_keep(float& v) {
 #endif
 }
 
+// A pointer whose value the compiler cannot see, so that loads through it
+// inside a loop stay there: an [N] vector a row kernel reads in every row
+// rather than keeping (fusion/gpu_row_shape.h: gpu_row_kept_vectors).
+template <typename T>
+__device__ __forceinline__ void fj_opaque(const T*& p) {
+#ifdef __CUDA_ARCH__
+  asm volatile("" : "+l"(p));
+#endif
+}
+
 // Rounding an f32 value to a storage type and back: what `cast` means.
 __device__ __forceinline__ float fj_round_f32(float x) { return x; }
 __device__ __forceinline__ float fj_round_f16(float x) { return fj_to_float(fj_from_float<fj_f16>(x)); }

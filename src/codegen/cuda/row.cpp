@@ -281,7 +281,7 @@ class RowEmitter {
 
   // Loads of tensor `id`'s chunks from `base`: "0" for an [N] vector, the
   // same in every row, else the row's offset.
-  void write_chunk_loads(int32_t id, const std::string& base) {
+  void write_chunk_loads(int32_t id, const std::string& base, const std::string& pointer = "") {
     const Node& n = g_.node(id);
     const std::string r = read_name(g_, id);
     w_.line("float {}[kItems];", r);
@@ -289,8 +289,8 @@ class RowEmitter {
     w_.open("for (int c = 0; c < kChunks; ++c)");
     w_.line("const int j = (c * kThreads + tid) * kVec;");
     w_.line("if ({}) fj_load<{}, kVec>({} + {}j, {} + c * kVec, kAligned);",
-            base == "0" ? in_row("j") : in_live_row("j"), storage_type(n.dtype), param_name(g_, id),
-            base == "0" ? "" : base + " + ", r);
+            base == "0" ? in_row("j") : in_live_row("j"), storage_type(n.dtype),
+            pointer.empty() ? param_name(g_, id) : pointer, base == "0" ? "" : base + " + ", r);
     w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
     w_.close();
   }
@@ -322,9 +322,15 @@ class RowEmitter {
     // [N] vectors: the same columns in every row, so loaded once per thread,
     // and kept widened (fj_keep): ptxas would otherwise widen them again in
     // every row.
+    const std::vector<int32_t> kept = gpu_row_kept_vectors(g_, kernel_);
+    std::set<int32_t> reloaded;  // [N] vectors beyond those kept: loaded in every row, where first used
     for (int32_t id : kernel_.reads) {
       const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
       if (!access.varies_along_row() || !access.same_for_every_row()) continue;
+      if (std::find(kept.begin(), kept.end(), id) == kept.end()) {
+        reloaded.insert(id);
+        continue;
+      }
       write_chunk_loads(id, "0");
       w_.line("#pragma unroll");
       w_.line("for (int k = 0; k < kItems; ++k) fj_keep({}[k]);", read_name(g_, id));
@@ -376,6 +382,18 @@ class RowEmitter {
     write_per_row_reads();
     for (int32_t id : kernel_.nodes) {
       const Node& n = g_.node(id);
+      for (const Operand& o : n.operands) {
+        if (o.is_literal() || !reloaded.contains(o.node)) continue;
+        // From L1 or L2, not HBM: every row reads the same columns. The
+        // address is made opaque in the loop (fj_opaque), or the compiler
+        // would hoist these invariant loads out of it, into the registers
+        // they are not given.
+        const Node& v = g_.node(o.node);
+        w_.line("const {}* {}_at = {};", storage_type(v.dtype), read_name(g_, o.node), param_name(g_, o.node));
+        w_.line("fj_opaque({}_at);", read_name(g_, o.node));
+        write_chunk_loads(o.node, "0", read_name(g_, o.node) + "_at");
+        reloaded.erase(o.node);
+      }
       w_.line("// {}", statement_comment(g_, n));
       if (folded_gelu(id)) {
         w_.line("//   computed with the dropout of it below (fj_gelu_dropout8)");
