@@ -151,6 +151,7 @@ CudaGpu::~CudaGpu() {
 absl::Status CudaGpu::make_current() const { return cuda::set_current_context(context_); }
 
 absl::StatusOr<cublas::Handle> CudaGpu::cublas_handle() {
+  const std::lock_guard lock(lazy_mutex_);
   if (cublas_) return *cublas_;
   absl::StatusOr<cublas::Handle> handle = cublas::create_handle();
   if (!handle.ok()) return handle.status();
@@ -165,6 +166,7 @@ absl::Status CudaGpu::flush_l2() {
 
 absl::Status CudaGpu::queue_l2_flush() {
   const size_t bytes = 2 * static_cast<size_t>(std::max<int64_t>(info_.l2_bytes, 1 << 20));
+  const std::lock_guard lock(lazy_mutex_);
   if (!flush_buffer_) {
     absl::StatusOr<CompiledKernel> compiled =
         compile_cuda("fj_l2_flush", kL2FlushSource, {.arch = arch_}, &KernelCache::global());

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -140,6 +141,9 @@ class CudaGpu {
   std::string arch_;
   int clock_khz_;
   int max_threads_per_sm_;
+  // Guards the objects made on first use below: plans of one backend may
+  // run on several threads at once.
+  std::mutex lazy_mutex_;
   std::optional<cublas::Handle> cublas_;
   std::optional<DeviceBuffer> flush_buffer_;
   ModuleHandle flush_module_;  // holds flush_function_

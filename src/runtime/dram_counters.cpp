@@ -75,6 +75,9 @@ absl::StatusOr<CuptiApi> load_cupti() {
     return absl::UnavailableError(fmt::format("CUPTI at {} lacks the range profiler ({}); it needs CUDA 12.6 or newer",
                                               library->path(), absl::StrJoin(missing, ", ")));
   }
+  // The profiler's host and target halves, which CUPTI opens by bare name.
+  library->load_companion("libnvperf_host.so");
+  library->load_companion("libnvperf_target.so");
   return api;
 }
 
@@ -127,6 +130,9 @@ struct DramByteCounter::State {
   CUpti_RangeProfiler_Object* profiler = nullptr;
   std::vector<uint8_t> config_image;
   std::vector<uint8_t> counter_data;
+  // Given to cuptiProfilerHostInitialize, and kept while the host object
+  // lives: CUPTI does not say it copies it (NVIDIA's samples keep theirs).
+  std::vector<uint8_t> counter_availability;
 
   ~State() {
     if (profiler != nullptr) {
@@ -150,14 +156,14 @@ struct DramByteCounter::State {
     auto availability = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_GetCounterAvailability_Params);
     availability.ctx = context;
     FUSEJIT_CUPTI_CALL(cuptiProfilerGetCounterAvailability, availability);
-    std::vector<uint8_t> available(availability.counterAvailabilityImageSize);
-    availability.pCounterAvailabilityImage = available.data();
+    counter_availability.resize(availability.counterAvailabilityImageSize);
+    availability.pCounterAvailabilityImage = counter_availability.data();
     FUSEJIT_CUPTI_CALL(cuptiProfilerGetCounterAvailability, availability);
 
     auto init = FUSEJIT_CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params);
     init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
     init.pChipName = chip.pChipName;
-    init.pCounterAvailabilityImage = available.data();
+    init.pCounterAvailabilityImage = counter_availability.data();
     FUSEJIT_CUPTI_CALL(cuptiProfilerHostInitialize, init);
     host = init.pHostObject;
 

@@ -71,6 +71,10 @@ absl::StatusOr<NvrtcApi> load_nvrtc() {
   if (!missing.empty()) {
     return absl::UnavailableError(fmt::format("NVRTC at {} lacks {}", library->path(), absl::StrJoin(missing, ", ")));
   }
+  // NVRTC opens libnvrtc-builtins.so.MAJOR.MINOR at its first compile.
+  int major = 0, minor = 0;
+  if (api.version(&major, &minor) == 0)
+    library->load_companion(fmt::format("libnvrtc-builtins.so.{}.{}", major, minor));
   return api;
 #else
   return absl::UnavailableError("fusejit was built without the CUDA toolkit (NVRTC)");

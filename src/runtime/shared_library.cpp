@@ -63,6 +63,15 @@ std::string SharedLibrary::path() const {
   return map->l_name;
 }
 
+void SharedLibrary::load_companion(const std::string& file) const {
+  const std::filesystem::path companion = std::filesystem::path(path()).parent_path() / file;
+  std::error_code ec;
+  if (!companion.has_parent_path() || !std::filesystem::exists(companion, ec)) return;
+  // Never closed, as the library itself; a failure leaves the library's own
+  // error at its first use.
+  if (::dlopen(companion.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) (void)::dlerror();
+}
+
 void* SharedLibrary::lookup(const char* symbol) const { return ::dlsym(handle_, symbol); }
 
 }  // namespace fusejit

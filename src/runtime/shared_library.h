@@ -22,6 +22,14 @@ class SharedLibrary {
   const std::string& name() const { return name_; }
   std::string path() const;
 
+  // Loads `file` from this library's folder, if it is there. NVRTC and
+  // CUPTI dlopen companions of theirs (libnvrtc-builtins, libnvperf_host)
+  // by bare name, which the loader looks up on its search path, not in the
+  // folder they came from: loaded from a toolkit folder the loader does not
+  // search, they would load and then fail at the first compile. Loaded
+  // first, the companion is found under its soname.
+  void load_companion(const std::string& file) const;
+
   // Looks up a function; false if the library lacks it.
   template <typename Fn>
   bool bind(Fn*& fn, const char* symbol) const {
