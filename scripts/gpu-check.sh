@@ -9,10 +9,14 @@
 #
 #   scripts/gpu-check.sh [BUILD_DIR]
 #
-# Through the `device` tool: scripts/build-portable.sh here, then run
+# Through the `device` tool: scripts/build-portable.sh and
+# scripts/prefill-gpu-cache.sh here, then run
 #   OUT=$OUT bash scripts/gpu-check.sh build-gpu
-# carrying build-gpu/fusejit, build-gpu/tests/fusejit_tests and
-# build-gpu/source-dir.txt, with a timeout_s above GPU_CHECK_BUDGET_S.
+# carrying build-gpu/fusejit, build-gpu/tests/fusejit_tests,
+# build-gpu/source-dir.txt and build-gpu/kernel-cache, with a timeout_s
+# above GPU_CHECK_BUDGET_S. The kernel cache (compiled here for sm_90) makes
+# the NVRTC compiles of the run disk-cache hits where the GPU machine's
+# NVRTC is this toolkit's version.
 #
 # Device time is short, so the script keeps to one budget
 # (GPU_CHECK_BUDGET_S, default 480 s): every step's time limit is cut to what
@@ -108,6 +112,14 @@ if [[ ! -x "$build/tests/fusejit_tests" || ! -x "$build/fusejit" ]]; then
   exit 1
 fi
 build=$(realpath "$build")
+
+# Kernels compiled before the lease (scripts/prefill-gpu-cache.sh), unless
+# the caller chose a cache.
+if [[ -z "${FUSEJIT_CACHE_DIR:-}" && -d "$build/kernel-cache/kernels" ]]; then
+  export FUSEJIT_CACHE_DIR="$build/kernel-cache"
+  echo "kernel cache: $(find "$build/kernel-cache/kernels" -name '*.fjkc' | wc -l) kernels compiled before the lease" \
+    >>"$report"
+fi
 
 # A portable build (scripts/build-portable.sh) names examples by the absolute
 # path of the checkout it was built in; make that path lead here.

@@ -569,6 +569,47 @@ TEST_F(CudaNvrtcTest, RowKernelsKeepAFewVectorsAndLoadTheRestPerRow) {
   }
 }
 
+// The row count is an argument of every kernel and appears nowhere in its
+// source, so a plan of the same graph for another batch size is a kernel
+// cache hit (and kernels compiled for the examples' 8192 rows serve the
+// GPU demo's 16384: scripts/prefill-gpu-cache.sh). Until a pointwise
+// kernel needs 64-bit indices: 2^31 elements change its code.
+TEST(CudaCodegen, TheRowCountIsNotInTheSource) {
+  const auto graph = [](int64_t rows) {
+    Graph g;
+    const Value x = g.input("x", DType::kBF16, {rows, 4096});
+    const Value h = gelu(x + g.input("b", DType::kBF16, {4096}));
+    g.output("y", layer_norm(dropout(h, 0.1, 7), g.input("gamma", DType::kBF16, {4096}),
+                             g.input("beta", DType::kBF16, {4096})));
+    g.output("s", softmax(h));
+    return g;
+  };
+  const Graph small = graph(8192), large = graph(16384), huge = graph(int64_t{1} << 19);
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused" : "unfused");
+    const auto plan = [&](const Graph& g) { return fused ? make_fused_plan(g) : make_unfused_plan(g); };
+    const std::vector<CudaKernelSource> a = emit_cuda(plan(small)), b = emit_cuda(plan(large)),
+                                        c = emit_cuda(plan(huge));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k].source, b[k].source) << a[k].name;
+      // A row kernel's offsets are 64-bit at any size (row * kN, a long long row).
+      if (plan(small).kernels[k].kind == KernelKind::kRow) {
+        EXPECT_EQ(a[k].source, c[k].source) << a[k].name;
+      } else {
+        EXPECT_NE(a[k].source, c[k].source) << a[k].name << ": 2^31 elements need 64-bit indices";
+      }
+    }
+    const FusionPlan cpu_small = plan(small), cpu_large = plan(large);
+    for (size_t k = 0; k < cpu_small.kernels.size(); ++k) {
+      if (cpu_small.kernels[k].kind != KernelKind::kRow) continue;  // a CPU pointwise loop's length is a constant
+      EXPECT_EQ(emit_cpu_kernel(cpu_small, static_cast<int>(k)).source,
+                emit_cpu_kernel(cpu_large, static_cast<int>(k)).source)
+          << cpu_small.kernels[k].name;
+    }
+  }
+}
+
 TEST(CudaCodegen, OnlyBlockPerRowKernelsHaveLaunchShapesToChoose) {
   const auto candidates = [](const std::string& text, const FusionOptions& options = {}) {
     const absl::StatusOr<Graph> g = parse_graph(text);

@@ -32,8 +32,9 @@ class RowEmitter {
     out.count = n_ == 0 ? 0 : kernel_.iteration.numel() / n_;
     out.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n_, 1));
     write_header(w_, plan_, kernel_,
-                 fmt::format("row kernel over {} ({} rows of {}), one row at a time in f32 arrays",
-                             kernel_.iteration, out.count, n_));
+                 fmt::format("row kernel over rows of {} (their number is an argument), one row at a time in f32 "
+                             "arrays",
+                             n_));
     write_helpers(w_);
     w_.blank();
     for (int32_t id : kernel_.nodes) {

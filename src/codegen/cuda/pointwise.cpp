@@ -125,9 +125,12 @@ CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel, Cu
   const std::string index_type = out.index_64bit ? "long long" : "int";
 
   SourceWriter w;
+  // Nothing in the source names the element count (an argument), so one
+  // compiled kernel serves every batch size: a plan of the same graph with
+  // more rows is a cache hit.
   write_header(w, plan, kernel,
-               fmt::format("pointwise over {} ({} elements), {}", kernel.iteration, out.count,
-                           access_description(out)));
+               fmt::format("pointwise over rank-{} tensors with rows of {} (the element count is an argument), {}",
+                           kernel.iteration.rank(), kernel.iteration.last(), access_description(out)));
   write_helpers(w);
   w.blank();
   write_items_function(w, plan, kernel, out.params, index_type);

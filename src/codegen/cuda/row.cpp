@@ -121,10 +121,12 @@ class RowEmitter {
   }
 
   CudaKernelSource emit() {
+    // The row count is an argument and named nowhere in the source, so one
+    // compiled kernel serves every batch size (a cache hit).
     write_header(w_, plan_, kernel_,
-                 fmt::format("row kernel over {} ({} rows of {}), {} with {} threads, {}", kernel_.iteration,
-                             out_.count, n_, cuda_variant_name(out_.variant), threads_, access_description(out_))
-                     + (prefetch_ ? ", loading each next row while computing the current one" : ""));
+                 fmt::format("row kernel over rows of {} (their number is an argument), {} with {} threads, {}", n_,
+                             cuda_variant_name(out_.variant), threads_, access_description(out_)) +
+                     (prefetch_ ? ", loading each next row while computing the current one" : ""));
     write_helpers(w_);
     w_.blank();
     for (int32_t id : kernel_.nodes) {
