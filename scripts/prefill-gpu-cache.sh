@@ -8,68 +8,84 @@
 # fusejit version, so entries hit only where the GPU machine's NVRTC is
 # this one's version; otherwise they are misses, compiled as without them.
 #
-# What it compiles: every example graph's fused and unfused kernels, in the
-# launch shapes a row kernel is tuned over (FUSEJIT_ROW_BLOCK_THREADS,
-# FUSEJIT_ROW_PREFETCH) and the scalar variant; the demo in bf16 and f32;
-# and the GPU tests' kernels, by running them on the CUDA emulator. A
-# kernel's source depends on its row length, not its row count, so small
-# runs compile the kernels of full-size ones.
+# What it compiles: every example graph's fused and unfused kernels, in both
+# access variants (16-byte and scalar); the demo example's and the built-in
+# demo's in the launch shapes a block-per-row kernel is tuned over
+# (runtime/cuda_row_tuning.h: only kernels of 2^24 elements or more are
+# tuned, and of the examples only the demo is that large); the f32 demo;
+# and the GPU tests' kernels, by running them on the CUDA emulator. No
+# kernel's source names its row count, so small runs compile the kernels of
+# full-size ones. Everything runs the carried build-gpu/ binaries, so that
+# the cached sources are the ones the GPU run generates; the emulator comes
+# from build/.
 #
 #   scripts/build.sh && scripts/build-portable.sh && scripts/prefill-gpu-cache.sh
 #   # then carry build-gpu/kernel-cache too
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${FUSEJIT_BUILD_DIR:-build}
-cache=build-gpu/kernel-cache
-emulator=$(ls "$build"/tests/cuda_emulator/libfusejit*.so 2>/dev/null | head -n 1 || true)
-if [[ ! -x "$build/fusejit" || ! -x "$build/tests/fusejit_tests" || -z "$emulator" ]]; then
-  echo "prefill-gpu-cache: needs $build/ built with the CUDA toolkit (scripts/build.sh)" >&2
+emulator=$(find build/tests/cuda_emulator -maxdepth 1 -name 'libfusejit*.so' 2>/dev/null | head -n 1)
+if [[ -z "$emulator" ]]; then
+  echo "prefill-gpu-cache: needs the CUDA emulator of build/ (scripts/build.sh with the CUDA toolkit)" >&2
   exit 1
 fi
+fusejit=build-gpu/fusejit tests=build-gpu/tests/fusejit_tests
+if [[ ! -x "$fusejit" || ! -x "$tests" ]]; then
+  echo "prefill-gpu-cache: no $fusejit or $tests: run scripts/build-portable.sh first" >&2
+  exit 1
+fi
+# Binaries older than the last change to the sources would cache kernels the
+# GPU run never asks for.
+changed=$(git log -1 --format=%ct -- src CMakeLists.txt)
+for binary in "$fusejit" "$tests"; do
+  if (($(stat -c %Y "$binary") < changed)); then
+    echo "prefill-gpu-cache: $binary is older than the last change to src/: run scripts/build-portable.sh" >&2
+    exit 1
+  fi
+done
+cache=build-gpu/kernel-cache
 rm -rf "$cache"
 mkdir -p "$cache"
 export FUSEJIT_CACHE_DIR=$PWD/$cache
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/fusejit-prefill.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 
-# The shapes cuda_row_shape_candidates() tunes a block-per-row kernel over,
-# as the variables force them: "THREADS PREFETCH".
+# The shapes cuda_row_shape_candidates() offers the demo's kernels (512
+# threads by default), as the variables force them: "THREADS PREFETCH".
 shapes=("- 0" "256 0" "1024 0" "- 1" "256 1")
 emits=0
-emit() {  # GRAPH [ARGS...]: each emit into a folder of its own
-  local graph=$1 shape threads prefetch
-  shift
-  for shape in "${shapes[@]}"; do
-    read -r threads prefetch <<<"$shape"
-    [[ $threads == - ]] && threads=""
-    for plan in "" --unfused; do
-      FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch "$build/fusejit" emit "$graph" --arch sm_90 \
-        $plan --out "$scratch/emit-$((++emits))" "$@" >/dev/null
-    done
-  done
+emit() {  # GRAPH SHAPE [ARGS...]: both plans, each into a folder of its own
+  local graph=$1 threads prefetch plan
+  read -r threads prefetch <<<"$2"
+  [[ $threads == - ]] && threads=""
+  shift 2
   for plan in "" --unfused; do
-    "$build/fusejit" emit "$graph" --arch sm_90 --access scalar $plan --out "$scratch/emit-$((++emits))" >/dev/null
+    FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch "$fusejit" emit "$graph" --arch sm_90 $plan \
+      --out "$scratch/emit-$((++emits))" "$@" >/dev/null
   done
 }
 for graph in examples/graphs/*.fj; do
   echo "prefill-gpu-cache: $graph"
-  emit "$graph"
+  emit "$graph" "- 0"
+  emit "$graph" "- 0" --access scalar
 done
+for shape in "${shapes[@]:1}"; do emit examples/graphs/bias_gelu_dropout_layernorm.fj "$shape"; done
 
-# The demo in both dtypes, through the CUDA backend on the emulator (at 64
-# rows: the same kernels as at 16384), in each launch shape.
-for dtype in bf16 f32; do
-  for shape in "${shapes[@]}"; do
-    read -r threads prefetch <<<"$shape"
-    [[ $threads == - ]] && threads=""
-    echo "prefill-gpu-cache: demo $dtype, threads ${threads:-default}, prefetch $prefetch"
-    FUSEJIT_CUDA_DRIVER=$emulator FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch \
-      "$build/fusejit" demo --backend cuda --rows 64 --dtype "$dtype" --reps 1 --no-counters >/dev/null
-  done
-done
+# The built-in demo (its own names), through the CUDA backend on the
+# emulator at 64 rows: bf16 in each launch shape, f32 as gpu-check runs it.
+demo() {  # SHAPE ARGS...
+  local threads prefetch
+  read -r threads prefetch <<<"$1"
+  [[ $threads == - ]] && threads=""
+  shift
+  echo "prefill-gpu-cache: demo $*, threads ${threads:-default}, prefetch $prefetch"
+  FUSEJIT_CUDA_DRIVER=$emulator FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch \
+    "$fusejit" demo --backend cuda --rows 64 --reps 1 --no-counters "$@" >/dev/null
+}
+for shape in "${shapes[@]}"; do demo "$shape" --dtype bf16; done
+demo "- 0" --dtype f32
 
 echo "prefill-gpu-cache: the GPU tests on the CUDA emulator (a few minutes)"
-FUSEJIT_CUDA_DRIVER=$emulator "$build/tests/fusejit_tests" --gtest_brief=1 \
+FUSEJIT_CUDA_DRIVER=$emulator "$tests" --gtest_brief=1 \
   --gtest_filter='CudaBackend*:CudaCublas*:Gpu*-*MeasuredBytes*' >"$scratch/tests.log" 2>&1 ||
   { tail -n 20 "$scratch/tests.log" >&2; echo "prefill-gpu-cache: the emulated GPU tests failed" >&2; exit 1; }
 
@@ -81,9 +97,15 @@ entries=$(find "$cache/kernels" -type f | wc -l)
 bytes=$(du -sb "$cache" | cut -f1)
 echo "prefill-gpu-cache: $entries kernels, $((bytes >> 20)) MiB in $cache"
 
-# The device tool carries 64 MiB in all: the checkout, the binaries and this.
-checkout=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -n 1 | cut -f1)
-binaries=$(du -cb build-gpu/fusejit build-gpu/tests/fusejit_tests 2>/dev/null | tail -n 1 | cut -f1)
+# The device tool carries 64 MiB in all: the checkout (tracked files, and
+# untracked ones git does not ignore), the binaries and this.
+size_of() {  # FILES on stdin, NUL-separated: their bytes in all
+  local total
+  total=$(xargs -0 -r du -cb | tail -n 1 | cut -f1) || total=""
+  echo "${total:-0}"
+}
+checkout=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | size_of)
+binaries=$(printf '%s\0' "$fusejit" "$tests" | size_of)
 total=$((checkout + binaries + bytes))
 echo "prefill-gpu-cache: with the checkout and the binaries, $((total >> 20)) MiB to carry"
 if ((total > 60 << 20)); then

@@ -109,9 +109,10 @@ PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused,
   for (const FusionPlan* p : {&unfused, &fused}) {
     if (!p->graph) {
       throw Error(
-          fmt::format("compare_plans: the '{}' plan has no graph (a default-constructed FusionPlan); make "
+          fmt::format("compare_plans: the {} plan{} has no graph (a default-constructed FusionPlan); make "
                       "plans with make_unfused_plan() and make_fused_plan()",
-                      p->label));
+                      p == &unfused ? "first (unfused)" : "second (fused)",
+                      p->label.empty() ? "" : fmt::format(" '{}'", p->label)));
     }
   }
   if (unfused.graph != fused.graph && !(*unfused.graph == *fused.graph)) {

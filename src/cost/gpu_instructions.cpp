@@ -78,14 +78,12 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   const int step = gpu_has_vector_path(graph, kernel) ? gpu_vector_width(graph, kernel) : 1;
   double per_element = row ? kLoopRow * passes : kLoopPointwiseStep / step;
   const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
-  const std::vector<int32_t> kept = gpu_row_kept_vectors(graph, kernel);
+  const std::vector<int32_t> reloaded = gpu_row_vectors(graph, kernel).reloaded;
   for (int32_t id : kernel.reads) {
     const Node& n = graph.node(id);
     // A persistent kernel loads an [N] vector once per thread, but for
     // those beyond the ones it keeps, which it loads again in every row.
-    const bool reloaded_vector = row && !reread && n.shape.last() == kernel.iteration.last() && n.shape.last() > 1 &&
-                                 n.shape.numel() == n.shape.last() &&
-                                 std::find(kept.begin(), kept.end(), id) == kept.end();
+    const bool reloaded_vector = std::find(reloaded.begin(), reloaded.end(), id) != reloaded.end();
     if (!row) {
       const bool broadcast = n.shape.numel() < kernel.iteration.numel();
       per_element += stream_cost(n) + (broadcast ? kBroadcastIndex : 0);

@@ -24,10 +24,11 @@
 //              shape; every operand of a pointwise kernel, with
 //              kBroadcastIndex more for one it indexes by broadcasting):
 //              kStream4Byte or kStream2Byte per element (load or store,
-//              conversion, address); a persistent row kernel's [N] vectors
-//              and per-row values are loaded once per thread or row, so
-//              free, while a re-reading one loads every read that varies
-//              along the row in every pass;
+//              conversion, address); a persistent row kernel's per-row
+//              values and the [N] vectors it keeps (gpu_row_vectors) are
+//              loaded once per row or thread, so free, the [N] vectors it
+//              reloads in every row are streamed, and a re-reading kernel
+//              loads every read that varies along the row in every pass;
 //   each reduction: every thread of a row shuffles and synchronises:
 //              kWarpReduce (warp per row; less for rows that share a
 //              warp, which shuffle fewer times), or kBlockReduceBase +

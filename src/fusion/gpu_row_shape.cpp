@@ -31,18 +31,18 @@ GpuRowShape gpu_row_shape(const Graph& graph, const Kernel& kernel) {
   return gpu_row_shape(kernel.iteration.last(), kernel.row_strategy, chunk);
 }
 
-std::vector<int32_t> gpu_row_kept_vectors(const Graph& graph, const Kernel& kernel) {
-  std::vector<int32_t> kept;
-  if (kernel.kind != KernelKind::kRow || kernel.row_strategy == RowStrategy::kReread) return kept;
+GpuRowVectors gpu_row_vectors(const Graph& graph, const Kernel& kernel) {
+  GpuRowVectors vectors;
+  if (kernel.kind != KernelKind::kRow || kernel.row_strategy == RowStrategy::kReread) return vectors;
   for (int32_t id : kernel.reads) {
-    if (static_cast<int>(kept.size()) == kGpuRowKeptVectors) break;
     // Varies along the row (a nonzero last stride), the same in every row
     // (zero strides elsewhere): codegen/tensor_access.h's terms.
     const auto strides = broadcast_strides(graph.node(id).shape, kernel.iteration);
     if (strides.empty() || strides.back() == 0) continue;
-    if (std::all_of(strides.begin(), strides.end() - 1, [](int64_t s) { return s == 0; })) kept.push_back(id);
+    if (!std::all_of(strides.begin(), strides.end() - 1, [](int64_t s) { return s == 0; })) continue;
+    (static_cast<int>(vectors.kept.size()) < kGpuRowKeptVectors ? vectors.kept : vectors.reloaded).push_back(id);
   }
-  return kept;
+  return vectors;
 }
 
 }  // namespace fusejit

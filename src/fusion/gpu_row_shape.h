@@ -43,12 +43,20 @@ GpuRowShape gpu_row_shape(const Graph& graph, const Kernel& kernel);
 // How many [N] vectors (gamma, beta, a bias: the same columns in every row)
 // a persistent row kernel loads once per thread and keeps in registers for
 // all its rows. Each takes a thread's share of the row in registers (8 to 16
-// floats); 50 fused LayerNorm layers keep 150 of them, which took 255
-// registers and spilled 1.9 KB per thread. The rest are read again in every
-// row, just before their first use, from L1 or L2.
+// floats); 50 fused LayerNorm layers kept 150 of them, which took 255
+// registers and spilled 1.9 KB per thread (rows of 1024). The rest are read
+// again in every row, just before their first use, from L1 or L2
+// (bench/results/2026-12-05-row-kernel-kept-vectors.md).
 inline constexpr int kGpuRowKeptVectors = 4;
-// The [N] vectors a persistent row kernel keeps: the first
-// kGpuRowKeptVectors it reads (kernel.reads order); none when re-reading.
-std::vector<int32_t> gpu_row_kept_vectors(const Graph& graph, const Kernel& kernel);
+
+// The [N] vectors a persistent row kernel reads, in kernel.reads order: the
+// first kGpuRowKeptVectors kept, the others reloaded in every row. Both
+// empty for other kernels (a re-reading kernel loads every read per pass).
+// The CUDA generator emits these loads and the instruction model counts them.
+struct GpuRowVectors {
+  std::vector<int32_t> kept;
+  std::vector<int32_t> reloaded;
+};
+GpuRowVectors gpu_row_vectors(const Graph& graph, const Kernel& kernel);
 
 }  // namespace fusejit

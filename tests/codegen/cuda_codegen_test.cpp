@@ -547,7 +547,8 @@ TEST_F(CudaNvrtcTest, RowKernelsKeepAFewVectorsAndLoadTheRestPerRow) {
     g.output("y", h);
     const FusionPlan plan = make_fused_plan(g);
     ASSERT_EQ(plan.kernels[0].kind, KernelKind::kRow);
-    const std::vector<int32_t> kept = gpu_row_kept_vectors(*plan.graph, plan.kernels[0]);
+    const GpuRowVectors row_vectors = gpu_row_vectors(*plan.graph, plan.kernels[0]);
+    const std::vector<int32_t>& kept = row_vectors.kept;
     ASSERT_EQ(kept.size(), static_cast<size_t>(kGpuRowKeptVectors));
     EXPECT_EQ(plan.graph->node(kept[0]).name, "b0");
     EXPECT_EQ(plan.graph->node(kept[3]).name, "b1");
@@ -555,12 +556,13 @@ TEST_F(CudaNvrtcTest, RowKernelsKeepAFewVectorsAndLoadTheRestPerRow) {
     int vectors = 0;
     for (int32_t id : plan.kernels[0].reads) vectors += plan.graph->node(id).shape.rank() == 1 ? 1 : 0;
     ASSERT_GT(vectors, kGpuRowKeptVectors + 20);
+    EXPECT_EQ(row_vectors.reloaded.size(), static_cast<size_t>(vectors - kGpuRowKeptVectors));
     // Each vector is loaded once: kept ones before the row loop, the others in it.
     const size_t loop = k.source.find("for (; row < rows; row += fj_row_step)");
     EXPECT_EQ(count_of(k.source, "fj_keep(r_"), kGpuRowKeptVectors);
-    EXPECT_EQ(count_of(k.source, "fj_opaque(r_"), vectors - kGpuRowKeptVectors);
+    EXPECT_EQ(count_of(k.source, "fj_opaque(fj_at_"), vectors - kGpuRowKeptVectors);
     EXPECT_LT(k.source.find("fj_keep(r_b1[k])"), loop);
-    EXPECT_GT(k.source.find("fj_opaque(r_g1_at)"), loop);
+    EXPECT_GT(k.source.find("fj_opaque(fj_at_g1)"), loop);
     absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
     ASSERT_TRUE(c.ok()) << status_text(c.status());
     EXPECT_LT(c->ptxas.registers, 128) << c->log;

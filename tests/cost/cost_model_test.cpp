@@ -75,7 +75,7 @@ TEST(CostModel, PlansOfDifferentGraphsAreNotCompared) {
             "compare_plans: the 'unfused' and 'fused' plans are plans of different graphs; compare two plans of "
             "one graph");
   EXPECT_EQ(testing::error_of([&] { (void)compare_plans(FusionPlan{}, make_fused_plan(small), h100); }),
-            "compare_plans: the '' plan has no graph (a default-constructed FusionPlan); make plans with "
+            "compare_plans: the first (unfused) plan has no graph (a default-constructed FusionPlan); make plans with "
             "make_unfused_plan() and make_fused_plan()");
   Graph same = large;
   const PlanComparison c = compare_plans(make_unfused_plan(large), make_fused_plan(same), h100);
@@ -315,6 +315,25 @@ TEST(CostModel, RowReductionsCostEveryThreadOfTheRow) {
                      (2 + 0.5 + 1) * 64 * n + 64 * shape.threads * per_thread)
         << n;
   }
+}
+
+// A persistent row kernel keeps its first kGpuRowKeptVectors [N] vectors in
+// registers (free per element) and loads the others in every row, where
+// they cost a stream each (0.5 for f32), as the CUDA generator emits them.
+TEST(CostModel, RowKernelsPayForTheVectorsTheyReloadInEveryRow) {
+  const auto instructions = [](int vectors) {
+    Graph g;
+    Value h = g.input("x", DType::kF32, {64, 4096});
+    for (int i = 0; i < vectors; ++i) h = h * g.input(fmt::format("v{}", i), DType::kF32, {4096});
+    g.output("y", sum(h));
+    return only_kernel(g, gpu_device("h100")).instructions;
+  };
+  const double elements = 64.0 * 4096;
+  ASSERT_EQ(kGpuRowKeptVectors, 4);
+  // One more multiply per element for each vector; a stream more past the fourth.
+  EXPECT_DOUBLE_EQ(instructions(4) - instructions(3), 1.0 * elements);
+  EXPECT_DOUBLE_EQ(instructions(5) - instructions(4), (1.0 + 0.5) * elements);
+  EXPECT_DOUBLE_EQ(instructions(7) - instructions(5), 2 * (1.0 + 0.5) * elements);
 }
 
 TEST(CostModel, ReReadingRowKernelsPayTheLoopAndLoadsInEveryPass) {

@@ -92,10 +92,18 @@ const std::vector<std::string>& varied_graph_texts() {
       "input x: f32[8, 300]\ninput s: f32[8, 1]\nd = dropout(x, p=0.3, seed=7)\nt = mul(d, s)\ny = softmax(t)\n"
       "output y\n",
       // two LayerNorm layers in one row kernel: more [N] vectors than it keeps in registers
-      // (gpu_row_kept_vectors: b1, g1, e1, b2), so g2 and e2 are loaded in every row, g2 used twice
-      "input x: f32[13, 800]\ninput b1: f32[800]\ninput g1: f32[800]\ninput e1: f32[800]\ninput b2: f32[1, 800]\n"
-      "input g2: f32[800]\ninput e2: f32[800]\nh1 = add(x, b1)\na1 = gelu(h1)\ny1 = layer_norm(a1, g1, e1)\n"
-      "h2 = add(y1, b2)\nd2 = dropout(h2, p=0.2, seed=3)\ny2 = layer_norm(d2, g2, e2)\nz = add(y2, g2)\noutput z\n",
+      // (gpu_row_vectors: b1, g1, g2_at, b2), so g2 and e2 are loaded in every row, g2 used twice;
+      // g2_at is named like a reload's pointer would have been (r_g2_at), hiding the kept array
+      "input x: f32[13, 800]\ninput b1: f32[800]\ninput g1: f32[800]\ninput g2_at: f32[800]\n"
+      "input b2: f32[1, 800]\ninput g2: f32[800]\ninput e2: f32[800]\nh1 = add(x, b1)\na1 = gelu(h1)\n"
+      "y1 = layer_norm(a1, g1, g2_at)\nh2 = add(y1, b2)\nd2 = dropout(h2, p=0.2, seed=3)\n"
+      "y2 = layer_norm(d2, g2, e2)\nz = add(y2, g2)\nt = mul(z, g2_at)\noutput t\n",
+      // the same in bf16 rows of 64, which share a warp (8 lanes each): reloads in rows some lanes
+      // run past, and a GeLU folded into the dropout of it reading a reloaded vector's sum
+      "input x: bf16[13, 64]\ninput b1: bf16[64]\ninput g1: bf16[64]\ninput e1: bf16[64]\n"
+      "input b2: bf16[64]\ninput g2: bf16[64]\ninput e2: bf16[64]\ninput b3: bf16[64]\n"
+      "y1 = layer_norm(x, g1, e1)\nh = mul(y1, b1)\nk = add(h, b2)\nr = add(k, b3)\na = gelu(r)\n"
+      "d = dropout(a, p=0.1, seed=5)\ny = layer_norm(d, g2, e2)\noutput y\n",
       // every elementwise op, rank 4, an odd row length
       "input x: f16[2, 3, 5, 1001]\na = abs(x)\nc = add(a, 1)\nb = sqrt(c)\nd = rsqrt(c)\ne = reciprocal(c)\n"
       "f = log(c)\ng = exp(x)\nh = tanh(x)\ni = sigmoid(x)\nj = silu(x)\nk = relu(x)\nl = erf(x)\n"

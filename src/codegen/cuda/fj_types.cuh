@@ -68,7 +68,7 @@ __device__ __forceinline__ void fj_keep(float& v) {
 
 // A pointer whose value the compiler cannot see, so that loads through it
 // inside a loop stay there: an [N] vector a row kernel reads in every row
-// rather than keeping (fusion/gpu_row_shape.h: gpu_row_kept_vectors).
+// rather than keeping (fusion/gpu_row_shape.h: gpu_row_vectors).
 template <typename T>
 __device__ __forceinline__ void fj_opaque(const T*& p) {
 #ifdef __CUDA_ARCH__

@@ -16,8 +16,9 @@
 // The re-read variant (rows beyond the limit) walks the row in tiles of T * V
 // elements once per reduction stage, recomputing the prologue from memory,
 // and once more to write row-shaped outputs; the cost model counts exactly
-// these passes. [N] vectors (gamma, beta) are loaded once per thread, not
-// once per row, in the persistent variants.
+// these passes. In the persistent variants the first few [N] vectors
+// (gamma, beta) are loaded once per thread, not once per row, and any
+// others in every row (fusion/gpu_row_shape.h: gpu_row_vectors).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -321,18 +322,13 @@ class RowEmitter {
     const bool warp = out_.variant == CudaVariant::kWarpPerRow;
     write_reduce_buffer();
     w_.line("const int tid = threadIdx.x;");
-    // [N] vectors: the same columns in every row, so loaded once per thread,
-    // and kept widened (fj_keep): ptxas would otherwise widen them again in
-    // every row.
-    const std::vector<int32_t> kept = gpu_row_kept_vectors(g_, kernel_);
-    std::set<int32_t> reloaded;  // [N] vectors beyond those kept: loaded in every row, where first used
-    for (int32_t id : kernel_.reads) {
-      const TensorAccess access = tensor_access(g_.node(id).shape, kernel_.iteration);
-      if (!access.varies_along_row() || !access.same_for_every_row()) continue;
-      if (std::find(kept.begin(), kept.end(), id) == kept.end()) {
-        reloaded.insert(id);
-        continue;
-      }
+    // [N] vectors: the same columns in every row, so the first few
+    // (gpu_row_vectors) are loaded once per thread and kept widened
+    // (fj_keep): ptxas would otherwise widen them again in every row.
+    const GpuRowVectors vectors = gpu_row_vectors(g_, kernel_);
+    // Those beyond the kept: loaded in every row, where first used.
+    std::set<int32_t> reloaded(vectors.reloaded.begin(), vectors.reloaded.end());
+    for (int32_t id : vectors.kept) {
       write_chunk_loads(id, "0");
       w_.line("#pragma unroll");
       w_.line("for (int k = 0; k < kItems; ++k) fj_keep({}[k]);", read_name(g_, id));
@@ -390,10 +386,13 @@ class RowEmitter {
         // address is made opaque in the loop (fj_opaque), or the compiler
         // would hoist these invariant loads out of it, into the registers
         // they are not given.
+        // fj_ names are the generator's own: no user name can make r_NAME,
+        // p_NAME or v_NAME clash with it (an input named w_at could).
         const Node& v = g_.node(o.node);
-        w_.line("const {}* {}_at = {};", storage_type(v.dtype), read_name(g_, o.node), param_name(g_, o.node));
-        w_.line("fj_opaque({}_at);", read_name(g_, o.node));
-        write_chunk_loads(o.node, "0", read_name(g_, o.node) + "_at");
+        const std::string at = "fj_at_" + v.name;
+        w_.line("const {}* {} = {};", storage_type(v.dtype), at, param_name(g_, o.node));
+        w_.line("fj_opaque({});", at);
+        write_chunk_loads(o.node, "0", at);
         reloaded.erase(o.node);
       }
       w_.line("// {}", statement_comment(g_, n));
