@@ -249,7 +249,8 @@ ceiling = j["ceiling_gbps"] or 0
 share = f"{100 * f['effective_gbps'] / ceiling:.0f}%" if ceiling > 0 and f["effective_gbps"] is not None else "n/a"
 print(f"    {sys.argv[2]:<30} unfused {num(u['measured_us_median'], '9.1f')} us  fused {num(f['measured_us_median'], '9.1f')} us  "
       f"speedup {num(j['speedup_measured'], '.2f')}x (predicted {num(j['speedup_predicted'], '.2f')}x)  "
-      f"fused {num(f['effective_gbps'], '.0f')} GB/s = {share} of the {num(j['ceiling_gbps'], '.0f')} GB/s copy  "
+      f"fused {num(f['effective_gbps'], '.0f')} GB/s = {share} of the {num(j['ceiling_gbps'], '.0f')} GB/s copy "
+      f"(median; best {num(j.get('ceiling_best_gbps'), '.0f')})  "
       f"max rel error {num(j['max_rel_error'], '.2g')}{wrong}")
 if f["measured_bytes"] is not None and u["measured_bytes"] is not None:
     print(f"    {'':<30} HBM bytes from the counters: unfused {u['measured_bytes'] / u['bytes']:.3f}x, "

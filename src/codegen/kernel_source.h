@@ -81,7 +81,10 @@ struct CudaKernelSource {
   int block_threads = 256;      // blockDim.x
   int rows_per_block = 1;       // blockDim.y (warp per row)
   bool prefetch = false;        // a persistent row kernel that loads each next row early
-  bool index_64bit = false;     // element indices need 64 bits (2^31 elements or more)
+  // Element indices are 64-bit: a pointwise kernel's from 2^31 - 2^26
+  // elements (its 32-bit loop is faster below), a row kernel's always (its
+  // row index is a long long, which costs nothing per element).
+  bool index_64bit = false;
 };
 
 }  // namespace fusejit

@@ -251,6 +251,21 @@ absl::StatusOr<TensorMap> LoadedPlan::outputs() {
 
 std::vector<std::string> backend_names() { return {"auto", "cpu", "cuda"}; }
 
+absl::StatusOr<double> Backend::measure_copy_gbps(int64_t bytes) {
+  absl::StatusOr<std::unique_ptr<CopyTimer>> copy = prepare_copy(bytes);
+  if (!copy.ok()) return copy.status();
+  double best_us = 0;
+  for (int rep = 0; rep < 6; ++rep) {
+    absl::StatusOr<double> us = (*copy)->time_us();
+    if (!us.ok()) return us.status();
+    if (rep > 0 && (best_us == 0 || *us < best_us)) best_us = *us;  // the first warms up
+  }
+  if (best_us <= 0) {
+    return absl::InternalError(fmt::format("a copy of {} bytes timed at {} us: too small to measure", bytes, best_us));
+  }
+  return 2.0 * static_cast<double>(bytes) / (best_us * 1e3);
+}
+
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name) {
   if (name == "cpu") return make_cpu_backend();
   if (name == "cuda") return make_cuda_backend();

@@ -183,6 +183,18 @@ class LoadedPlan {
   std::vector<std::vector<std::pair<size_t, int32_t>>> producers_;
 };
 
+// A copy of a fixed size, its buffers allocated and written once, timed as
+// often as asked: `fusejit bench` times one beside each repetition of the
+// plans, so that the ceiling and the kernels see the same moments of a
+// machine whose bandwidth drifts.
+class CopyTimer {
+ public:
+  virtual ~CopyTimer() = default;
+  virtual int64_t bytes() const = 0;  // copied each time (read once, written once)
+  // Copies once and returns the microseconds it took.
+  virtual absl::StatusOr<double> time_us() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -204,11 +216,12 @@ class Backend {
   virtual absl::StatusOr<std::unique_ptr<LoadedPlan>> load(const FusionPlan& plan,
                                                            const LoadOptions& options = {}) = 0;
 
+  // A copy of `bytes` bytes that measures the memory ceiling: device to
+  // device on a GPU, a multi-threaded copy with streaming stores on the CPU.
+  virtual absl::StatusOr<std::unique_ptr<CopyTimer>> prepare_copy(int64_t bytes) = 0;
   // The memory ceiling, measured now: bandwidth in GB/s (1e9 bytes/s, read
-  // plus write bytes) of a copy of `bytes` bytes (device to device on a GPU,
-  // a multi-threaded copy with streaming stores on the CPU), the best of a few
-  // repetitions.
-  virtual absl::StatusOr<double> measure_copy_gbps(int64_t bytes) = 0;
+  // plus write bytes) of the best of 5 such copies after one more that warms up.
+  absl::StatusOr<double> measure_copy_gbps(int64_t bytes);
   // Evicts the last-level cache (streams a buffer larger than it through
   // it), so that the next kernel reads its inputs from memory. On a GPU the
   // flush is queued before the next launch and not waited for, so that the

@@ -1,6 +1,7 @@
 #include "runtime/benchmark.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -49,19 +50,28 @@ absl::Status check(LoadedPlan& loaded, const TensorMap& inputs, const TensorMap&
   return absl::OkStatus();
 }
 
-absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, const PlanCost& cost,
-                                     const TensorMap& inputs, const BenchOptions& options) {
-  PlanBench out;
-  out.label = plan.label;
-  out.bytes = cost.bytes;
-  out.flops = cost.flops;
-  out.predicted_us = cost.predicted_us;
+// A plan loaded with the inputs, checked against the reference, and ready
+// to be timed; its times, per kernel and per repetition, as they come.
+struct PlanUnderTest {
+  std::unique_ptr<LoadedPlan> loaded;
+  PlanBench bench;
+  std::vector<std::vector<double>> times;  // per kernel
+  std::vector<double> totals;              // per repetition
+};
+
+absl::StatusOr<PlanUnderTest> prepare_plan(Backend& backend, const FusionPlan& plan, const PlanCost& cost,
+                                           const TensorMap& inputs, const BenchOptions& options) {
+  PlanUnderTest out;
+  out.bench.label = plan.label;
+  out.bench.bytes = cost.bytes;
+  out.bench.flops = cost.flops;
   say(options, fmt::format("{} plan: compiling {}", plan.label, counted(std::ssize(plan.kernels), "kernel")));
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
   if (!loaded.ok()) return loaded.status();
-  if (absl::Status s = (*loaded)->set_inputs(inputs); !s.ok()) return s;
+  out.loaded = *std::move(loaded);
+  if (absl::Status s = out.loaded->set_inputs(inputs); !s.ok()) return s;
   int64_t generated = 0, distinct = 0, cached = 0;
-  for (const LoadedKernelInfo& k : (*loaded)->kernels()) {
+  for (const LoadedKernelInfo& k : out.loaded->kernels()) {
     if (k.executed_by != "jit") continue;
     ++generated;
     if (!k.shares_code_with.empty()) continue;
@@ -76,26 +86,35 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
   say(options, fmt::format("{} plan: checking against the reference interpreter", plan.label));
   absl::StatusOr<TensorMap> reference = interpret_plan(plan, inputs);
   if (!reference.ok()) return reference.status();
-  if (absl::Status s = check(**loaded, inputs, *reference, options, out); !s.ok()) return s;
+  if (absl::Status s = check(*out.loaded, inputs, *reference, options, out.bench); !s.ok()) return s;
+  out.times.resize(plan.kernels.size());
+  return out;
+}
 
-  const size_t n = plan.kernels.size();
-  std::vector<std::vector<double>> times(n);
-  std::vector<double> totals;
-  for (int rep = -1; rep < options.reps; ++rep) {  // repetition -1 warms up
-    if (rep >= 0) say(options, fmt::format("{} plan: repetition {} of {}", plan.label, rep + 1, options.reps));
-    double total = 0;
-    for (size_t k = 0; k < n; ++k) {
-      if (absl::Status s = backend.flush_cache(); !s.ok()) return s;
-      absl::StatusOr<double> us = (*loaded)->time_kernel(k);
-      if (!us.ok()) return us.status();
-      if (rep >= 0) times[k].push_back(*us);
-      total += *us;
-    }
-    if (rep >= 0) totals.push_back(total);
+// One repetition of the plan: each kernel timed after the cache is flushed.
+absl::Status time_plan(Backend& backend, PlanUnderTest& p, bool keep) {
+  double total = 0;
+  for (size_t k = 0; k < p.times.size(); ++k) {
+    if (absl::Status s = backend.flush_cache(); !s.ok()) return s;
+    absl::StatusOr<double> us = p.loaded->time_kernel(k);
+    if (!us.ok()) return us.status();
+    if (keep) p.times[k].push_back(*us);
+    total += *us;
   }
+  if (keep) p.totals.push_back(total);
+  return absl::OkStatus();
+}
+
+// The plan's figures from its times and the cost model's predictions, then
+// its hardware counters (read after all timing, so that profiling, which
+// replays kernels, cannot disturb the times).
+PlanBench finish_plan(PlanUnderTest& p, const PlanCost& cost, const BenchOptions& options) {
+  PlanBench out = std::move(p.bench);
+  out.predicted_us = cost.predicted_us;
+  const size_t n = p.times.size();
   for (size_t k = 0; k < n; ++k) {
     const KernelCost& c = cost.kernels[k];
-    const LoadedKernelInfo& info = (*loaded)->kernels()[k];
+    const LoadedKernelInfo& info = p.loaded->kernels()[k];
     KernelBench kb;
     kb.name = c.name;
     kb.executed_by = info.executed_by;
@@ -106,8 +125,8 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
     kb.compute_roof_gflops = c.compute_us > 0 ? c.flops / (c.compute_us * 1e3) : 0;
     kb.instructions = c.instructions;
     kb.predicted_us = c.predicted_us;
-    kb.measured_us_median = median(times[k]);
-    kb.measured_us_min = times[k].empty() ? 0 : *std::min_element(times[k].begin(), times[k].end());
+    kb.measured_us_median = median(p.times[k]);
+    kb.measured_us_min = p.times[k].empty() ? 0 : *std::min_element(p.times[k].begin(), p.times[k].end());
     kb.effective_gbps = kb.measured_us_median > 0 ? static_cast<double>(kb.bytes) / (kb.measured_us_median * 1e3) : 0;
     kb.achieved_gflops = kb.measured_us_median > 0 ? kb.flops / (kb.measured_us_median * 1e3) : 0;
     kb.compile_ms = info.compile_ms;
@@ -117,12 +136,11 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
     kb.tuning = info.tuning;
     out.kernels.push_back(std::move(kb));
   }
-  // Measured bytes after the timing, so that profiling (which replays
-  // kernels) cannot disturb the times; a failure is the reason for every kernel.
+  // A failure is the reason for every kernel.
   if (!options.read_counters)
     out.counters_note = "not read: counters turned off (--no-counters; BenchOptions::read_counters)";
   for (size_t k = 0; k < n && out.counters_note.empty(); ++k) {
-    absl::StatusOr<double> bytes = (*loaded)->measure_kernel_bytes(k);
+    absl::StatusOr<double> bytes = p.loaded->measure_kernel_bytes(k);
     if (bytes.ok()) {
       out.kernels[k].measured_bytes = *bytes;
     } else {
@@ -135,20 +153,11 @@ absl::StatusOr<PlanBench> bench_plan(Backend& backend, const FusionPlan& plan, c
   } else {
     for (KernelBench& kb : out.kernels) kb.measured_bytes.reset();
   }
-  out.measured_us_median = median(totals);
-  out.measured_us_min = totals.empty() ? 0 : *std::min_element(totals.begin(), totals.end());
+  out.measured_us_median = median(p.totals);
+  out.measured_us_min = p.totals.empty() ? 0 : *std::min_element(p.totals.begin(), p.totals.end());
   out.effective_gbps =
       out.measured_us_median > 0 ? static_cast<double>(out.bytes) / (out.measured_us_median * 1e3) : 0;
   return out;
-}
-
-// The figures of `bench` that depend on the device's bandwidth, from `cost`.
-void set_predictions(PlanBench& bench, const PlanCost& cost) {
-  bench.predicted_us = cost.predicted_us;
-  for (size_t k = 0; k < bench.kernels.size(); ++k) {
-    bench.kernels[k].predicted_us = cost.kernels[k].predicted_us;
-    bench.kernels[k].compute_bound = cost.kernels[k].compute_bound;
-  }
 }
 
 }  // namespace
@@ -187,43 +196,60 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   // traffic and four times the last-level cache, so that it measures memory.
   r.copy_bytes = std::max<int64_t>({r.working_set_bytes / 2, 4 * r.device.cache_bytes, int64_t{64} << 20});
   r.copy_bytes = std::min<int64_t>(r.copy_bytes, int64_t{1} << 30);
-  say(options, fmt::format("measuring the copy bandwidth ({} MiB)", r.copy_bytes >> 20));
-  absl::StatusOr<double> ceiling = backend.measure_copy_gbps(r.copy_bytes);
-  if (!ceiling.ok()) return ceiling.status();
-  r.ceiling_gbps = *ceiling;
-  if (r.device.measured && r.ceiling_gbps > 0) r.device.bandwidth_gbps = r.ceiling_gbps;
-  const PlanComparison predicted = compare_plans(unfused, fused, r.device);
-  r.speedup_predicted = predicted.predicted_speedup;
-  r.bytes_saved = predicted.bytes_saved;
+  say(options, fmt::format("preparing a copy of {} MiB, to be timed beside each repetition", r.copy_bytes >> 20));
+  absl::StatusOr<std::unique_ptr<CopyTimer>> copy = backend.prepare_copy(r.copy_bytes);
+  if (!copy.ok()) return copy.status();
 
   TensorMap generated;
   if (options.inputs == nullptr) generated = random_inputs(graph, options.seed);
   const TensorMap& inputs = options.inputs != nullptr ? *options.inputs : generated;
-  absl::StatusOr<PlanBench> u = bench_plan(backend, unfused, predicted.unfused, inputs, options);
+  // Bytes and FLOPs do not depend on the bandwidth; the predicted times
+  // are computed again below, once the ceiling is measured.
+  const PlanComparison nominal = compare_plans(unfused, fused, r.device);
+  absl::StatusOr<PlanUnderTest> u = prepare_plan(backend, unfused, nominal.unfused, inputs, options);
   if (!u.ok()) return u.status();
-  r.unfused = *std::move(u);
-  absl::StatusOr<PlanBench> f = bench_plan(backend, fused, predicted.fused, inputs, options);
+  absl::StatusOr<PlanUnderTest> f = prepare_plan(backend, fused, nominal.fused, inputs, options);
   if (!f.ok()) return f.status();
-  r.fused = *std::move(f);
 
-  // The copy again, after the plans, and the better of the two is the
-  // ceiling (and a measured device's bandwidth, the predictions following
-  // it). On a machine whose memory others share, one moment's copy can
-  // read far below what the kernels saw: on the development VM the ceiling
-  // of one run fell to 20 GB/s where the fused kernel then moved 44.
-  say(options, "measuring the copy bandwidth again");
-  absl::StatusOr<double> after = backend.measure_copy_gbps(r.copy_bytes);
-  if (!after.ok()) return after.status();
-  if (*after > r.ceiling_gbps) {
-    r.ceiling_gbps = *after;
-    if (r.device.measured) {
-      r.device.bandwidth_gbps = r.ceiling_gbps;
-      const PlanComparison again = compare_plans(unfused, fused, r.device);
-      r.speedup_predicted = again.predicted_speedup;
-      set_predictions(r.unfused, again.unfused);
-      set_predictions(r.fused, again.fused);
+  // Each repetition times the copy and both plans, one after the other, in
+  // the order copy, unfused, fused and then the reverse: on a machine whose
+  // bandwidth drifts (neighbours on a shared VM, a GPU's clocks), every
+  // repetition's three figures come from the same few milliseconds, and a
+  // drift within a repetition favours no plan. Timing each plan's
+  // repetitions in a block, and the copy before or after them, had on the
+  // development VM the ceiling read 29 GB/s in a run whose kernels moved 37.
+  std::vector<double> copies_us;
+  for (int rep = -1; rep < options.reps; ++rep) {  // repetition -1 warms up
+    const bool keep = rep >= 0;
+    if (keep) say(options, fmt::format("repetition {} of {}: the copy and both plans", rep + 1, options.reps));
+    const auto time_copy = [&]() -> absl::Status {
+      absl::StatusOr<double> us = (*copy)->time_us();
+      if (!us.ok()) return us.status();
+      if (keep) copies_us.push_back(*us);
+      return absl::OkStatus();
+    };
+    const bool forward = rep % 2 == 0;
+    if (forward) {
+      if (absl::Status s = time_copy(); !s.ok()) return s;
+    }
+    for (PlanUnderTest* p : forward ? std::array{&*u, &*f} : std::array{&*f, &*u}) {
+      if (absl::Status s = time_plan(backend, *p, keep); !s.ok()) return s;
+    }
+    if (!forward) {
+      if (absl::Status s = time_copy(); !s.ok()) return s;
     }
   }
+  copy->reset();  // its buffers are not needed for the counters
+  const auto gbps = [&](double us) { return us > 0 ? 2.0 * static_cast<double>(r.copy_bytes) / (us * 1e3) : 0.0; };
+  // The median, as for the kernels: the ceiling of the moments they ran in.
+  r.ceiling_gbps = gbps(median(copies_us));
+  r.ceiling_best_gbps = gbps(*std::min_element(copies_us.begin(), copies_us.end()));
+  if (r.device.measured && r.ceiling_gbps > 0) r.device.bandwidth_gbps = r.ceiling_gbps;
+  const PlanComparison predicted = compare_plans(unfused, fused, r.device);
+  r.speedup_predicted = predicted.predicted_speedup;
+  r.bytes_saved = predicted.bytes_saved;
+  r.unfused = finish_plan(*u, predicted.unfused, options);
+  r.fused = finish_plan(*f, predicted.fused, options);
 
   r.speedup_measured = r.fused.measured_us_median > 0 ? r.unfused.measured_us_median / r.fused.measured_us_median : 0;
   r.max_rel_error = std::isnan(r.unfused.max_rel_error) || std::isnan(r.fused.max_rel_error)

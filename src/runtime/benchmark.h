@@ -3,7 +3,8 @@
 // timed kernel by kernel (compile and load are not timed; the last-level
 // cache is flushed before every kernel, so each reads its inputs from
 // memory), next to what the cost model predicted for them and to the
-// memory ceiling measured in the same run.
+// memory ceiling measured in the same run: a copy timed in every
+// repetition, between the plans. Both plans stay loaded until the end.
 #pragma once
 
 #include <cstdint>
@@ -93,7 +94,12 @@ struct BenchResult {
   // an earlier moment would call the same kernel memory-bound in the
   // predictions and compute-bound against the ceiling.
   DeviceSpec device;
-  double ceiling_gbps = 0;  // copy bandwidth measured in this run: the better of a copy before the plans and one after
+  // The copy bandwidth measured in this run: one copy is timed beside each
+  // repetition of the plans (run_benchmark says how), and the ceiling is
+  // the median of those copies, as each kernel's figure is the median of
+  // its repetitions; the best copy is beside it.
+  double ceiling_gbps = 0;
+  double ceiling_best_gbps = 0;
   int64_t copy_bytes = 0;     // size of that copy
   int64_t working_set_bytes = 0;  // the unfused plan's traffic per run
   int reps = 0;

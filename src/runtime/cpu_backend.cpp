@@ -267,6 +267,31 @@ class CpuLoadedPlan final : public LoadedPlan {
   WorkerScratch scratch_{ThreadPool::global().size()};  // the kernels' working memory, per pool thread
 };
 
+// A multi-threaded copy with streaming stores (streaming_copy), each thread
+// copying the megabytes it wrote first, as the kernels' threads do.
+class CpuCopyTimer final : public CopyTimer {
+ public:
+  CpuCopyTimer(HostBuffer src, HostBuffer dst) : src_(std::move(src)), dst_(std::move(dst)) {
+    // Written once, so that every page exists before anything is timed.
+    ThreadPool::global().parallel_for(bytes(), 1 << 20, [&](int64_t b, int64_t e) {
+      std::memset(static_cast<char*>(src_.data()) + b, 1, static_cast<size_t>(e - b));
+      std::memset(static_cast<char*>(dst_.data()) + b, 0, static_cast<size_t>(e - b));
+    });
+  }
+  int64_t bytes() const override { return src_.bytes(); }
+  absl::StatusOr<double> time_us() override {
+    const char* s = static_cast<const char*>(src_.data());
+    char* d = static_cast<char*>(dst_.data());
+    const auto start = std::chrono::steady_clock::now();
+    ThreadPool::global().parallel_for(
+        bytes(), 1 << 20, [&](int64_t b, int64_t e) { streaming_copy(d + b, s + b, static_cast<size_t>(e - b)); });
+    return us_since(start);
+  }
+
+ private:
+  HostBuffer src_, dst_;
+};
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(HostCompiler compiler) : compiler_(std::move(compiler)) {}
@@ -301,25 +326,13 @@ class CpuBackend final : public Backend {
     return std::unique_ptr<LoadedPlan>(*std::move(loaded));
   }
 
-  absl::StatusOr<double> measure_copy_gbps(int64_t bytes) override {
+  absl::StatusOr<std::unique_ptr<CopyTimer>> prepare_copy(int64_t bytes) override {
+    if (bytes <= 0) return absl::InvalidArgumentError(fmt::format("a copy of {} bytes", bytes));
     absl::StatusOr<HostBuffer> src = HostBuffer::allocate(bytes, 0, "the copy benchmark's source");
     if (!src.ok()) return src.status();
     absl::StatusOr<HostBuffer> dst = HostBuffer::allocate(bytes, 0, "the copy benchmark's destination");
     if (!dst.ok()) return dst.status();
-    char* s = static_cast<char*>(src->data());
-    char* d = static_cast<char*>(dst->data());
-    std::memset(s, 1, static_cast<size_t>(bytes));
-    std::memset(d, 0, static_cast<size_t>(bytes));
-    double best_us = 0;
-    for (int rep = 0; rep < 6; ++rep) {
-      const auto start = std::chrono::steady_clock::now();
-      ThreadPool::global().parallel_for(bytes, 1 << 20, [&](int64_t b, int64_t e) {
-        streaming_copy(d + b, s + b, static_cast<size_t>(e - b));
-      });
-      const double us = us_since(start);
-      if (rep > 0 && (best_us == 0 || us < best_us)) best_us = us;  // the first run warms up
-    }
-    return 2.0 * static_cast<double>(bytes) / (best_us * 1e3);
+    return std::unique_ptr<CopyTimer>(new CpuCopyTimer(*std::move(src), *std::move(dst)));
   }
 
   absl::Status flush_cache() override {

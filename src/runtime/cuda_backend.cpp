@@ -35,7 +35,7 @@ class CudaBackend final : public Backend {
     return cuda_backend::load_plan(gpu_, plan, options);
   }
 
-  absl::StatusOr<double> measure_copy_gbps(int64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<CopyTimer>> prepare_copy(int64_t bytes) override;
   absl::Status flush_cache() override {
     if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
     // Not waited for: time_kernel's start event follows it on the stream.
@@ -47,8 +47,30 @@ class CudaBackend final : public Backend {
   DeviceSpec spec_;
 };
 
-absl::StatusOr<double> CudaBackend::measure_copy_gbps(int64_t bytes) {
-  if (bytes <= 0) return absl::InvalidArgumentError(fmt::format("copy bandwidth of {} bytes", bytes));
+// A device-to-device copy (cuMemcpyDtoD) timed with CUDA events.
+class CudaCopyTimer final : public CopyTimer {
+ public:
+  CudaCopyTimer(std::shared_ptr<CudaGpu> gpu, DeviceBuffer src, DeviceBuffer dst, EventTimer timer, int64_t bytes)
+      : gpu_(std::move(gpu)), src_(std::move(src)), dst_(std::move(dst)), timer_(std::move(timer)), bytes_(bytes) {}
+  int64_t bytes() const override { return bytes_; }
+  absl::StatusOr<double> time_us() override {
+    if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+    if (absl::Status s = timer_.start(); !s.ok()) return s;
+    if (absl::Status s = cuda::memcpy_dtod(dst_.get(), src_.get(), static_cast<size_t>(bytes_)); !s.ok()) return s;
+    absl::StatusOr<double> ms = timer_.stop_ms();
+    if (!ms.ok()) return ms.status();
+    return *ms * 1e3;
+  }
+
+ private:
+  std::shared_ptr<CudaGpu> gpu_;
+  DeviceBuffer src_, dst_;
+  EventTimer timer_;
+  int64_t bytes_;
+};
+
+absl::StatusOr<std::unique_ptr<CopyTimer>> CudaBackend::prepare_copy(int64_t bytes) {
+  if (bytes <= 0) return absl::InvalidArgumentError(fmt::format("a copy of {} bytes", bytes));
   if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
   const auto size = static_cast<size_t>(bytes);
   absl::StatusOr<DeviceBuffer> src = DeviceBuffer::allocate(size, fmt::format("a {}-byte copy source", bytes));
@@ -61,19 +83,8 @@ absl::StatusOr<double> CudaBackend::measure_copy_gbps(int64_t bytes) {
   if (absl::Status s = cuda::memset_d8(src->get(), 0x5A, size); !s.ok()) return s;
   if (absl::Status s = cuda::memcpy_dtod(dst->get(), src->get(), size); !s.ok()) return s;
   if (absl::Status s = cuda::context_synchronize(); !s.ok()) return s;
-  double best_ms = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    if (absl::Status s = timer->start(); !s.ok()) return s;
-    if (absl::Status s = cuda::memcpy_dtod(dst->get(), src->get(), size); !s.ok()) return s;
-    absl::StatusOr<double> ms = timer->stop_ms();
-    if (!ms.ok()) return ms.status();
-    if (rep == 0 || *ms < best_ms) best_ms = *ms;
-  }
-  if (best_ms <= 0) {
-    return absl::InternalError(
-        fmt::format("a {}-byte device copy timed at {} ms: too small to measure", bytes, best_ms));
-  }
-  return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3) / 1e9;  // read + write bytes
+  return std::unique_ptr<CopyTimer>(
+      new CudaCopyTimer(gpu_, *std::move(src), *std::move(dst), *std::move(timer), bytes));
 }
 
 }  // namespace

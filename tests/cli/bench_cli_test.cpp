@@ -48,6 +48,7 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
                                                "device",
                                                "cost_model_device",
                                                "cost_model_bandwidth_gbps",
+                                               "ceiling_best_gbps",
                                                "ceiling_gbps",
                                                "copy_bytes",
                                                "working_set_bytes",
@@ -395,7 +396,7 @@ TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
   }
   // The plans first, predicted with the device the measured run used.
   EXPECT_LT(r.out.find("cost model device: cpu"), r.out.find("\nmeasured:\n")) << r.out;
-  EXPECT_TRUE(has(r.out, "measured in this run (the predictions' bandwidth)")) << r.out;
+  EXPECT_TRUE(has(r.out, "GB/s (the predictions' bandwidth), the median of 2 multi-threaded ")) << r.out;
   auto json = run_fusejit("demo --backend cpu --rows 32 --cols 512 --reps 1 --json");
   ASSERT_EQ(json.exit_code, 0) << json.out << json.err;
   EXPECT_EQ(nlohmann::json::parse(json.out).at("graph"), "<demo>") << json.out;

@@ -276,6 +276,15 @@ TEST(CudaCodegen, SixtyFourBitIndicesFromTwoToTheThirtyOneElements) {
   const CudaKernelSource big = pointwise(32768);  // 2^31 elements
   EXPECT_TRUE(big.index_64bit);
   EXPECT_NE(big.source.find("const long long n"), std::string::npos);
+  // A row kernel's element index is row * kN with a 64-bit row at any size,
+  // so the same source serves 8 rows and 2^20 rows of 4096.
+  Graph g;
+  auto x = g.input("x", DType::kBF16, {8, 4096});
+  g.output("y", softmax(x));
+  const CudaKernelSource row = emit_cuda(make_fused_plan(g))[0];
+  EXPECT_TRUE(row.index_64bit);
+  EXPECT_NE(row.source.find("long long row"), std::string::npos);
+  EXPECT_EQ(row.source.find("int row"), std::string::npos);
 }
 
 class CudaNvrtcTest : public ::testing::Test {

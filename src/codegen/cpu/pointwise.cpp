@@ -46,9 +46,13 @@ class PointwiseEmitter {
     open_entry(w_, g_, kernel_, out.params);
     w_.line("constexpr long long kCols = {};", cols_);
     w_.line("constexpr long long kTile = {};", kCpuTile);
-    ElementSpace space{"n", "i", "i", [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); },
-                       [this](int32_t id) { return streams(g_, id); }};
-    space.widen_reads_in_loop = true;
+    ElementSpace space{.count = "n",
+                       .first_index = "i",
+                       .single_index = "i",
+                       .per_element = [this](int32_t id) { return in_kernel(kernel_, id) || varies(id); },
+                       .streams = [this](int32_t id) { return streams(g_, id); },
+                       .widen_reads_in_loop = true,
+                       .per_block_requests = {}};
     const ElementLoops loops(g_, kernel_, std::move(space));
     for (int32_t id : kernel_.reads) {
       if (read_kind(id, loops) == ReadKind::kArray) w_.line("alignas(64) float {}[kTile];", read_name(g_, id));

@@ -51,14 +51,15 @@ class RowEmitter {
     w_.line("constexpr long long kN = {};", n_);
     // Arrays padded to 16 floats (64 bytes), so each one starts aligned.
     w_.line("constexpr long long kStride = (kN + 15) / 16 * 16;");
-    ElementSpace space{"kN",
-                       "row * kN",
-                       "row",
-                       [this](int32_t id) { return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id); },
-                       [this](int32_t id) { return streams(g_, id); },
-                       n_};
-    space.stream_in_blocks = true;
-    space.per_block_requests = next_row_requests();
+    ElementSpace space{
+        .count = "kN",
+        .first_index = "row * kN",
+        .single_index = "row",
+        .per_element = [this](int32_t id) { return in_kernel(kernel_, id) ? row_shaped(id) : read_is_array(id); },
+        .streams = [this](int32_t id) { return streams(g_, id); },
+        .constant_count = n_,
+        .stream_in_blocks = true,
+        .per_block_requests = next_row_requests()};
     const ElementLoops loops(g_, kernel_, std::move(space));
     std::vector<std::string> arrays;
     for (int32_t id : kernel_.reads) {

@@ -116,7 +116,7 @@ class RowEmitter {
                 out_.variant != CudaVariant::kReread;
     out_.prefetch = prefetch_;
     chunks_ = static_cast<int>((n_ + int64_t{threads_} * vec_ - 1) / (int64_t{threads_} * vec_));
-    out_.index_64bit = kernel.iteration.numel() >= (int64_t{1} << 31) - (int64_t{1} << 26);
+    out_.index_64bit = true;  // the row index is a long long in every row kernel: no row count overflows it
     const std::vector<int> levels = reduction_levels(g_, kernel);
     for (size_t i = 0; i < kernel.nodes.size(); ++i) level_[kernel.nodes[i]] = levels[i];
   }
