@@ -301,11 +301,25 @@ section "The demo kernel in other shapes (FUSEJIT_ROW_BLOCK_THREADS, FUSEJIT_ROW
 # The default gives each of 512 threads one 16-byte chunk of the row and
 # loads a row only when the last one is done; the alternatives trade
 # registers, occupancy and loads in flight differently. The demo above timed
-# these same five shapes on its first run and kept the fastest (its
-# "launch shapes" lines); here each is forced (which turns the tuning off)
-# and benchmarked in full, as a check on that choice. Each run checks both
-# plans against the reference as always.
-for shape in 512:0 512:1 256:0 256:1 1024:0; do
+# these same shapes on its first run and kept the fastest (its "launch
+# shapes" lines); here each is forced (which turns the tuning off) and
+# benchmarked in full, as a check on that choice. The shapes are those
+# `emit --json` lists for the demo example's kernel (launch_shapes), the
+# built-in demo's twin at its default size. Each run checks both plans
+# against the reference as always.
+shapes=()
+if within 60 "$fusejit" emit "$graphs_dir/bias_gelu_dropout_layernorm.fj" --json --out "$out/demo-shapes" \
+  >"$out/demo-shapes.json" 2>"$out/demo-shapes.err"; then
+  mapfile -t shapes < <(python3 - "$out/demo-shapes.json" <<'PY'
+import json, sys
+for s in json.load(open(sys.argv[1]))["kernels"][0]["launch_shapes"]:
+    print(f"{s['threads_per_row']}:{int(s['prefetch'])}")
+PY
+  )
+fi
+((${#shapes[@]} > 0)) ||
+  note "no launch shapes from emit --json of the demo example: $(tail -n 1 "$out/demo-shapes.err" 2>/dev/null)"
+for shape in "${shapes[@]}"; do
   threads=${shape%:*} prefetch=${shape#*:}
   tag="threads-$threads-prefetch-$prefetch"
   FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch within 60 "$fusejit" demo \

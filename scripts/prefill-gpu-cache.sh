@@ -9,13 +9,13 @@
 # this one's version; otherwise they are misses, compiled as without them.
 #
 # What it compiles: every example graph's fused and unfused kernels, in both
-# access variants (16-byte and scalar); the demo example's and the built-in
-# demo's in the launch shapes a block-per-row kernel is tuned over
-# (runtime/cuda_row_tuning.h: only kernels of 2^24 elements or more are
-# tuned, and of the examples only the demo is that large); the f32 demo;
-# and the GPU tests' kernels, by running them on the CUDA emulator. No
-# kernel's source names its row count, so small runs compile the kernels of
-# full-size ones. Everything runs the carried build-gpu/ binaries, so that
+# access variants (16-byte and scalar), and in every launch shape that
+# `emit --json` says a CUDA run times (launch_shapes_timed: only row
+# kernels of 2^24 elements or more are tuned, runtime/cuda_row_tuning.h;
+# of the examples only the demo is that large); the built-in demo in every
+# launch shape, in bf16 and f32; and the GPU tests' kernels, by running
+# them on the CUDA emulator. No kernel's source names its row count, so
+# small runs compile the kernels of full-size ones. Everything runs the carried build-gpu/ binaries, so that
 # the cached sources are the ones the GPU run generates; the emulator comes
 # from build/.
 #
@@ -49,40 +49,49 @@ export FUSEJIT_CACHE_DIR=$PWD/$cache
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/fusejit-prefill.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 
-# The shapes cuda_row_shape_candidates() offers the demo's kernels (512
-# threads by default), as the variables force them: "THREADS PREFETCH".
-shapes=("- 0" "256 0" "1024 0" "- 1" "256 1")
+# "THREADS PREFETCH" of each launch shape other than the default that a CUDA
+# run times for a kernel of an `emit --json` listing (its launch_shapes,
+# where launch_shapes_timed: the row kernels of 2^24 elements or more).
+timed_shapes() {  # JSON
+  python3 - "$1" <<'PY'
+import json, sys
+shapes = []
+for k in json.load(open(sys.argv[1]))["kernels"]:
+    if k.get("launch_shapes_timed"):
+        for s in k["launch_shapes"][1:]:
+            shape = f"{s['threads_per_row']} {int(s['prefetch'])}"
+            if shape not in shapes:
+                shapes.append(shape)
+print("\n".join(shapes))
+PY
+}
 emits=0
-emit() {  # GRAPH SHAPE [ARGS...]: both plans, each into a folder of its own
-  local graph=$1 threads prefetch plan
-  read -r threads prefetch <<<"$2"
-  [[ $threads == - ]] && threads=""
-  shift 2
-  for plan in "" --unfused; do
-    FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch "$fusejit" emit "$graph" --arch sm_90 $plan \
-      --out "$scratch/emit-$((++emits))" "$@" >/dev/null
-  done
+emit() {  # GRAPH [ARGS...]: into a folder of its own; the JSON listing in $scratch/last.json
+  "$fusejit" emit "$@" --arch sm_90 --json --out "$scratch/emit-$((++emits))" >"$scratch/last.json"
 }
 for graph in examples/graphs/*.fj; do
   echo "prefill-gpu-cache: $graph"
-  emit "$graph" "- 0"
-  emit "$graph" "- 0" --access scalar
+  for plan in "" --unfused; do
+    emit "$graph" $plan --access scalar
+    emit "$graph" $plan
+    # The other launch shapes, as the variables force them (which is the
+    # same source as the tuner's shape).
+    while read -r threads prefetch; do
+      [[ -n $threads ]] || continue
+      FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch emit "$graph" $plan
+    done < <(timed_shapes "$scratch/last.json")
+  done
 done
-for shape in "${shapes[@]:1}"; do emit examples/graphs/bias_gelu_dropout_layernorm.fj "$shape"; done
 
 # The built-in demo (its own names), through the CUDA backend on the
-# emulator at 64 rows: bf16 in each launch shape, f32 as gpu-check runs it.
-demo() {  # SHAPE ARGS...
-  local threads prefetch
-  read -r threads prefetch <<<"$1"
-  [[ $threads == - ]] && threads=""
-  shift
-  echo "prefill-gpu-cache: demo $*, threads ${threads:-default}, prefetch $prefetch"
-  FUSEJIT_CUDA_DRIVER=$emulator FUSEJIT_ROW_BLOCK_THREADS=$threads FUSEJIT_ROW_PREFETCH=$prefetch \
-    "$fusejit" demo --backend cuda --rows 64 --reps 1 --no-counters "$@" >/dev/null
-}
-for shape in "${shapes[@]}"; do demo "$shape" --dtype bf16; done
-demo "- 0" --dtype f32
+# emulator at 64 rows, in bf16 and f32, with every launch shape timed
+# (FUSEJIT_AUTOTUNE=1 compiles them all, as gpu-check's full-size runs do;
+# its runs that force a shape compile the same sources).
+for dtype in bf16 f32; do
+  echo "prefill-gpu-cache: demo, $dtype"
+  FUSEJIT_CUDA_DRIVER=$emulator FUSEJIT_AUTOTUNE=1 "$fusejit" demo --backend cuda --rows 64 --reps 1 --no-counters \
+    --dtype "$dtype" >/dev/null
+done
 
 echo "prefill-gpu-cache: the GPU tests on the CUDA emulator (a few minutes)"
 FUSEJIT_CUDA_DRIVER=$emulator "$tests" --gtest_brief=1 \

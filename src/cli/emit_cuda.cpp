@@ -14,6 +14,7 @@
 #include "cost/report.h"
 #include "fusejit.h"
 #include "ir/counted.h"
+#include "runtime/cuda_row_tuning.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
 #include "runtime/warnings.h"
@@ -31,10 +32,43 @@ std::optional<Occupancy> occupancy_of(const CompiledKernel& c, const CudaKernelS
 }
 
 // The --json fields of a generated kernel beside "name" and "library".
-constexpr const char* kGeneratedKernelKeys[] = {
-    "source",        "ptx",        "ptxas_report",        "variant",   "access",      "entry",        "arch",
-    "dropout_seeds", "compile_ms", "cache_hit",           "registers", "spill_bytes", "shared_bytes", "block_threads",
-    "blocks_per_sm", "occupancy",  "occupancy_limited_by"};
+constexpr const char* kGeneratedKernelKeys[] = {"source",
+                                                "ptx",
+                                                "ptxas_report",
+                                                "variant",
+                                                "access",
+                                                "entry",
+                                                "arch",
+                                                "dropout_seeds",
+                                                "compile_ms",
+                                                "cache_hit",
+                                                "registers",
+                                                "spill_bytes",
+                                                "shared_bytes",
+                                                "block_threads",
+                                                "blocks_per_sm",
+                                                "occupancy",
+                                                "occupancy_limited_by",
+                                                "launch_shapes",
+                                                "launch_shapes_timed"};
+
+// The launch shapes `run --backend cuda` may launch a row kernel in, as
+// threads per row and whether each next row is loaded early, the default
+// (this source's) first: the others are compiled and timed against it on
+// the kernel's first run where launch_shapes_timed (at 2^24 elements or
+// more, runtime/cuda_row_tuning.h). None for a pointwise kernel.
+nlohmann::json launch_shapes(const FusionPlan& plan, int index, const CudaKernelSource& source) {
+  nlohmann::json shapes = nlohmann::json::array();
+  if (source.variant == CudaVariant::kPointwise) return shapes;
+  shapes.push_back({{"threads_per_row", source.block_threads}, {"prefetch", source.prefetch}});
+  const std::vector<CudaRowShape> candidates = cuda_row_shape_candidates(plan, index, source.access);
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    const CudaRowShape& c = candidates[i];
+    shapes.push_back(
+        {{"threads_per_row", c.block_threads > 0 ? c.block_threads : source.block_threads}, {"prefetch", c.prefetch}});
+  }
+  return shapes;
+}
 
 }  // namespace
 
@@ -81,8 +115,10 @@ int emit_cuda_target(const EmitOptions& opt) {
   const CudaAccess access = opt.access == "scalar" ? CudaAccess::kScalar : CudaAccess::kVector;
   std::vector<CudaKernelSource> sources;
   std::vector<CudaSource> programs;
+  std::vector<int> indexes;  // of each source's kernel in the plan
   for (int i = 0; i < static_cast<int>(plan.kernels.size()); ++i) {
     if (plan.kernels[i].kind == KernelKind::kMatmul) continue;
+    indexes.push_back(i);
     sources.push_back(emit_cuda_kernel(plan, i, access));
     programs.push_back({sources.back().name, sources.back().source});
   }
@@ -110,6 +146,7 @@ int emit_cuda_target(const EmitOptions& opt) {
       continue;
     }
     const CudaKernelSource& source = sources[next];
+    const int index = indexes[next];
     const CompiledKernel& c = (*compiled)[next++];
     const std::string cu = kernel.name + ".cu", ptx = kernel.name + ".ptx", report = kernel.name + ".ptxas.txt";
     files[cu] = source.source;
@@ -120,6 +157,7 @@ int emit_cuda_target(const EmitOptions& opt) {
     const int64_t spills = c.ptxas.spill_store_bytes + c.ptxas.spill_load_bytes;
     const std::optional<Occupancy> occupancy = occupancy_of(c, source);
     if (opt.json) {
+      const nlohmann::json shapes = launch_shapes(plan, index, source);
       kernels.push_back(
           {{"name", kernel.name},
            {"library", nullptr},
@@ -139,7 +177,9 @@ int emit_cuda_target(const EmitOptions& opt) {
            {"block_threads", source.block_threads * source.rows_per_block},
            {"blocks_per_sm", occupancy ? nlohmann::json(occupancy->blocks_per_sm) : nlohmann::json()},
            {"occupancy", occupancy ? nlohmann::json(occupancy->fraction) : nlohmann::json()},
-           {"occupancy_limited_by", occupancy ? nlohmann::json(occupancy->limited_by) : nlohmann::json()}});
+           {"occupancy_limited_by", occupancy ? nlohmann::json(occupancy->limited_by) : nlohmann::json()},
+           {"launch_shapes", shapes},
+           {"launch_shapes_timed", should_autotune(Autotune::kAuto, kernel.iteration.numel(), shapes.size())}});
     } else {
       const std::string resident = occupancy
                                        ? fmt::format("{:>3.0f}% occupancy ({}/SM, by {})", 100 * occupancy->fraction,

@@ -1,6 +1,7 @@
 // The fusejit program as a user drives it: exit codes, output and files.
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -786,6 +787,15 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   EXPECT_GT(k["occupancy"].get<double>(), 0);
   EXPECT_LE(k["occupancy"].get<double>(), 1);
   EXPECT_FALSE(k["occupancy_limited_by"].get<std::string>().empty());
+  // A row kernel of 2^25 elements: run --backend cuda times its launch
+  // shapes, this source's first, and emit lists them.
+  EXPECT_EQ(k["launch_shapes_timed"], true);
+  const nlohmann::json& shapes = k["launch_shapes"];
+  ASSERT_GT(shapes.size(), 1u);
+  EXPECT_EQ(shapes[0], (nlohmann::json{{"threads_per_row", 512}, {"prefetch", false}}));
+  std::set<std::string> distinct;
+  for (const nlohmann::json& shape : shapes) distinct.insert(shape.dump());
+  EXPECT_EQ(distinct.size(), shapes.size()) << shapes;
   for (const char* key : {"source", "ptx"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + k[key].get<std::string>())) << key;
   }
@@ -1030,6 +1040,10 @@ TEST(CliEmit, JsonListsMatmulKernelsInPlanOrder) {
     } else {
       EXPECT_TRUE(k["library"].is_null()) << k;
       EXPECT_TRUE(std::filesystem::exists(dir + "/k/" + k["source"].get<std::string>())) << k;
+      if (plan.kernels[i].kind == KernelKind::kPointwise) {  // one launch shape: none is listed or timed
+        EXPECT_EQ(k["launch_shapes"], nlohmann::json::array()) << k;
+        EXPECT_EQ(k["launch_shapes_timed"], false) << k;
+      }
     }
   }
 }
