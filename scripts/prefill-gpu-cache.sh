@@ -15,9 +15,9 @@
 # of the examples only the demo is that large); the built-in demo in every
 # launch shape, in bf16 and f32; and the GPU tests' kernels, by running
 # them on the CUDA emulator. No kernel's source names its row count, so
-# small runs compile the kernels of full-size ones. Everything runs the carried build-gpu/ binaries, so that
-# the cached sources are the ones the GPU run generates; the emulator comes
-# from build/.
+# small runs compile the kernels of full-size ones. Everything runs the
+# carried build-gpu/ binaries, so that the cached sources are the ones the
+# GPU run generates; the emulator comes from build/.
 #
 #   scripts/build.sh && scripts/build-portable.sh && scripts/prefill-gpu-cache.sh
 #   # then carry build-gpu/kernel-cache too

@@ -263,7 +263,7 @@ absl::StatusOr<double> Backend::measure_copy_gbps(int64_t bytes) {
   if (best_us <= 0) {
     return absl::InternalError(fmt::format("a copy of {} bytes timed at {} us: too small to measure", bytes, best_us));
   }
-  return 2.0 * static_cast<double>(bytes) / (best_us * 1e3);
+  return copy_gbps(bytes, best_us);
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name) {

@@ -190,10 +190,15 @@ class LoadedPlan {
 class CopyTimer {
  public:
   virtual ~CopyTimer() = default;
-  virtual int64_t bytes() const = 0;  // copied each time (read once, written once)
   // Copies once and returns the microseconds it took.
   virtual absl::StatusOr<double> time_us() = 0;
 };
+
+// GB/s (1e9 bytes/s) of a copy of `bytes` bytes that took `us`: each byte is
+// read once and written once. 0 for a time of 0.
+inline double copy_gbps(int64_t bytes, double us) {
+  return us > 0 ? 2.0 * static_cast<double>(bytes) / (us * 1e3) : 0.0;
+}
 
 class Backend {
  public:

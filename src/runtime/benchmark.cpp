@@ -59,12 +59,10 @@ struct PlanUnderTest {
   std::vector<double> totals;              // per repetition
 };
 
-absl::StatusOr<PlanUnderTest> prepare_plan(Backend& backend, const FusionPlan& plan, const PlanCost& cost,
-                                           const TensorMap& inputs, const BenchOptions& options) {
+absl::StatusOr<PlanUnderTest> prepare_plan(Backend& backend, const FusionPlan& plan, const TensorMap& inputs,
+                                           const BenchOptions& options) {
   PlanUnderTest out;
   out.bench.label = plan.label;
-  out.bench.bytes = cost.bytes;
-  out.bench.flops = cost.flops;
   say(options, fmt::format("{} plan: compiling {}", plan.label, counted(std::ssize(plan.kernels), "kernel")));
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
   if (!loaded.ok()) return loaded.status();
@@ -110,6 +108,8 @@ absl::Status time_plan(Backend& backend, PlanUnderTest& p, bool keep) {
 // replays kernels, cannot disturb the times).
 PlanBench finish_plan(PlanUnderTest& p, const PlanCost& cost, const BenchOptions& options) {
   PlanBench out = std::move(p.bench);
+  out.bytes = cost.bytes;
+  out.flops = cost.flops;
   out.predicted_us = cost.predicted_us;
   const size_t n = p.times.size();
   for (size_t k = 0; k < n; ++k) {
@@ -203,12 +203,11 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   TensorMap generated;
   if (options.inputs == nullptr) generated = random_inputs(graph, options.seed);
   const TensorMap& inputs = options.inputs != nullptr ? *options.inputs : generated;
-  // Bytes and FLOPs do not depend on the bandwidth; the predicted times
-  // are computed again below, once the ceiling is measured.
-  const PlanComparison nominal = compare_plans(unfused, fused, r.device);
-  absl::StatusOr<PlanUnderTest> u = prepare_plan(backend, unfused, nominal.unfused, inputs, options);
+  // The predictions come after the timing: a measured device's bandwidth
+  // is the ceiling measured with it.
+  absl::StatusOr<PlanUnderTest> u = prepare_plan(backend, unfused, inputs, options);
   if (!u.ok()) return u.status();
-  absl::StatusOr<PlanUnderTest> f = prepare_plan(backend, fused, nominal.fused, inputs, options);
+  absl::StatusOr<PlanUnderTest> f = prepare_plan(backend, fused, inputs, options);
   if (!f.ok()) return f.status();
 
   // Each repetition times the copy and both plans, one after the other, in
@@ -240,10 +239,9 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
     }
   }
   copy->reset();  // its buffers are not needed for the counters
-  const auto gbps = [&](double us) { return us > 0 ? 2.0 * static_cast<double>(r.copy_bytes) / (us * 1e3) : 0.0; };
   // The median, as for the kernels: the ceiling of the moments they ran in.
-  r.ceiling_gbps = gbps(median(copies_us));
-  r.ceiling_best_gbps = gbps(*std::min_element(copies_us.begin(), copies_us.end()));
+  r.ceiling_gbps = copy_gbps(r.copy_bytes, median(copies_us));
+  r.ceiling_best_gbps = copy_gbps(r.copy_bytes, *std::min_element(copies_us.begin(), copies_us.end()));
   if (r.device.measured && r.ceiling_gbps > 0) r.device.bandwidth_gbps = r.ceiling_gbps;
   const PlanComparison predicted = compare_plans(unfused, fused, r.device);
   r.speedup_predicted = predicted.predicted_speedup;

@@ -273,18 +273,17 @@ class CpuCopyTimer final : public CopyTimer {
  public:
   CpuCopyTimer(HostBuffer src, HostBuffer dst) : src_(std::move(src)), dst_(std::move(dst)) {
     // Written once, so that every page exists before anything is timed.
-    ThreadPool::global().parallel_for(bytes(), 1 << 20, [&](int64_t b, int64_t e) {
+    ThreadPool::global().parallel_for(src_.bytes(), 1 << 20, [&](int64_t b, int64_t e) {
       std::memset(static_cast<char*>(src_.data()) + b, 1, static_cast<size_t>(e - b));
       std::memset(static_cast<char*>(dst_.data()) + b, 0, static_cast<size_t>(e - b));
     });
   }
-  int64_t bytes() const override { return src_.bytes(); }
   absl::StatusOr<double> time_us() override {
     const char* s = static_cast<const char*>(src_.data());
     char* d = static_cast<char*>(dst_.data());
     const auto start = std::chrono::steady_clock::now();
     ThreadPool::global().parallel_for(
-        bytes(), 1 << 20, [&](int64_t b, int64_t e) { streaming_copy(d + b, s + b, static_cast<size_t>(e - b)); });
+        src_.bytes(), 1 << 20, [&](int64_t b, int64_t e) { streaming_copy(d + b, s + b, static_cast<size_t>(e - b)); });
     return us_since(start);
   }
 

@@ -50,13 +50,12 @@ class CudaBackend final : public Backend {
 // A device-to-device copy (cuMemcpyDtoD) timed with CUDA events.
 class CudaCopyTimer final : public CopyTimer {
  public:
-  CudaCopyTimer(std::shared_ptr<CudaGpu> gpu, DeviceBuffer src, DeviceBuffer dst, EventTimer timer, int64_t bytes)
-      : gpu_(std::move(gpu)), src_(std::move(src)), dst_(std::move(dst)), timer_(std::move(timer)), bytes_(bytes) {}
-  int64_t bytes() const override { return bytes_; }
+  CudaCopyTimer(std::shared_ptr<CudaGpu> gpu, DeviceBuffer src, DeviceBuffer dst, EventTimer timer)
+      : gpu_(std::move(gpu)), src_(std::move(src)), dst_(std::move(dst)), timer_(std::move(timer)) {}
   absl::StatusOr<double> time_us() override {
     if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
     if (absl::Status s = timer_.start(); !s.ok()) return s;
-    if (absl::Status s = cuda::memcpy_dtod(dst_.get(), src_.get(), static_cast<size_t>(bytes_)); !s.ok()) return s;
+    if (absl::Status s = cuda::memcpy_dtod(dst_.get(), src_.get(), src_.size()); !s.ok()) return s;
     absl::StatusOr<double> ms = timer_.stop_ms();
     if (!ms.ok()) return ms.status();
     return *ms * 1e3;
@@ -66,7 +65,6 @@ class CudaCopyTimer final : public CopyTimer {
   std::shared_ptr<CudaGpu> gpu_;
   DeviceBuffer src_, dst_;
   EventTimer timer_;
-  int64_t bytes_;
 };
 
 absl::StatusOr<std::unique_ptr<CopyTimer>> CudaBackend::prepare_copy(int64_t bytes) {
@@ -83,8 +81,7 @@ absl::StatusOr<std::unique_ptr<CopyTimer>> CudaBackend::prepare_copy(int64_t byt
   if (absl::Status s = cuda::memset_d8(src->get(), 0x5A, size); !s.ok()) return s;
   if (absl::Status s = cuda::memcpy_dtod(dst->get(), src->get(), size); !s.ok()) return s;
   if (absl::Status s = cuda::context_synchronize(); !s.ok()) return s;
-  return std::unique_ptr<CopyTimer>(
-      new CudaCopyTimer(gpu_, *std::move(src), *std::move(dst), *std::move(timer), bytes));
+  return std::unique_ptr<CopyTimer>(new CudaCopyTimer(gpu_, *std::move(src), *std::move(dst), *std::move(timer)));
 }
 
 }  // namespace

@@ -32,9 +32,9 @@ class ScriptedCopyBackend : public Backend {
   absl::StatusOr<std::unique_ptr<LoadedPlan>> load(const FusionPlan& plan, const LoadOptions& options) override {
     return inner_->load(plan, options);
   }
-  absl::StatusOr<std::unique_ptr<CopyTimer>> prepare_copy(int64_t bytes) override {
+  absl::StatusOr<std::unique_ptr<CopyTimer>> prepare_copy(int64_t) override {
     ++prepared_;
-    return std::unique_ptr<CopyTimer>(new Copy(*this, bytes));
+    return std::unique_ptr<CopyTimer>(new Copy(*this));
   }
   absl::Status flush_cache() override {
     log_ += 'f';
@@ -47,8 +47,7 @@ class ScriptedCopyBackend : public Backend {
  private:
   class Copy : public CopyTimer {
    public:
-    Copy(ScriptedCopyBackend& backend, int64_t bytes) : backend_(backend), bytes_(bytes) {}
-    int64_t bytes() const override { return bytes_; }
+    explicit Copy(ScriptedCopyBackend& backend) : backend_(backend) {}
     absl::StatusOr<double> time_us() override {
       if (backend_.next_ >= backend_.copy_us_.size()) return absl::InternalError("more copies than the test scripted");
       backend_.log_ += 'c';
@@ -57,7 +56,6 @@ class ScriptedCopyBackend : public Backend {
 
    private:
     ScriptedCopyBackend& backend_;
-    int64_t bytes_;
   };
 
   std::unique_ptr<Backend> inner_;
@@ -67,7 +65,7 @@ class ScriptedCopyBackend : public Backend {
 };
 
 // GB/s of a copy of `bytes` (read and written) in `us`.
-double copy_gbps(int64_t bytes, double us) { return 2.0 * static_cast<double>(bytes) / (us * 1e3); }
+double gbps_of_copy(int64_t bytes, double us) { return 2.0 * static_cast<double>(bytes) / (us * 1e3); }
 
 // One copy is timed in each repetition, between the plans: a copy that
 // reads slow (a neighbour's burst on a shared VM) or fast moves the median
@@ -87,8 +85,8 @@ TEST(Benchmark, TheCeilingIsTheMedianOfACopyTimedInEachRepetition) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->correct);
   EXPECT_EQ(backend.copies_prepared(), 1u);
-  EXPECT_DOUBLE_EQ(r->ceiling_gbps, copy_gbps(r->copy_bytes, 5000));
-  EXPECT_DOUBLE_EQ(r->ceiling_best_gbps, copy_gbps(r->copy_bytes, 2500));
+  EXPECT_DOUBLE_EQ(r->ceiling_gbps, gbps_of_copy(r->copy_bytes, 5000));
+  EXPECT_DOUBLE_EQ(r->ceiling_best_gbps, gbps_of_copy(r->copy_bytes, 2500));
   ASSERT_TRUE(r->device.measured) << "the CPU's device is measured, so it takes the ceiling";
   EXPECT_DOUBLE_EQ(r->device.bandwidth_gbps, r->ceiling_gbps);
 
