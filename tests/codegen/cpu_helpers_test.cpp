@@ -652,6 +652,16 @@ void jit_store_span_bf16(const float* x, fj_bf16* y, int64_t n) { fj_store_span(
 void jit_stream_span_bf16(const float* x, fj_bf16* y, int64_t n) { fj_stream_span(y, x, n); fj_stream_fence(); }
 void jit_store_span_f16(const float* x, fj_f16* y, int64_t n) { fj_store_span(y, x, n); }
 void jit_stream_span_f16(const float* x, fj_f16* y, int64_t n) { fj_stream_span(y, x, n); fj_stream_fence(); }
+// As a row kernel's loop streams its output: a block of 32 at a time.
+extern "C++" template <typename T>
+void jit_stream_blocks(const float* x, T* y, int64_t n) {
+  int64_t c = 0;
+  for (; c + kFjReduceLanes <= n; c += kFjReduceLanes) fj_stream_block(y + c, x + c);
+  fj_store_span(y + c, x + c, n - c);
+  fj_stream_fence();
+}
+void jit_stream_blocks_bf16(const float* x, fj_bf16* y, int64_t n) { jit_stream_blocks(x, y, n); }
+void jit_stream_blocks_f16(const float* x, fj_f16* y, int64_t n) { jit_stream_blocks(x, y, n); }
 int jit_native_bf16() { return FJ_NATIVE_BF16; }
 int jit_native_f16() { return FJ_NATIVE_F16; }
 int jit_philox_avx2() { return FJ_PHILOX_AVX2; }
@@ -841,9 +851,11 @@ void CpuHelpersJit::expect_conversions_match_dtype() const {
   // AVX512-BF16 (FJ_NATIVE_BF16) or F16C (FJ_NATIVE_F16) one instruction
   // per vector, and the portable conversion for a vector holding a value
   // the instruction treats otherwise (a bf16 subnormal, an f16 NaN). Each
-  // span is offset by one element, so that the streamed one has a head
-  // before its aligned vectors and the vectors fall across the inputs
-  // differently.
+  // span starts on a 64-byte boundary and one element past it: aligned,
+  // a row kernel's blocks stream (with AVX-512 a line converted in
+  // registers); one element off, the streamed span has a head before its
+  // aligned vectors, the blocks are stored plainly, and the vectors fall
+  // across the inputs differently.
   using Native = int (*)();
   Native native_bf16 = sym<Native>("jit_native_bf16"), native_f16 = sym<Native>("jit_native_f16");
   ASSERT_TRUE(native_bf16 && native_f16);
@@ -868,14 +880,24 @@ void CpuHelpersJit::expect_conversions_match_dtype() const {
   };
   for (const Span& s :
        {Span{"jit_store_span_bf16", float_to_bf16_bits}, Span{"jit_stream_span_bf16", float_to_bf16_bits},
-        Span{"jit_store_span_f16", float_to_half_bits}, Span{"jit_stream_span_f16", float_to_half_bits}}) {
+        Span{"jit_stream_blocks_bf16", float_to_bf16_bits}, Span{"jit_store_span_f16", float_to_half_bits},
+        Span{"jit_stream_span_f16", float_to_half_bits}, Span{"jit_stream_blocks_f16", float_to_half_bits}}) {
     Narrow16 span = sym<Narrow16>(s.name);
     ASSERT_NE(span, nullptr);
-    std::vector<uint16_t> spanned(xs.size() + 2, 0xdead);
-    span(xs.data(), spanned.data() + 1, static_cast<int64_t>(xs.size()));
-    EXPECT_EQ(spanned.front(), 0xdead) << s.name << " wrote before its span";
-    EXPECT_EQ(spanned.back(), 0xdead) << s.name << " wrote past its span";
-    for (size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(spanned[i + 1], s.reference(xs[i])) << s.name << " " << hex(xs[i]);
+    for (size_t misaligned : {0, 1}) {
+      std::vector<uint16_t> spanned(xs.size() + 64, 0xdead);
+      const size_t to_line = (64 - reinterpret_cast<uintptr_t>(spanned.data() + 1) % 64) % 64 / 2;
+      const size_t first = 1 + to_line + misaligned;
+      span(xs.data(), spanned.data() + first, static_cast<int64_t>(xs.size()));
+      for (size_t i = 0; i < first; ++i) ASSERT_EQ(spanned[i], 0xdead) << s.name << " wrote before its span";
+      for (size_t i = first + xs.size(); i < spanned.size(); ++i) {
+        ASSERT_EQ(spanned[i], 0xdead) << s.name << " wrote past its span";
+      }
+      for (size_t i = 0; i < xs.size(); ++i) {
+        ASSERT_EQ(spanned[first + i], s.reference(xs[i]))
+            << s.name << " misaligned " << misaligned << " " << hex(xs[i]);
+      }
+    }
   }
 }
 
