@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,30 +37,38 @@ struct FuzzCommandOptions {
 volatile std::sig_atomic_t interrupted = 0;
 
 // Catches SIGINT and SIGTERM while it lives: the first asks the run to stop
-// (interrupted), and the handler resets itself, so a second one kills. A
+// (interrupted) and puts back the handler that was there before, so that a
+// second one acts as it would have without this: under the fusejit command,
+// stop_children_on_interrupt()'s, which ends a host compiler still running
+// along with fusejit (SA_RESETHAND's default action left it orphaned). A
 // signal the process was started ignoring (a background job of a script
-// ignores SIGINT) stays ignored.
+// ignores SIGINT) stays ignored. One at a time: the previous handlers are
+// static, for the signal handler to read.
 class StopSignals {
  public:
   StopSignals() {
     struct sigaction action = {};
-    action.sa_handler = [](int signal) { interrupted = signal; };
+    action.sa_handler = [](int signal) {
+      interrupted = signal;
+      for (int i = 0; i < 2; ++i) {
+        if (kSignals[i] == signal) sigaction(signal, &previous_[i], nullptr);  // async-signal-safe
+      }
+    };
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND;
     for (int i = 0; i < 2; ++i) {
-      sigaction(kSignals[i], nullptr, &old_[i]);
-      if (old_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
+      sigaction(kSignals[i], nullptr, &previous_[i]);
+      if (previous_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
     }
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
   ~StopSignals() {
-    for (int i = 0; i < 2; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+    for (int i = 0; i < 2; ++i) sigaction(kSignals[i], &previous_[i], nullptr);
   }
 
  private:
   static constexpr int kSignals[2] = {SIGINT, SIGTERM};
-  struct sigaction old_[2] = {};
+  static inline struct sigaction previous_[2] = {};
 };
 
 void print_failure(const FuzzFailure& f) {
@@ -136,6 +145,15 @@ int fuzz(const FuzzCommandOptions& opt) {
         "or choose a backend (auto, cpu, cuda)\n");
     return 2;
   }
+  // Ctrl-C (or SIGTERM) ends a random-graph run after the graph in
+  // progress, which is not counted, and the summary still comes; a second
+  // one kills at once. Caught from here on, not only once the graphs
+  // begin: opening the backend, loading NVRTC and the preflight compile
+  // can take seconds on a busy machine, and a signal then killed fusejit
+  // without its summary. A --check of files runs to the end.
+  interrupted = 0;
+  std::optional<StopSignals> stop_signals;
+  if (opt.files.empty()) stop_signals.emplace();
   std::unique_ptr<Backend> backend;
   if (opt.backend != "none") {
     backend = open_backend(opt.backend);
@@ -195,10 +213,6 @@ int fuzz(const FuzzCommandOptions& opt) {
       print_failure(f);
     };
   }
-  // Ctrl-C (or SIGTERM) ends the run after the graph in progress, which is
-  // not counted, and the summary still comes; a second one kills at once.
-  interrupted = 0;
-  const StopSignals stop_signals;
   options.stop_requested = [] { return interrupted != 0; };
   const FuzzResult r = run_fuzz(options);
   if (tty) eprint("\r\033[K");

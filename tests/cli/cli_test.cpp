@@ -286,6 +286,60 @@ TEST(Cli, FuzzStopsCleanlyWhenInterrupted) {
   EXPECT_NE(r.out.find(" to 100000 were not checked (--seed "), std::string::npos) << r.out;
 }
 
+// A signal while fuzz is still starting (here, while its CPU backend's
+// calibration or preflight runs the host compiler) also ends the run with
+// its summary: once the graphs begin was too late on a busy machine, where
+// loading the compilers took seconds, and the signal then killed fusejit
+// silently. The compiler here writes a mark first, so the signal certainly
+// arrives during a compile; then (HANG unset) it runs the real compiler a
+// second late, or (HANG=1) starts a child and waits for ever, and a second
+// signal must end fusejit, the compiler and its child, as the first does
+// in other commands.
+TEST(Cli, FuzzInterruptedWhileStartingStillPrintsItsSummary) {
+  const std::string dir = make_temp_dir("fusejit-cli-fuzz-start");
+  write_file(dir + "/cxx.sh",
+             "#!/bin/sh\n"
+             "if [ \"$1\" = --version ]; then exec c++ \"$@\"; fi\n"
+             "if [ -n \"$HANG\" ]; then sleep 1000 & echo $! > \"$MARK\"; wait; fi\n"
+             "touch \"$MARK\"\n"
+             "sleep 1\n"
+             "exec c++ \"$@\"\n");
+  std::filesystem::permissions(dir + "/cxx.sh", std::filesystem::perms::owner_all);
+  // ARGS: how many SIGTERMs, then HANG's value. Every wait bounded;
+  // whatever still runs at the end is killed and reported.
+  write_file(dir + "/fuzz.sh", fmt::format(R"sh(
+cd {0}
+rm -rf mark cache
+alive() {{ case "$(ps -o stat= -p "$1")" in ""|Z*) return 1;; esac; }}
+HANG=$2 MARK={0}/mark CXX={0}/cxx.sh FUSEJIT_CACHE_DIR={0}/cache {1} fuzz --graphs 1000 --seed 3 --backend cpu > out.txt 2> err.txt &
+pid=$!
+for i in $(seq 1200); do [ -s {0}/mark ] || [ -e {0}/mark -a -z "$2" ] && break; sleep 0.05; done
+for n in $(seq "$1"); do
+  kill -TERM $pid
+  sleep 0.5
+  [ "$n" -lt "$1" ] && alive $pid && echo "alive after signal $n"
+done
+for i in $(seq 1200); do alive $pid || break; sleep 0.05; done
+if alive $pid; then echo "fusejit did not end"; kill -KILL $pid; fi
+wait $pid
+echo "exit $?"
+if [ -n "$2" ] && alive "$(cat {0}/mark)"; then echo "compiler child alive"; kill -KILL "$(cat {0}/mark)"; fi
+cat out.txt err.txt
+)sh",
+                                           dir, FUSEJIT_CLI_PATH));
+  const auto slow = testing::run_command(fmt::format("bash {}/fuzz.sh 1 ''", dir));
+  EXPECT_NE(slow.out.find("exit 143\n"), std::string::npos) << slow.out << slow.err;
+  EXPECT_NE(slow.out.find("fuzz: 0 graphs"), std::string::npos) << slow.out;
+  EXPECT_NE(slow.out.find("0 mismatches; interrupted: graphs 1 to 1000 were not checked (--seed 3 --graphs 1000"),
+            std::string::npos)
+      << slow.out;
+  const auto hung = testing::run_command(fmt::format("bash {}/fuzz.sh 2 1", dir));
+  EXPECT_NE(hung.out.find("alive after signal 1\n"), std::string::npos) << "the first signal only asks: " << hung.out;
+  EXPECT_NE(hung.out.find("exit 143\n"), std::string::npos) << hung.out << hung.err;
+  EXPECT_EQ(hung.out.find("did not end"), std::string::npos) << hung.out;
+  EXPECT_EQ(hung.out.find("compiler child alive"), std::string::npos) << hung.out;
+}
+
 // A signal that ends fusejit mid-compile ends the host compiler too (and
 // whatever it started), removes the private compile directory, and the
 // exit status names the signal. The compiler here is a script that starts
