@@ -73,10 +73,11 @@ class StopSignals {
 
 void print_failure(const FuzzFailure& f) {
   if (f.not_checked) {
-    fmt::print("NOT CHECKED: graph seed {} ({} statements): {}\n{}\n", f.seed, f.original_statements, f.what, f.graph);
+    fmt::print("NOT CHECKED: the graph of --seed {} --graphs 1 ({} statements): {}\n{}\n", f.seed,
+               f.original_statements, f.what, f.graph);
   } else {
-    fmt::print("MISMATCH: graph seed {} (shrunk from {} to {} statements): {}\n{}\n", f.seed, f.original_statements,
-               f.shrunk_statements, f.what, f.graph);
+    fmt::print("MISMATCH: the graph of --seed {} --graphs 1 (shrunk from {} to {} statements): {}\n{}\n", f.seed,
+               f.original_statements, f.shrunk_statements, f.what, f.graph);
   }
   std::fflush(stdout);
 }

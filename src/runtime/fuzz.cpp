@@ -447,9 +447,11 @@ FuzzResult run_fuzz(const FuzzOptions& options) {
   const auto stop = [&] { return options.stop_requested && options.stop_requested(); };
   for (int i = 0; i < options.graphs; ++i) {
     if (stop()) break;
-    const uint64_t seed = splitmix64_mix(options.seed + static_cast<uint64_t>(i));
-    const std::string text = random_graph_text(seed);
-    if (options.progress) options.progress(fmt::format("graph {} of {} (seed {})", i + 1, options.graphs, seed));
+    // Graph i of a run from seed S is graph 0 of a run from S + i, so that
+    // one number reproduces a failure (FuzzFailure::seed).
+    const uint64_t seed = options.seed + static_cast<uint64_t>(i);
+    const std::string text = random_graph_text(splitmix64_mix(seed));
+    if (options.progress) options.progress(fmt::format("graph {} of {} (--seed {})", i + 1, options.graphs, seed));
     int64_t kernels = 0;
     const GraphCheck check = check_graph_text(text, options, &kernels);
     if (stop()) break;

@@ -25,7 +25,9 @@ namespace fusejit {
 std::string random_graph_text(uint64_t seed);
 
 struct FuzzFailure {
-  uint64_t seed = 0;          // of the graph: random_graph_text(seed)
+  // The --seed whose first graph this is: a run of one graph from it
+  // (FuzzOptions::seed = seed, graphs = 1) checks the same graph again.
+  uint64_t seed = 0;
   std::string what;           // what went wrong, on the shrunk graph
   std::string graph;          // the shrunk graph, in the text format
   int original_statements = 0;
