@@ -4,6 +4,8 @@
 # the GPU when there is one and on the CPU otherwise. Extra arguments go to
 # `fusejit demo` (e.g. --backend cpu --rows 8192 --plot roofline.svg).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/build.sh default
-./build/fusejit demo "$@"
+# Run from the caller's directory, so that a relative --plot path is where
+# the caller means it.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+(cd "$root" && bash scripts/build.sh default)
+"$root/build/fusejit" demo "$@"

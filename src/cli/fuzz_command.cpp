@@ -257,7 +257,7 @@ void register_fuzz(CLI::App& app, int& exit_code) {
   CLI::Option* graphs = cmd->add_option("--graphs", opt->graphs, "graphs to try")
                             ->check(whole_number_range(1, 100000000))
                             ->capture_default_str();
-  CLI::Option* seed = cmd->add_option("--seed", opt->seed, "first seed; graph i uses a seed derived from seed + i")
+  CLI::Option* seed = cmd->add_option("--seed", opt->seed, "first seed: graph i is the first graph of --seed seed+i")
                           ->check(seed_validator())
                           ->capture_default_str();
   cmd->add_option("--backend", opt->backend, "run the plans on auto, cpu or cuda; none only generates (and compiles)")
@@ -271,7 +271,20 @@ void register_fuzz(CLI::App& app, int& exit_code) {
   cmd->add_option("--check", opt->files,
                   "check these graph files (e.g. a printed reproducer; '-': standard input) instead of random graphs")
       ->check(CLI::Validator(
-          [](std::string& file) { return file == "-" ? std::string() : CLI::ExistingFile(file); }, "FILE"))
+          [](std::string& file) -> std::string {
+            if (file == "-") return "";
+            std::string missing = CLI::ExistingFile(file);
+            // CLI11 gives --check the word after it whatever it is, so
+            // `--check --json g.fj` reads --json as the first file.
+            if (!missing.empty() && file.starts_with("-")) {
+              return fmt::format(
+                  "'{0}' is not a file but looks like an option: the files come right after "
+                  "--check (fuzz --check FILE... [options]); a file of that name is ./{0}",
+                  file);
+            }
+            return missing;
+          },
+          "FILE"))
       ->excludes(graphs)  // random graphs' count and seed mean nothing for given files
       ->excludes(seed);
   cmd->add_flag(

@@ -23,10 +23,18 @@ struct PlanOptions {
 };
 
 // A device of find_device(), the CPU as the CPU backend runs it (op
-// throughput of its JIT kernels) where there is one.
+// throughput of its JIT kernels) where there is one. Without a backend (no
+// host compiler) the portable probe's figures, with a warning: its plain
+// loops run 10-45x slower than JIT kernels, so the predictions are not
+// what the CPU backend would do (a failed calibration warns the same way).
 absl::StatusOr<DeviceSpec> device_as_modelled(const std::string& name) {
   if (name == "cpu") {
-    if (absl::StatusOr<std::unique_ptr<Backend>> cpu = make_cpu_backend(); cpu.ok()) return (*cpu)->device();
+    absl::StatusOr<std::unique_ptr<Backend>> cpu = make_cpu_backend();
+    if (cpu.ok()) return (*cpu)->device();
+    warn(
+        fmt::format("cpu device: no CPU backend ({}); using the library's figures, measured with portable loops, "
+                    "not the JIT kernels the CPU backend would run",
+                    status_text(cpu.status())));
   }
   return find_device(name);
 }

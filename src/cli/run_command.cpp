@@ -175,7 +175,7 @@ int run(const RunOptions& opt) {
         "fusejit: error: --rounding applies to the reference backend only; the {} backend runs the fused "
         "plan, which rounds as its kernels store values\n",
         opt.backend);
-    return 1;
+    return 2;  // options that do not go together: a usage error, as CLI11's own
   }
   const std::optional<Graph> graph = load_graph(opt.file);
   if (!graph) return 1;

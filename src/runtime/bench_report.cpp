@@ -83,10 +83,13 @@ const char* cpu_copy_kind() {
   return std::string_view(streaming_copy_method()) == "memcpy" ? "multi-threaded memcpy" : "multi-threaded streaming";
 }
 
-// "512 MiB", or "384 KiB" for what a MiB count would show as 0.
+// "512 MiB", "1.5 MiB", "384 KiB", or "16 bytes": never rounded to 0 or
+// to a unit that says more than there is.
 std::string binary_size(int64_t bytes) {
-  return bytes >= (int64_t{1} << 20) || bytes == 0 ? fmt::format("{} MiB", bytes >> 20)
-                                                   : fmt::format("{} KiB", (bytes + 1023) >> 10);
+  if (bytes < 1024) return fmt::format("{} bytes", bytes);  // a tiny graph moves 16, not "1 KiB"
+  if (bytes < (int64_t{1} << 20)) return fmt::format("{} KiB", (bytes + 1023) >> 10);
+  if (bytes % (int64_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));  // 1.5 MiB, not 1
 }
 
 // Median over min past which a plan's timings count as uneven.

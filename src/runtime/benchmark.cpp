@@ -172,6 +172,16 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   if (absl::Status s = verify(graph); !s.ok()) {
     return absl::InvalidArgumentError(fmt::format("run_benchmark: the graph does not verify:\n{}", status_text(s)));
   }
+  // Inputs that do not fit the graph, or random ones that do not fit in
+  // memory, are found before minutes of calibrating, compiling and timing.
+  if (options.inputs != nullptr) {
+    if (absl::Status s = check_inputs(graph, *options.inputs); !s.ok()) {
+      return absl::InvalidArgumentError(fmt::format("run_benchmark: {}", status_text(s)));
+    }
+  }
+  TensorMap generated;
+  if (options.inputs == nullptr) generated = random_inputs(graph, options.seed);
+  const TensorMap& inputs = options.inputs != nullptr ? *options.inputs : generated;
   BenchResult r;
   r.backend = std::string(backend.name());
   r.description = backend.description();
@@ -180,12 +190,6 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   r.seed = options.seed;
   r.random_inputs = options.inputs == nullptr;
   r.inputs_from = options.inputs_from;
-  // Inputs that do not fit the graph are found before minutes of compiling and timing.
-  if (options.inputs != nullptr) {
-    if (absl::Status s = check_inputs(graph, *options.inputs); !s.ok()) {
-      return absl::InvalidArgumentError(fmt::format("run_benchmark: {}", status_text(s)));
-    }
-  }
   r.graph_source = graph.source_file();
   const FusionOptions fusion = fusion_options_for(r.device);
   const FusionPlan unfused = make_unfused_plan(graph, fusion);
@@ -200,9 +204,6 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   absl::StatusOr<std::unique_ptr<CopyTimer>> copy = backend.prepare_copy(r.copy_bytes);
   if (!copy.ok()) return copy.status();
 
-  TensorMap generated;
-  if (options.inputs == nullptr) generated = random_inputs(graph, options.seed);
-  const TensorMap& inputs = options.inputs != nullptr ? *options.inputs : generated;
   // The predictions come after the timing: a measured device's bandwidth
   // is the ceiling measured with it.
   absl::StatusOr<PlanUnderTest> u = prepare_plan(backend, unfused, inputs, options);

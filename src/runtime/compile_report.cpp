@@ -93,8 +93,9 @@ absl::Status compile_failure_status(const std::string& file_name, const CompileF
 }
 
 absl::StatusOr<std::string> write_compile_report(const std::string& file_name, std::string_view text) {
-  const std::filesystem::path dirs[] = {std::filesystem::path(cache_directory()) / "errors",
-                                        std::filesystem::temp_directory_path() / "fusejit-errors"};
+  std::vector<std::filesystem::path> dirs = {std::filesystem::path(cache_directory()) / "errors"};
+  const absl::StatusOr<std::string> temp = temporary_directory();
+  if (temp.ok()) dirs.push_back(std::filesystem::path(*temp) / "fusejit-errors");
   std::vector<std::string> failures;
   for (const std::filesystem::path& dir : dirs) {
     const std::string path = (dir / file_name).string();
@@ -103,6 +104,7 @@ absl::StatusOr<std::string> write_compile_report(const std::string& file_name, s
     if (s.ok()) return path;
     failures.emplace_back(status_text(s));
   }
+  if (!temp.ok()) failures.emplace_back(status_text(temp.status()));
   return absl::UnavailableError(absl::StrJoin(failures, "; "));
 }
 

@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/file_io.h"
+
 namespace fusejit {
 namespace {
 
@@ -90,7 +92,9 @@ int remove_abandoned_compile_dirs(const std::string& parent) {
 }
 
 absl::StatusOr<CompileTempDir> CompileTempDir::make() {
-  const std::string parent = std::filesystem::temp_directory_path().string();
+  absl::StatusOr<std::string> temp = temporary_directory();
+  if (!temp.ok()) return temp.status();
+  const std::string parent = *std::move(temp);
   static std::once_flag swept;
   std::call_once(swept, [&] { remove_abandoned_compile_dirs(parent); });
   std::string pattern = fmt::format("{}/{}{}-XXXXXX", parent, kPrefix, ::getpid());

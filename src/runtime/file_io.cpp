@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <random>
@@ -157,6 +158,18 @@ absl::Status open_and_write(const std::string& path, std::string_view data, int 
 
 absl::Status write_whole_file(const std::string& path, std::string_view data) {
   return open_and_write(path, data, O_TRUNC);
+}
+
+absl::StatusOr<std::string> temporary_directory() {
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  if (!ec) return dir.string();
+  const char* tmpdir = std::getenv("TMPDIR");
+  if (tmpdir != nullptr && *tmpdir != '\0') {
+    return absl::FailedPreconditionError(
+        fmt::format("the temporary directory {} (from $TMPDIR) cannot be used: {}", tmpdir, ec.message()));
+  }
+  return absl::FailedPreconditionError(fmt::format("no temporary directory: {}", ec.message()));
 }
 
 std::string temporary_path_beside(const std::string& path, std::string_view extension) {

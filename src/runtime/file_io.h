@@ -26,6 +26,11 @@ absl::Status write_whole_file(const std::string& path, std::string_view data);
 // Writes a file; replaceable so that tests can simulate a full disk.
 using FileWriter = std::function<absl::Status(const std::string& path, std::string_view data)>;
 
+// The directory for temporary files (std::filesystem::temp_directory_path:
+// $TMPDIR, else /tmp), or an error that names $TMPDIR and its value where
+// that is what is wrong (it does not exist, or is not a directory).
+absl::StatusOr<std::string> temporary_directory();
+
 // A unique name for a temporary file beside path: path.tmp-PID-RANDOM (the
 // file name cut to 200 bytes first, so that it fits wherever path's does),
 // then `extension` (".svg" for a file whose writer goes by its extension).

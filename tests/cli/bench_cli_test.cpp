@@ -306,6 +306,19 @@ TEST(BenchCli, PlotWithoutGnuplotFailsFirst) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/r.svg.gnuplot"));
 }
 
+// Random inputs that cannot fit in memory are refused before anything is
+// measured: with an empty cache, the CPU's calibration took seconds first.
+TEST(BenchCli, InputsThatCannotFitAreRefusedBeforeTheCpuIsMeasured) {
+  const std::string dir = make_temp_dir("fusejit-bench-huge");
+  write_file(dir + "/huge.fj", "input x: f32[100000000, 100000]\ny = exp(x)\noutput y\n");
+  auto r = run_command("FUSEJIT_CACHE_DIR=" + dir + "/cache " + std::string(FUSEJIT_CLI_PATH) + " bench " + dir +
+                       "/huge.fj --backend cpu");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.err, "out of host memory: input x: f32[100000000, 100000]")) << r.err;
+  EXPECT_FALSE(has(r.err, "measuring this CPU")) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/cache/cpu-device-jit.json"));
+}
+
 // `fusejit devices` shows the CPU as plan and bench model it, says where
 // its figures are cached, and --remeasure replaces them (a measurement
 // taken on a busy machine would otherwise stay).

@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -157,11 +158,27 @@ TEST(Cli, UnexpectedArgumentsAreListedInOrder) {
   EXPECT_NE(one.err.find("the following argument was not expected: stray;"), std::string::npos) << one.err;
 }
 
+// A $TMPDIR that cannot hold the host compiler's files is named, with its
+// value (it was libstdc++'s "filesystem error: temp_directory_path").
+TEST(Cli, AnUnusableTmpdirIsNamed) {
+  const std::string dir = make_temp_dir("fusejit-cli-tmpdir");
+  write_file(dir + "/file", "");
+  for (const auto& [tmpdir, why] :
+       {std::pair{dir + "/missing", "No such file or directory"}, std::pair{dir + "/file", "Not a directory"}}) {
+    auto r = testing::run_command("TMPDIR=" + tmpdir + " FUSEJIT_CACHE_DIR=" + dir + "/cache " + FUSEJIT_CLI_PATH +
+                                  " run " + kExamples + "/softmax.fj --backend cpu");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("the temporary directory " + tmpdir + " (from $TMPDIR) cannot be used: " + why),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 // Options whose mistakes would only show after a long run are refused first.
 TEST(Cli, OptionMistakesAreFoundBeforeAnythingRuns) {
   const std::string dir = make_temp_dir("fusejit-cli-early");  // --plot: BenchCli.PlotIsDrawnAndNeverOverwrittenUnasked
   auto rounding = run_fusejit("run " + kExamples + "/softmax.fj --backend cpu --rounding outputs-only");
-  EXPECT_EQ(rounding.exit_code, 1);
+  EXPECT_EQ(rounding.exit_code, 2) << "options that do not go together are a usage error";
   EXPECT_NE(rounding.err.find("reference backend only"), std::string::npos) << rounding.err;
   if (nvrtc_available()) {
     auto arch = run_fusejit("emit " + kExamples + "/softmax.fj --arch sm_91 --out " + dir + "/kernels");
@@ -271,6 +288,13 @@ TEST(Cli, FuzzRefusesWhatItCannotCheck) {
   EXPECT_EQ(stdin_twice.exit_code, 2);
   EXPECT_NE(stdin_twice.err.find("'-' (standard input) is given more than once"), std::string::npos)
       << stdin_twice.err;
+  // An option right after --check is taken as its first file: say so.
+  auto option_first = run_fusejit("fuzz --check --json " + dir + "/typo.fj");
+  EXPECT_EQ(option_first.exit_code, 2);
+  EXPECT_NE(option_first.err.find("'--json' is not a file but looks like an option: the files come right after "
+                                  "--check"),
+            std::string::npos)
+      << option_first.err;
 }
 
 // SIGTERM (or Ctrl-C) ends a long random run after the graph in progress,
@@ -821,6 +845,19 @@ TEST(CliPlan, CpuKernelsListTheirConversions) {
   auto text = testing::run_fusejit("plan " + kExamples + "/softmax.fj --device cpu");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("16-bit conversions at the simple class's rate"), std::string::npos) << text.out;
+  EXPECT_EQ(text.err.find("warning"), std::string::npos) << text.err;
+  // Without a host compiler the CPU is priced with the portable probe's
+  // figures, which the user is told (it used to happen silently).
+  const std::string cache = make_temp_dir("fusejit-cli-plan-no-cxx");
+  auto no_cxx = testing::run_command("CXX=/nonexistent/c++ FUSEJIT_CACHE_DIR=" + cache + " " + FUSEJIT_CLI_PATH +
+                                     " plan " + kExamples + "/softmax.fj --device cpu");
+  ASSERT_EQ(no_cxx.exit_code, 0) << no_cxx.err;
+  EXPECT_NE(no_cxx.err.find("warning: cpu device: no CPU backend (no C++ compiler for the CPU backend: "
+                            "`/nonexistent/c++ (from $CXX) --version` failed"),
+            std::string::npos)
+      << no_cxx.err;
+  EXPECT_NE(no_cxx.err.find("using the library's figures, measured with portable loops"), std::string::npos)
+      << no_cxx.err;
 }
 
 TEST(CliPlan, TablesAndErrors) {
