@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,11 @@ absl::Status check_dtypes_for_arch(const Graph& graph, const std::string& arch);
 // make_backend(name); on failure prints why ("backend cuda: no CUDA driver:
 // ...") to stderr and returns nullptr (the command then exits with 1).
 std::unique_ptr<Backend> open_backend(const std::string& name);
+
+// Runs `work` (a long compile) while a terminal shows `message` on stderr;
+// warnings given meanwhile are held until the line is cleared, or they
+// would be printed onto it.
+void with_progress_line(const std::string& message, const std::function<void()>& work);
 
 // For --seed: a non-negative integer that fits 64 bits (CLI11 alone would
 // take "-1" as 2^64 - 1).

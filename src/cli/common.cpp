@@ -6,6 +6,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include <absl/strings/str_join.h>
 
@@ -124,6 +127,22 @@ std::unique_ptr<Backend> open_backend(const std::string& name) {
     return nullptr;
   }
   return *std::move(backend);
+}
+
+void with_progress_line(const std::string& message, const std::function<void()>& work) {
+  if (isatty(STDERR_FILENO) == 0) {
+    work();
+    return;
+  }
+  std::vector<std::string> held;
+  {
+    ScopedWarningSink hold;
+    eprint("{}", message);
+    work();
+    eprint("\r\033[K");
+    held = hold.messages();
+  }
+  for (const std::string& w : held) warn(w);
 }
 
 }  // namespace fusejit::cli

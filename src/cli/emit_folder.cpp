@@ -8,8 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include <unistd.h>
-
 #include <absl/strings/str_join.h>
 
 #include <fmt/format.h>
@@ -177,22 +175,6 @@ int fail_emit(const EmitFolder& folder, const absl::Status& why) {
   eprint("fusejit: error: {}\n", status_text(why));
   remove_created_folders(folder);
   return 1;
-}
-
-void with_progress_line(const std::string& message, const std::function<void()>& work) {
-  if (isatty(STDERR_FILENO) == 0) {
-    work();
-    return;
-  }
-  std::vector<std::string> held;
-  {
-    ScopedWarningSink hold;
-    eprint("{}", message);
-    work();
-    eprint("\r\033[K");
-    held = hold.messages();
-  }
-  for (const std::string& w : held) warn(w);
 }
 
 }  // namespace fusejit::cli

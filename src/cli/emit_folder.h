@@ -3,7 +3,6 @@
 // that lets a later emit tell its own files from the user's.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -54,10 +53,5 @@ int finish_emit(const EmitFolder& folder, const std::map<std::string, std::strin
 // `why`, removes the folders open_emit_folder created while they are empty,
 // so that a failed emit leaves nothing, and returns 1.
 int fail_emit(const EmitFolder& folder, const absl::Status& why);
-
-// Runs `work` (a long compile) while a terminal shows `message` on stderr;
-// warnings given meanwhile are held until the line is cleared, or they
-// would be printed onto it.
-void with_progress_line(const std::string& message, const std::function<void()>& work);
 
 }  // namespace fusejit::cli

@@ -204,7 +204,20 @@ int run(const RunOptions& opt) {
     const std::unique_ptr<Backend> backend = open_backend(opt.backend);
     if (!backend) return 1;
     const FusionPlan plan = make_fused_plan(*graph, backend->fusion_options());
-    outputs = run_plan(*backend, plan, *inputs);
+    // A large kernel takes the host compiler seconds; say so, or run looks hung.
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded;
+    with_progress_line(fmt::format("compiling the fused plan ({}; cached kernels load at once)...",
+                                   counted(std::ssize(plan.kernels), "kernel")),
+                       [&] { loaded = backend->load(plan); });
+    if (!loaded.ok()) {
+      outputs = loaded.status();
+    } else if (absl::Status s = (*loaded)->set_inputs(*inputs); !s.ok()) {
+      outputs = s;
+    } else if (absl::Status r = (*loaded)->run(); !r.ok()) {
+      outputs = r;
+    } else {
+      outputs = (*loaded)->outputs();
+    }
     backend_text = fmt::format("{} ({}), fused plan of {}", backend->name(), backend->description(),
                                counted(std::ssize(plan.kernels), "kernel"));
   }

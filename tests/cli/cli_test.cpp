@@ -174,6 +174,24 @@ TEST(Cli, AnUnusableTmpdirIsNamed) {
   }
 }
 
+// A run whose kernels take the host compiler seconds says so on a terminal
+// (it looked hung), and clears the line; a log gets no such line.
+TEST(Cli, RunSaysItIsCompilingOnATerminalOnly) {
+  if (testing::run_command("command -v script").exit_code != 0)
+    GTEST_SKIP() << "no script(1) to give fusejit a terminal";
+  const std::string dir = make_temp_dir("fusejit-cli-progress");
+  const std::string run =
+      fmt::format("FUSEJIT_CACHE_DIR={}/cache {} run {}/softmax.fj --backend cpu", dir, FUSEJIT_CLI_PATH, kExamples);
+  auto tty = testing::run_command("script -qec '" + run + "' /dev/null");
+  ASSERT_EQ(tty.exit_code, 0) << tty.out << tty.err;
+  const size_t line = tty.out.find("compiling the fused plan (1 kernel; cached kernels load at once)...\r\033[K");
+  EXPECT_NE(line, std::string::npos) << tty.out;
+  EXPECT_LT(line, tty.out.find("backend cpu")) << "the line is cleared before the results";
+  auto log = testing::run_command(run);
+  ASSERT_EQ(log.exit_code, 0) << log.err;
+  EXPECT_EQ(log.err.find("compiling"), std::string::npos) << log.err;
+}
+
 // Options whose mistakes would only show after a long run are refused first.
 TEST(Cli, OptionMistakesAreFoundBeforeAnythingRuns) {
   const std::string dir = make_temp_dir("fusejit-cli-early");  // --plot: BenchCli.PlotIsDrawnAndNeverOverwrittenUnasked
