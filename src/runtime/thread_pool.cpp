@@ -3,40 +3,81 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+
+#include <pthread.h>
+#include <unistd.h>
 
 #include "ir/cpu_count.h"
 
 namespace fusejit {
 
-ThreadPool& ThreadPool::global() {
-  static ThreadPool pool([] {
-    const int usable = usable_cpu_count();
-    if (const char* env = std::getenv("FUSEJIT_THREADS"); env != nullptr && *env != '\0') {
-      char* end = nullptr;
-      const long n = std::strtol(env, &end, 10);
-      if (*end == '\0' && n >= 1 && n <= 1024) {
-        // More threads than the process has CPUs time-share them: every
-        // kernel (and the cost model's calibration) runs slower, not faster.
-        if (n > usable) {
-          std::fprintf(stderr,
-                       "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d CPUs this process may use; "
-                       "kernels will share cores and run slower\n",
-                       n, usable);
-        }
-        return static_cast<int>(n);
+namespace {
+
+int configured_thread_count() {
+  const int usable = usable_cpu_count();
+  if (const char* env = std::getenv("FUSEJIT_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end == '\0' && n >= 1 && n <= 1024) {
+      // More threads than the process has CPUs time-share them: every
+      // kernel (and the cost model's calibration) runs slower, not faster.
+      if (n > usable) {
+        std::fprintf(stderr,
+                     "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d CPUs this process may use; "
+                     "kernels will share cores and run slower\n",
+                     n, usable);
       }
-      std::fprintf(stderr, "fusejit: warning: FUSEJIT_THREADS=%s is not a thread count from 1 to 1024; using %d\n",
-                   env, usable);
+      return static_cast<int>(n);
     }
-    return usable;
-  }());
-  return pool;
+    std::fprintf(stderr, "fusejit: warning: FUSEJIT_THREADS=%s is not a thread count from 1 to 1024; using %d\n", env,
+                 usable);
+  }
+  return usable;
 }
 
-namespace {
 thread_local int this_thread_index = 0;
+
+// The process's pool, and the process whose threads its workers are. A
+// child of fork() has only the thread that forked: the pool it inherits has
+// no workers, and waiting for them hung the child's first kernel, and
+// joining them its exit. The child makes a pool of its own on first use,
+// and leaves the inherited one alone (never destroyed: its threads cannot
+// be joined).
+std::mutex global_mutex;
+ThreadPool* global_pool = nullptr;
+pid_t global_pool_owner = 0;
+
+struct GlobalPoolShutdown {
+  ~GlobalPoolShutdown() {
+    if (global_pool != nullptr && global_pool_owner == getpid()) delete global_pool;
+    global_pool = nullptr;
+  }
+};
+
+void lock_global_for_fork() { global_mutex.lock(); }
+void unlock_global_after_fork() { global_mutex.unlock(); }
+void unlock_global_in_child() {
+  global_mutex.unlock();
+  this_thread_index = 0;  // the forking thread may have been a worker; it is the child's only thread
+}
+
 }  // namespace
+
+ThreadPool& ThreadPool::global() {
+  static GlobalPoolShutdown shutdown;
+  // Held across fork(), so that a child never inherits global_mutex locked
+  // by a thread it does not have.
+  static const int registered = pthread_atfork(lock_global_for_fork, unlock_global_after_fork, unlock_global_in_child);
+  (void)registered;
+  std::lock_guard<std::mutex> lock(global_mutex);
+  if (global_pool == nullptr || global_pool_owner != getpid()) {
+    global_pool = new ThreadPool(configured_thread_count());
+    global_pool_owner = getpid();
+  }
+  return *global_pool;
+}
 
 int ThreadPool::thread_index() { return this_thread_index; }
 

@@ -1,6 +1,8 @@
 // The threads CPU kernels run on: one pool per process, created on first
 // use, with FUSEJIT_THREADS threads (default: the hardware's), the caller
-// counting as one of them.
+// counting as one of them. A child of fork() gets a pool of its own on first
+// use (fork while another thread is inside fusejit is not supported: locks
+// it holds stay locked in the child).
 #pragma once
 
 #include <condition_variable>

@@ -3,15 +3,21 @@
 // beyond the persistent limit, NaN and infinity, misaligned buffers,
 // poisoned outputs, dropout bit for bit; and the failures it must report.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <limits>
 #include <set>
 #include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <absl/strings/match.h>
 #include <fmt/format.h>
@@ -498,6 +504,44 @@ TEST(CpuBackend, SeparatePlansRunOnSeparateThreads) {
     }
     EXPECT_EQ(f->get(), "");
   }
+}
+
+// A child of fork() has only the thread that forked, not the pool's
+// workers: its first kernel waited for them forever, and its exit() joined
+// them forever (found by a new-user trial). The child runs the parent's
+// loaded plan again, and a new one, on its own pool, and exits normally;
+// the parent gives it a minute.
+TEST(CpuBackend, AForkedChildRunsPlansAndExits) {
+  const Graph g = parse("input x: f32[256, 1024]\ny = softmax(x)\noutput y\n");
+  const FusionPlan plan = make_fused_plan(g);
+  const TensorMap inputs = random_inputs(g, 4);
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = cpu().load(plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE((*loaded)->set_inputs(inputs).ok());
+  ASSERT_TRUE((*loaded)->run().ok());
+  const TensorMap parent = *(*loaded)->outputs();
+  ASSERT_GE(ThreadPool::global().size(), 2) << "the parent's pool has workers to lose";
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) {
+    const bool again = (*loaded)->run().ok() && (*loaded)->outputs()->at("y").values == parent.at("y").values;
+    absl::StatusOr<TensorMap> fresh = run_on_cpu(plan, inputs);
+    const bool anew = fresh.ok() && fresh->at("y").values == parent.at("y").values;
+    std::exit(again && anew ? 0 : 3);  // exit(), not _exit(): static destructors run
+  }
+  int status = 0;
+  pid_t done = 0;
+  for (int waited_ms = 0; (done = waitpid(child, &status, WNOHANG)) == 0 && waited_ms < 60000; waited_ms += 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    FAIL() << "the forked child still ran after a minute (a hang in the thread pool)";
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: the child's results differ from the parent's, or its runs failed";
 }
 
 TEST(WorkerScratch, GrowsOnlyAndIsAligned) {
