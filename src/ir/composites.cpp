@@ -56,6 +56,7 @@ Graph expand_composites(const Graph& graph, std::vector<int32_t>* origin) {
     const Value result = n.info().expand(args, n.attrs);
     // The last primitive of the expansion carries the composite's name, so
     // that outputs keep their names.
+    if (auto taken = out.find(n.name); taken && *taken != result.id()) out.rename(*taken, out.fresh_name("t"));
     out.rename(result.id(), n.name);
     remap[id] = result.id();
   }

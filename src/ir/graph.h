@@ -101,11 +101,14 @@ class Graph {
   // the closest one.
   Value value(std::string_view name);
 
-  // Low-level access for the parser and passes. append() does no checking
-  // beyond keeping names unique; verify() checks a graph made this way.
+  // Low-level access for the parser and passes. append() and add_output()
+  // check nothing (a name already in use, an operand or output id that does
+  // not exist, an invalid op or dtype); verify() reports all of that for a
+  // graph made this way, and find() keeps to a name's first node.
   int32_t append(Node node);
   void add_output(int32_t id) { outputs_.push_back(id); }
-  // Gives node `id` a new name, which must not be in use.
+  // Gives node `id` a new name; throws fusejit::Error when there is no such
+  // node or another node has that name.
   void rename(int32_t id, std::string name);
   std::string fresh_name(std::string_view stem) const;
 

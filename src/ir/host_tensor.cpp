@@ -3,6 +3,9 @@
 #include <cmath>
 #include <numbers>
 
+#include <fmt/format.h>
+
+#include "ir/error.h"
 #include "ir/interpreter_parallel.h"
 
 namespace fusejit {
@@ -30,6 +33,12 @@ HostTensor HostTensor::random_normal(DType dtype, const Shape& shape, uint64_t s
   HostTensor t;
   t.dtype = dtype;
   t.shape = shape;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error(fmt::format("HostTensor::random_normal: shape {} has a negative extent", shape));
+  }
+  if (shape.numel_overflows()) {
+    throw Error(fmt::format("HostTensor::random_normal: the number of elements of {} overflows", shape));
+  }
   const int64_t n = shape.numel();
   t.values.resize(n);
   double* out = t.values.data();

@@ -4,7 +4,10 @@
 #include <limits>
 #include <numbers>
 
+#include <fmt/format.h>
+
 #include "ir/composites.h"
+#include "ir/error.h"
 
 namespace fusejit {
 
@@ -118,7 +121,14 @@ const AttrSpec* OpInfo::find_attr(std::string_view attr_name) const {
   return nullptr;
 }
 
-const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)]; }
+bool is_valid_op(Op op) { return static_cast<size_t>(op) < std::size(kOpTable); }
+
+const OpInfo& op_info(Op op) {
+  // A Node made through Graph::append can hold any value; reading past the
+  // table would give garbage or a crash instead of verify()'s message.
+  if (!is_valid_op(op)) throw Error(fmt::format("op {} is not an op of the op table", static_cast<int>(op)));
+  return kOpTable[static_cast<size_t>(op)];
+}
 
 const OpInfo* find_op(std::string_view name) {
   for (const OpInfo& info : callable_ops()) {

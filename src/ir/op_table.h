@@ -77,6 +77,9 @@ struct OpInfo {
   const AttrSpec* find_attr(std::string_view attr_name) const;
 };
 
+// Whether `op` is a value of the enum (a Node built by hand may hold any).
+bool is_valid_op(Op op);
+// Throws fusejit::Error for an op that is not valid.
 const OpInfo& op_info(Op op);
 // The op a user may call by this name; nullptr when there is none.
 const OpInfo* find_op(std::string_view name);

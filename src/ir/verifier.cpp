@@ -59,6 +59,10 @@ std::vector<std::string> verify_graph(const Graph& graph) {
     if (!is_identifier(n.name)) report(n, fmt::format("'{}' is not a valid name", n.name));
     if (!names.insert(n.name).second) report(n, fmt::format("'{}' is defined more than once", n.name));
 
+    if (!is_valid_op(n.op)) {
+      report(n, fmt::format("{}: op {} is not an op of the op table", n.name, static_cast<int>(n.op)));
+      continue;
+    }
     if (n.op == Op::kInput) {
       if (!n.operands.empty() || n.attrs.size() != 0) report(n, fmt::format("input {} has operands", n.name));
       if (n.shape.rank() < 1 || n.shape.rank() > kMaxRank) {
@@ -80,7 +84,11 @@ std::vector<std::string> verify_graph(const Graph& graph) {
 
     bool operands_ok = true;
     for (const Operand& o : n.operands) {
-      if (!o.is_literal() && o.node >= id) {
+      if (!o.is_literal() && o.node >= graph.num_nodes()) {
+        report(n, fmt::format("{} uses node {}, which does not exist (the graph has {} nodes)", n.name, o.node,
+                              graph.num_nodes()));
+        operands_ok = false;
+      } else if (!o.is_literal() && o.node >= id) {
         report(n, fmt::format("{} uses a value defined after it (node {})", n.name, o.node));
         operands_ok = false;
       }

@@ -2,12 +2,21 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "ir/error.h"
+
 namespace fusejit {
 
 int64_t storage_bytes(DType dtype, const Shape& shape) { return shape.numel() * dtype_size(dtype); }
 
 void encode_storage(const HostTensor& t, void* dst) {
   const size_t n = t.values.size();
+  if (static_cast<int64_t>(n) != t.shape.numel()) {
+    throw Error(fmt::format("encode_storage: the tensor holds {} values, but its shape {} has {}", n, t.shape,
+                            t.shape.numel()));
+  }
+  if (dst == nullptr && n > 0) throw Error("encode_storage: the destination is a null pointer");
   switch (t.dtype) {
     case DType::kF32: {
       float* out = static_cast<float*>(dst);
@@ -32,6 +41,8 @@ HostTensor decode_storage(DType dtype, const Shape& shape, const void* src) {
   t.dtype = dtype;
   t.shape = shape;
   const int64_t n = shape.numel();
+  if (src == nullptr && n > 0)
+    throw Error(fmt::format("decode_storage of {}{}: the source is a null pointer", dtype, shape));
   t.values.resize(static_cast<size_t>(n));
   switch (dtype) {
     case DType::kF32: {

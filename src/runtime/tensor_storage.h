@@ -10,7 +10,12 @@
 namespace fusejit {
 
 int64_t storage_bytes(DType dtype, const Shape& shape);
-void encode_storage(const HostTensor& tensor, void* dst);  // storage_bytes(tensor.dtype, tensor.shape) bytes
+// Writes storage_bytes(tensor.dtype, tensor.shape) bytes; throws
+// fusejit::Error when the tensor's values do not fill its shape, or dst is
+// null.
+void encode_storage(const HostTensor& tensor, void* dst);
+// Reads storage_bytes(dtype, shape) bytes; throws fusejit::Error when src is
+// null.
 HostTensor decode_storage(DType dtype, const Shape& shape, const void* src);
 
 }  // namespace fusejit

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <vector>
 
 #include "fusejit.h"
@@ -113,6 +114,62 @@ TEST(GraphBuilder, AValueOfANodeTheGraphLacksSaysSo) {
             "add: operand 2 is a Value of node 7, but its Graph has nodes 0 to 0 only");
   EXPECT_EQ(error_of([&] { (void)Value(&g, -1).shape(); }), "a Value of node -1, but its Graph has nodes 0 to 0 only");
   EXPECT_EQ(g.nodes().size(), 1u);  // nothing was added
+}
+
+// The low-level calls (Graph::append, rename; for the parser and passes)
+// check what would otherwise crash or silently break the graph, and
+// verify() names what append() let through (a new-user trial crashed
+// rename and verify).
+TEST(GraphLowLevel, MistakesAreErrorsNotCrashes) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {4});
+  auto y = relu(x);
+  g.output("y", y);
+  EXPECT_EQ(error_of([&] { g.rename(5, "z"); }), "rename: node 5 does not exist (the graph has 2)");
+  EXPECT_EQ(error_of([&] { g.rename(x.id(), "y"); }), "rename: cannot name node 0 'y': node 1 has that name");
+  EXPECT_EQ(error_of([&] { g.rename(y.id(), "y"); }), "no error") << "a node's own name is not in use by another";
+  EXPECT_EQ(g.node(0).name, "x");
+  EXPECT_EQ(error_of([&] { g.rename(x.id(), "x2"); }), "no error");
+  EXPECT_EQ(g.find("x2"), std::optional<int32_t>(0));
+  EXPECT_FALSE(g.find("x").has_value());
+
+  Node bad_op = g.node(y.id());
+  bad_op.name = "w";
+  bad_op.op = static_cast<Op>(200);
+  Graph with_bad_op = g;
+  with_bad_op.append(bad_op);
+  EXPECT_EQ(status_text(verify(with_bad_op)), "error: w: op 200 is not an op of the op table");
+  EXPECT_EQ(error_of([&] { (void)op_info(static_cast<Op>(200)); }), "op 200 is not an op of the op table");
+
+  for (int32_t missing : {3, 7}) {
+    Node dangling = g.node(y.id());
+    dangling.name = "w";
+    dangling.operands[0].node = missing;
+    Graph with_dangling = g;
+    with_dangling.append(dangling);
+    EXPECT_EQ(status_text(verify(with_dangling)),
+              fmt::format("error: w uses node {}, which does not exist (the graph has 3 nodes)", missing));
+  }
+
+  Node duplicate = g.node(y.id());  // append() keeps no names unique; find() keeps to the first
+  Graph with_duplicate = g;
+  with_duplicate.append(duplicate);
+  EXPECT_EQ(with_duplicate.find("y"), std::optional<int32_t>(1));
+  EXPECT_EQ(status_text(verify(with_duplicate)), "error: 'y' is defined more than once");
+}
+
+TEST(HostTensorStorage, MistakesAreErrorsNotCrashes) {
+  EXPECT_EQ(error_of([] { (void)HostTensor::random_normal(DType::kF32, Shape{-3}, 1); }),
+            "HostTensor::random_normal: shape [-3] has a negative extent");
+  EXPECT_EQ(error_of([] { (void)decode_storage(DType::kF32, Shape{4}, nullptr); }),
+            "decode_storage of f32[4]: the source is a null pointer");
+  HostTensor t = HostTensor::random_normal(DType::kBF16, Shape{4, 10}, 1);
+  std::vector<uint16_t> storage(40);
+  EXPECT_EQ(error_of([&] { encode_storage(t, nullptr); }), "encode_storage: the destination is a null pointer");
+  t.values.resize(10);
+  EXPECT_EQ(error_of([&] { encode_storage(t, storage.data()); }),
+            "encode_storage: the tensor holds 10 values, but its shape [4, 10] has 40");
+  EXPECT_EQ(storage, std::vector<uint16_t>(40)) << "nothing written";
 }
 
 // The builder's own names (relu_1) never keep a user from a name: the
