@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,24 +39,42 @@ struct FuzzCommandOptions {
 volatile std::sig_atomic_t interrupted = 0;
 
 // Catches SIGINT and SIGTERM while it lives: the first asks the run to stop
-// (interrupted) and puts back the handler that was there before, so that a
-// second one acts as it would have without this: under the fusejit command,
+// (interrupted); a second puts back the handler that was there before and
+// acts as it would have without this: under the fusejit command,
 // stop_children_on_interrupt()'s, which ends a host compiler still running
 // along with fusejit (SA_RESETHAND's default action left it orphaned). A
+// repeat within kRepeatNs of the first is the same request delivered twice,
+// not a second one: timeout(1) signals its command and then the command's
+// process group, and the second copy killed fusejit before its summary. A
 // signal the process was started ignoring (a background job of a script
 // ignores SIGINT) stays ignored. One at a time: the previous handlers are
 // static, for the signal handler to read.
 class StopSignals {
  public:
   StopSignals() {
+    first_ns_ = 0;
     struct sigaction action = {};
     action.sa_handler = [](int signal) {
-      interrupted = signal;
+      struct timespec now = {};
+      clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+      const int64_t ns = int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+      if (interrupted == 0) {
+        interrupted = signal;
+        first_ns_ = ns;
+        return;
+      }
+      if (ns - first_ns_ < kRepeatNs) return;
       for (int i = 0; i < 2; ++i) {
-        if (kSignals[i] == signal) sigaction(signal, &previous_[i], nullptr);  // async-signal-safe
+        if (kSignals[i] != signal) continue;
+        // Blocked while this handler runs, so the signal raised here waits
+        // for it to return and then meets the previous handler.
+        sigaction(signal, &previous_[i], nullptr);
+        raise(signal);
       }
     };
+    // Each handler runs with both signals blocked: first_ns_ is written once.
     sigemptyset(&action.sa_mask);
+    for (int s : kSignals) sigaddset(&action.sa_mask, s);
     for (int i = 0; i < 2; ++i) {
       sigaction(kSignals[i], nullptr, &previous_[i]);
       if (previous_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
@@ -68,7 +88,9 @@ class StopSignals {
 
  private:
   static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  static constexpr int64_t kRepeatNs = 100'000'000;  // 0.1 s: far below a person's second Ctrl-C
   static inline struct sigaction previous_[2] = {};
+  static inline volatile int64_t first_ns_ = 0;
 };
 
 void print_failure(const FuzzFailure& f) {
