@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/counted.h"
 #include "ir/error.h"
 
 namespace fusejit {
@@ -44,8 +45,8 @@ absl::Status verify_kernel_of(const FusionPlan& plan, const Kernel& kernel) {
 
 const Kernel& checked_kernel(const FusionPlan& plan, int index, std::string_view caller) {
   if (index < 0 || index >= static_cast<int>(plan.kernels.size())) {
-    throw Error(fmt::format("{}: kernel index {} is out of range; {} has {} kernels", caller, index, plan_label(plan),
-                            plan.kernels.size()));
+    throw Error(fmt::format("{}: kernel index {} is out of range; {} has {}", caller, index, plan_label(plan),
+                            counted(std::ssize(plan.kernels), "kernel")));
   }
   const Kernel& kernel = plan.kernels[static_cast<size_t>(index)];
   if (absl::Status s = verify_kernel_of(plan, kernel); !s.ok()) {

@@ -45,13 +45,17 @@ std::vector<std::string> graph_warnings(const Graph& graph) {
     const std::string earlier_line = earlier.loc.line > 0 ? fmt::format(" (line {})", earlier.loc.line) : "";
     // With another p the same numbers still decide both: every position
     // the smaller p drops, the larger drops too.
+    // Of another shape, the same flat index is another position.
+    const bool same_shape = n.shape == earlier.shape;
     const double p = n.attrs.get_float("p"), earlier_p = earlier.attrs.get_float("p");
-    const std::string same = p == earlier_p
-                                 ? "they drop the same element positions"
-                                 : fmt::format(
-                                       "they draw the same random numbers, so every element position the one with p={} "
-                                       "drops, the one with p={} drops too",
-                                       std::min(p, earlier_p), std::max(p, earlier_p));
+    const std::string same =
+        p == earlier_p
+            ? fmt::format("they drop the same {}", same_shape ? "element positions" : "flat element indices")
+            : fmt::format(
+                  "they draw the same random numbers, so every {} the one with p={} drops, the one with p={} "
+                  "drops too",
+                  same_shape ? "element position" : "flat element index", std::min(p, earlier_p),
+                  std::max(p, earlier_p));
     warnings.push_back(
         fmt::format("{}dropout '{}' has seed {}, as '{}'{} has: {}; give each dropout a seed of its own "
                     "(seed=N)",

@@ -96,7 +96,9 @@ Token LineLexer::lex() {
     while (pos_ < line_.size()) {
       const char d = line_[pos_];
       const char prev = line_[pos_ - 1];
-      const bool exponent_sign = (d == '+' || d == '-') && (prev == 'e' || prev == 'E');
+      // 'p': a hexadecimal float's exponent (0x1p-3), so that it is one token
+      // and refused as a number, not split at its sign.
+      const bool exponent_sign = (d == '+' || d == '-') && (prev == 'e' || prev == 'E' || prev == 'p' || prev == 'P');
       if (!(is_word_byte(d) || d == '.' || exponent_sign)) break;
       ++pos_;
     }

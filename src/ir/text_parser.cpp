@@ -435,14 +435,21 @@ void Parser::output_statement(LineLexer& lex) {
     return;
   }
   while (!stopped_) {
-    output_name(lex.next());
+    const Token name = lex.next();
+    if (name.kind != TokenKind::kWord) {
+      output_name(name);
+      return;
+    }
+    // The separator first: in `output x.y` the name meant is not `x`, and
+    // judging `x` (a graph input, say) would report a problem that is not.
     const Token separator = lex.next();
-    if (separator.kind == TokenKind::kEnd) return;
-    if (!separator.is(',')) {
+    if (separator.kind != TokenKind::kEnd && !separator.is(',')) {
       error(separator.col,
             fmt::format("expected ',' or end of line after an output name, found {}", describe(separator)));
       return;
     }
+    output_name(name);
+    if (separator.kind == TokenKind::kEnd) return;
   }
 }
 
@@ -544,7 +551,7 @@ std::optional<double> Parser::literal(const Token& token) {
     return std::nullopt;
   }
   if (!is_decimal(text)) {
-    error(token.col, fmt::format("invalid number {}", quoted(token.text)));
+    error(token.col, fmt::format("invalid number {}: literals are decimal, like 0.125 or 1.25e-3", quoted(token.text)));
     return std::nullopt;
   }
   double value = 0;

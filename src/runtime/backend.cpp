@@ -49,9 +49,9 @@ absl::Status LoadedPlan::check_runnable(size_t k, std::string_view what) {
   for (const auto& [j, id] : producers_[k]) {
     if (!holds_results_[j]) {
       return absl::FailedPreconditionError(
-          fmt::format("{}({}) before kernel {} ({}), which writes {} for kernel {} ({}), ran on the inputs of "
-                      "the last set_inputs() (or since poison_outputs()): run the plan's kernels in order",
-                      what, k, j, p.kernels[j].name, p.graph->node(id).name, k, p.kernels[k].name));
+          fmt::format("{}({}) before kernel {} ({}), which writes {} for kernel {} ({}), ran after the last {}: "
+                      "run the plan's kernels in order",
+                      what, k, j, p.kernels[j].name, p.graph->node(id).name, k, p.kernels[k].name, buffers_reset_by_));
     }
   }
   return absl::OkStatus();
@@ -66,9 +66,10 @@ std::string LoadedPlan::inputs_missing(std::string_view none_given) const {
   }
   // Some given by set_input(): name the rest, which is what the caller lacks.
   if (missing.size() < inputs.size()) {
-    return fmt::format("before {} {} {} given (by set_input() or set_inputs()); the plan reads every input",
-                       missing.size() == 1 ? "input" : "inputs", absl::StrJoin(missing, ", "),
-                       missing.size() == 1 ? "was" : "were");
+    return fmt::format(
+        "before {} {} {} given (by set_input() or set_inputs()); every input the graph declares must be given, even "
+        "one no output reads",
+        missing.size() == 1 ? "input" : "inputs", absl::StrJoin(missing, ", "), missing.size() == 1 ? "was" : "were");
   }
   return fmt::format("before set_inputs(){}", none_given);
 }
@@ -81,7 +82,7 @@ absl::Status LoadedPlan::set_inputs(const TensorMap& inputs) {
   // input set, which must not pass for results.
   inputs_set_ = false;
   input_given_.assign(plan().graph->inputs().size(), false);
-  forget_results();
+  forget_results("set_inputs()");
   if (absl::Status s = do_set_inputs(inputs); !s.ok()) return s;
   input_given_.assign(input_given_.size(), true);
   inputs_set_ = true;
@@ -124,7 +125,7 @@ absl::Status LoadedPlan::set_input(std::string_view name, const void* data, size
   const size_t index = static_cast<size_t>(std::find(inputs.begin(), inputs.end(), *id) - inputs.begin());
   inputs_set_ = false;
   input_given_[index] = false;
-  forget_results();
+  forget_results(fmt::format("set_input(\"{}\")", name));
   if (absl::Status s = do_write_input(*id, data); !s.ok()) return s;
   input_given_[index] = true;
   inputs_set_ = std::all_of(input_given_.begin(), input_given_.end(), [](bool given) { return given; });
@@ -154,7 +155,7 @@ absl::Status LoadedPlan::set_dropout_seed(std::string_view name, int64_t seed) {
     return absl::InvalidArgumentError(fmt::format(
         "set_dropout_seed(\"{}\", {}): a dropout seed is a non-negative integer, as in the graph", name, seed));
   }
-  forget_results();  // every result drawn with the old mask; the inputs stay
+  forget_results(fmt::format("set_dropout_seed(\"{}\", {})", name, seed));  // every result drawn with the old mask
   return do_set_dropout_seed(found, static_cast<uint64_t>(seed));
 }
 
@@ -162,12 +163,15 @@ absl::Status LoadedPlan::poison_outputs() {
   // Every buffer a kernel writes now holds NaN: a kernel reading one must
   // wait for its producer to run again. outputs() still shows the poison.
   holds_results_.assign(holds_results_.size(), false);
+  buffers_reset_by_ = "poison_outputs()";
   return do_poison_outputs();
 }
 
-void LoadedPlan::forget_results() {
+void LoadedPlan::forget_results(std::string cause) {
   ran_.assign(plan().kernels.size(), false);
   holds_results_.assign(plan().kernels.size(), false);
+  results_reset_by_ = cause;
+  buffers_reset_by_ = std::move(cause);
   if (producers_.empty()) producers_ = kernel_producers(plan());
 }
 
@@ -222,9 +226,8 @@ absl::Status LoadedPlan::check_results(std::string_view what) const {
   if (!inputs_set_) return absl::FailedPreconditionError(fmt::format("{} {}", what, inputs_missing(" and a run")));
   for (size_t k = 0; k < ran_.size(); ++k) {
     if (!ran_[k]) {
-      return absl::FailedPreconditionError(
-          fmt::format("{} before kernel {} ({}) ran on the inputs: run() the plan after setting its inputs", what, k,
-                      plan().kernels[k].name));
+      return absl::FailedPreconditionError(fmt::format("{} before kernel {} ({}) ran after the last {}: run() the plan",
+                                                       what, k, plan().kernels[k].name, results_reset_by_));
     }
   }
   return absl::OkStatus();

@@ -158,8 +158,9 @@ class LoadedPlan {
   // what k reads ran since; `what` names the call.
   absl::Status check_runnable(size_t k, std::string_view what);
 
-  // Every kernel's results are stale (new inputs or seeds): each must run again.
-  void forget_results();
+  // Every kernel's results are stale (new inputs or seeds): each must run
+  // again. `cause` names the call ("set_input(\"w\")"), for the errors.
+  void forget_results(std::string cause);
   void mark_running(size_t k);
   void mark_ran(size_t k);
 
@@ -178,6 +179,10 @@ class LoadedPlan {
   // Per kernel: its buffers hold what it computed from the current inputs
   // (run since set_inputs() and since poison_outputs()).
   std::vector<bool> holds_results_;
+  // The last call that made every result stale (ran_), and the last that
+  // made every buffer stale (holds_results_: poison_outputs() too), named in
+  // the errors of calls that came too early.
+  std::string results_reset_by_, buffers_reset_by_;
   // Per kernel: (kernel, tensor id) for each tensor it reads that an earlier
   // kernel writes. Built at the first set_inputs().
   std::vector<std::vector<std::pair<size_t, int32_t>>> producers_;

@@ -93,6 +93,10 @@ TEST(CudaCodegen, MistakesInTheCallAreErrorsNamingThem) {
       "emit_cuda_kernel: kernel " + plan.kernels[0].name + " is a matmul, which runs through cuBLAS and has no source");
   EXPECT_EQ(error_of([&] { emit_cpu_kernel(plan, 5); }),
             "emit_cpu_kernel: kernel index 5 is out of range; the unfused plan has 2 kernels");
+  Graph one;
+  one.output("y", exp(one.input("x", DType::kF32, {8})));
+  EXPECT_EQ(error_of([&] { emit_cpu_kernel(make_fused_plan(one), 1); }),
+            "emit_cpu_kernel: kernel index 1 is out of range; the fused plan has 1 kernel");
   FusionPlan orphan = plan;
   orphan.graph = nullptr;
   EXPECT_TRUE(error_of([&] { emit_cuda(orphan); }).starts_with("emit_cuda_kernel: the unfused plan has no graph"));

@@ -56,5 +56,26 @@ TEST(GraphWarnings, AGraphFromAFileIsWarnedAboutWithLocations) {
                                 }));
 }
 
+// Dropouts of different shapes share a mask by flat index, not by
+// position: the warning says which.
+TEST(GraphWarnings, SharedSeedsOfDifferentShapesNameFlatIndices) {
+  absl::StatusOr<Graph> g = parse_graph(
+      "input c: f32[6, 1]\n"
+      "input s: f32[6, 40]\n"
+      "e = dropout(c, p=0.5, seed=3)\n"
+      "q = dropout(s, p=0.5, seed=3)\n"
+      "r = dropout(s, p=0.25, seed=3)\n"
+      "output e, q, r\n",
+      "shapes.fj");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(graph_warnings(*g), (Strings{
+                                    "shapes.fj:4:1: dropout 'q' has seed 3, as 'e' (line 3) has: they drop the "
+                                    "same flat element indices; give each dropout a seed of its own (seed=N)",
+                                    "shapes.fj:5:1: dropout 'r' has seed 3, as 'e' (line 3) has: they draw the same "
+                                    "random numbers, so every flat element index the one with p=0.25 drops, the one "
+                                    "with p=0.5 drops too; give each dropout a seed of its own (seed=N)",
+                                }));
+}
+
 }  // namespace
 }  // namespace fusejit

@@ -61,6 +61,13 @@ const Case kCases[] = {
     {"BothOperandsLiteral", PRELUDE "y = add(1, 2)\noutput y\n", "3:9", "at least one operand must be a tensor"},
     {"InvalidNumber", PRELUDE "y = mul(x, 1e5x)\noutput y\n", "3:12", "invalid number '1e5x'"},
     {"HexNumber", PRELUDE "y = mul(x, 0x10)\noutput y\n", "3:12", "invalid number '0x10'"},
+    {"HexFloat", PRELUDE "y = mul(x, 0x1p-3)\noutput y\n", "3:12",
+     "invalid number '0x1p-3': literals are decimal, like 0.125"},
+    {"HexFloatAttribute", PRELUDE "y = layer_norm(x, eps=0x1p-3)\noutput y\n", "3:23",
+     "invalid value '0x1p-3' for attribute 'eps'"},
+    // Not also "x is a graph input": the name meant was not x.
+    {"DottedOutputName", "input x: f32[4]\nw = exp(x)\noutput x.y\n", "3:9",
+     "expected ',' or end of line after an output name, found '.'"},
     {"PlusThenMinus", PRELUDE "y = mul(x, +-1)\noutput y\n", "3:12", "expected an operand or an attribute, found '+'"},
     {"PlusInfinity", PRELUDE "y = mul(x, +inf)\noutput y\n", "3:12", "'+inf' is not supported"},
     {"InfiniteLiteral", PRELUDE "y = mul(x, inf)\noutput y\n", "3:12",

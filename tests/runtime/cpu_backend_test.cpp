@@ -869,10 +869,12 @@ TEST(CpuBackend, CallsOutOfOrderAreRefusedWithTheReason) {
   // the old intermediates too: kernel 1 would read exp of the old inputs.
   const TensorMap other = random_inputs(g, 4);
   ASSERT_TRUE(p.set_inputs(other).ok());
-  expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "before kernel 0 (k0_exp) ran");
+  expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition,
+                 "outputs() before kernel 0 (k0_exp) ran after the last set_inputs(): run() the plan");
   for (absl::Status s : {p.run_kernel(1), p.time_kernel(1).status(), p.measure_kernel_bytes(1).status()}) {
     expect_refused(s, absl::StatusCode::kFailedPrecondition,
-                   "before kernel 0 (k0_exp), which writes y for kernel 1 (k1_softmax), ran on the inputs");
+                   "before kernel 0 (k0_exp), which writes y for kernel 1 (k1_softmax), ran after the last "
+                   "set_inputs(): run the plan's kernels in order");
   }
   ASSERT_TRUE(p.run_kernel(0).ok());
   ASSERT_TRUE(p.run_kernel(1).ok());
@@ -886,7 +888,15 @@ TEST(CpuBackend, CallsOutOfOrderAreRefusedWithTheReason) {
   // again, while outputs() shows the poison (as poison_outputs() says).
   ASSERT_TRUE(p.poison_outputs().ok());
   EXPECT_TRUE(p.outputs().ok());
-  expect_refused(p.run_kernel(1), absl::StatusCode::kFailedPrecondition, "or since poison_outputs()");
+  expect_refused(p.run_kernel(1), absl::StatusCode::kFailedPrecondition, "ran after the last poison_outputs()");
+
+  // The errors name the call that made the results stale (they blamed
+  // set_inputs() after a set_input() or a new seed; a new-user trial).
+  std::vector<float> x_values(static_cast<size_t>(g.node(*g.find("x")).shape.numel()), 0.5f);
+  ASSERT_TRUE(p.set_input("x", x_values.data(), x_values.size() * sizeof(float)).ok());
+  expect_refused(p.run_kernel(1), absl::StatusCode::kFailedPrecondition, "ran after the last set_input(\"x\")");
+  expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition,
+                 "outputs() before kernel 0 (k0_exp) ran after the last set_input(\"x\")");
 
   ASSERT_TRUE(p.set_inputs(inputs).ok());
   ASSERT_TRUE(p.run().ok());

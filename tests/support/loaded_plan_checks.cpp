@@ -56,7 +56,8 @@ void expect_raw_io_matches_host_tensors(Backend& backend) {
   const std::vector<uint8_t> x = storage_of(inputs.at("x"));
   ASSERT_TRUE(raw.set_input("x", x.data(), x.size()).ok());
   expect_refused(raw.run(), absl::StatusCode::kFailedPrecondition,
-                 "run() before inputs h, s were given (by set_input() or set_inputs())");
+                 "run() before inputs h, s were given (by set_input() or set_inputs()); every input the graph "
+                 "declares must be given, even one no output reads");
   expect_refused(raw.run_kernel(0), absl::StatusCode::kFailedPrecondition, "run_kernel(0) before inputs h, s were");
   for (const char* name : {"h", "s"}) {
     const std::vector<uint8_t> bytes = storage_of(inputs.at(name));
@@ -146,7 +147,9 @@ void expect_new_dropout_seed_draws_that_seeds_mask(Backend& backend) {
     ASSERT_NE(before.at("y"), want.at("y")) << "seeds 1 and 77 should drop different elements";
 
     ASSERT_TRUE(p.set_dropout_seed("d1", 77).ok());
-    expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition, "outputs() before kernel 0");
+    expect_refused(p.outputs().status(), absl::StatusCode::kFailedPrecondition,
+                   "outputs() before kernel 0 (" + p.plan().kernels[0].name +
+                       ") ran after the last set_dropout_seed(\"d1\", 77): run() the plan");
     ASSERT_TRUE(p.run().ok());
     absl::StatusOr<TensorMap> out = p.outputs();
     ASSERT_TRUE(out.ok()) << out.status();
