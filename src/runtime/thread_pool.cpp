@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <pthread.h>
 #include <unistd.h>
@@ -73,6 +74,9 @@ ThreadPool& ThreadPool::global() {
   (void)registered;
   std::lock_guard<std::mutex> lock(global_mutex);
   if (global_pool == nullptr || global_pool_owner != getpid()) {
+    // Kept reachable: a leak checker (LeakSanitizer) would fail the child.
+    static auto* const inherited = new std::vector<ThreadPool*>();
+    if (global_pool != nullptr) inherited->push_back(global_pool);
     global_pool = new ThreadPool(configured_thread_count());
     global_pool_owner = getpid();
   }
