@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -43,7 +44,7 @@ volatile std::sig_atomic_t interrupted = 0;
 // acts as it would have without this: under the fusejit command,
 // stop_children_on_interrupt()'s, which ends a host compiler still running
 // along with fusejit (SA_RESETHAND's default action left it orphaned). A
-// repeat within kRepeatNs of the first is the same request delivered twice,
+// repeat of the first signal within kRepeatNs is the same request delivered twice,
 // not a second one: timeout(1) signals its command and then the command's
 // process group, and the second copy killed fusejit before its summary. A
 // signal the process was started ignoring (a background job of a script
@@ -52,18 +53,23 @@ volatile std::sig_atomic_t interrupted = 0;
 class StopSignals {
  public:
   StopSignals() {
-    first_ns_ = 0;
+    first_signal_.store(0);
+    first_ns_.store(0);
     struct sigaction action = {};
     action.sa_handler = [](int signal) {
       struct timespec now = {};
       clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
       const int64_t ns = int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
-      if (interrupted == 0) {
+      // The copies may reach two threads at once: the time is stored
+      // before the signal is claimed, so that whoever sees it claimed sees
+      // a time near its own (racing firsts store times microseconds apart).
+      if (first_signal_.load() == 0) first_ns_.store(ns);
+      int first = 0;
+      if (first_signal_.compare_exchange_strong(first, signal)) {
         interrupted = signal;
-        first_ns_ = ns;
         return;
       }
-      if (ns - first_ns_ < kRepeatNs) return;
+      if (first == signal && ns - first_ns_.load() < kRepeatNs) return;
       for (int i = 0; i < 2; ++i) {
         if (kSignals[i] != signal) continue;
         // Blocked while this handler runs, so the signal raised here waits
@@ -72,9 +78,9 @@ class StopSignals {
         raise(signal);
       }
     };
-    // Each handler runs with both signals blocked: first_ns_ is written once.
     sigemptyset(&action.sa_mask);
     for (int s : kSignals) sigaddset(&action.sa_mask, s);
+    action.sa_flags = SA_RESTART;  // a copy ignored must not fail a write of the summary with EINTR
     for (int i = 0; i < 2; ++i) {
       sigaction(kSignals[i], nullptr, &previous_[i]);
       if (previous_[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &action, nullptr);
@@ -90,7 +96,10 @@ class StopSignals {
   static constexpr int kSignals[2] = {SIGINT, SIGTERM};
   static constexpr int64_t kRepeatNs = 100'000'000;  // 0.1 s: far below a person's second Ctrl-C
   static inline struct sigaction previous_[2] = {};
-  static inline volatile int64_t first_ns_ = 0;
+  // Lock-free atomics: what a signal handler may share with other threads.
+  static inline std::atomic<int> first_signal_{0};
+  static inline std::atomic<int64_t> first_ns_{0};
+  static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free);
 };
 
 void print_failure(const FuzzFailure& f) {

@@ -191,7 +191,8 @@ CostClass Graph::cost_class(int32_t id) const {
 }
 
 void Graph::rename(int32_t id, std::string name) {
-  if (!has_node(id)) throw Error(fmt::format("rename: node {} does not exist (the graph has {})", id, num_nodes()));
+  if (!has_node(id))
+    throw Error(fmt::format("rename: node {} does not exist (the graph has {} nodes)", id, num_nodes()));
   if (const std::optional<int32_t> holder = find(name); holder && *holder != id) {
     throw Error(fmt::format("rename: cannot name node {} '{}': node {} has that name", id, name, *holder));
   }

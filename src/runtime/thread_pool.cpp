@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -8,7 +9,6 @@
 #include <vector>
 
 #include <pthread.h>
-#include <unistd.h>
 
 #include "ir/cpu_count.h"
 
@@ -40,26 +40,26 @@ int configured_thread_count() {
 
 thread_local int this_thread_index = 0;
 
-// The process's pool, and the process whose threads its workers are. A
-// child of fork() has only the thread that forked: the pool it inherits has
-// no workers, and waiting for them hung the child's first kernel, and
-// joining them its exit. The child makes a pool of its own on first use,
-// and leaves the inherited one alone (never destroyed: its threads cannot
-// be joined).
+// The process's pool. A child of fork() has only the thread that forked:
+// the pool it inherits has no workers, and waiting for them hung the
+// child's first kernel, and joining them its exit. The child makes a pool
+// of its own (of the same size, which the plans' per-thread arrays were
+// made for) on first use, and leaves the inherited one alone: never
+// destroyed, since its threads cannot be joined.
 std::mutex global_mutex;
-ThreadPool* global_pool = nullptr;
-pid_t global_pool_owner = 0;
+std::atomic<ThreadPool*> global_pool{nullptr};
+std::atomic<bool> pool_inherited{false};  // set in a child of fork()
 
 struct GlobalPoolShutdown {
   ~GlobalPoolShutdown() {
-    if (global_pool != nullptr && global_pool_owner == getpid()) delete global_pool;
-    global_pool = nullptr;
+    if (!pool_inherited.load()) delete global_pool.exchange(nullptr);
   }
 };
 
 void lock_global_for_fork() { global_mutex.lock(); }
 void unlock_global_after_fork() { global_mutex.unlock(); }
 void unlock_global_in_child() {
+  pool_inherited.store(true);
   global_mutex.unlock();
   this_thread_index = 0;  // the forking thread may have been a worker; it is the child's only thread
 }
@@ -68,19 +68,25 @@ void unlock_global_in_child() {
 
 ThreadPool& ThreadPool::global() {
   static GlobalPoolShutdown shutdown;
-  // Held across fork(), so that a child never inherits global_mutex locked
-  // by a thread it does not have.
+  // global_mutex is held across fork(), so that a child never inherits it
+  // locked by a thread it does not have.
   static const int registered = pthread_atfork(lock_global_for_fork, unlock_global_after_fork, unlock_global_in_child);
   (void)registered;
+  // Every kernel run asks: no lock once the pool exists.
+  if (ThreadPool* pool = global_pool.load(std::memory_order_acquire); pool != nullptr && !pool_inherited.load()) {
+    return *pool;
+  }
   std::lock_guard<std::mutex> lock(global_mutex);
-  if (global_pool == nullptr || global_pool_owner != getpid()) {
+  ThreadPool* pool = global_pool.load();
+  if (pool == nullptr || pool_inherited.load()) {
     // Kept reachable: a leak checker (LeakSanitizer) would fail the child.
     static auto* const inherited = new std::vector<ThreadPool*>();
-    if (global_pool != nullptr) inherited->push_back(global_pool);
-    global_pool = new ThreadPool(configured_thread_count());
-    global_pool_owner = getpid();
+    if (pool != nullptr) inherited->push_back(pool);
+    pool = new ThreadPool(pool != nullptr ? pool->size() : configured_thread_count());
+    global_pool.store(pool, std::memory_order_release);
+    pool_inherited.store(false);
   }
-  return *global_pool;
+  return *pool;
 }
 
 int ThreadPool::thread_index() { return this_thread_index; }

@@ -11,7 +11,9 @@ WorkerScratch::WorkerScratch(int threads) : slots_(static_cast<size_t>(std::max(
 
 float* WorkerScratch::get(int64_t floats) {
   const size_t index = static_cast<size_t>(ThreadPool::thread_index());
-  if (index >= slots_.size()) return nullptr;  // a pool larger than the plan was loaded for: cannot happen
+  if (index >= slots_.size())
+    return nullptr;  // a pool larger than the plan was loaded for: cannot happen (a forked child's has the inherited
+                     // size)
   if (floats < 0 || floats > (std::numeric_limits<int64_t>::max() - 63) / static_cast<int64_t>(sizeof(float))) {
     return nullptr;
   }

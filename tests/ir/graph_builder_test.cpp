@@ -125,7 +125,7 @@ TEST(GraphLowLevel, MistakesAreErrorsNotCrashes) {
   auto x = g.input("x", DType::kF32, {4});
   auto y = relu(x);
   g.output("y", y);
-  EXPECT_EQ(error_of([&] { g.rename(5, "z"); }), "rename: node 5 does not exist (the graph has 2)");
+  EXPECT_EQ(error_of([&] { g.rename(5, "z"); }), "rename: node 5 does not exist (the graph has 2 nodes)");
   EXPECT_EQ(error_of([&] { g.rename(x.id(), "y"); }), "rename: cannot name node 0 'y': node 1 has that name");
   EXPECT_EQ(error_of([&] { g.rename(y.id(), "y"); }), "no error") << "a node's own name is not in use by another";
   EXPECT_EQ(g.node(0).name, "x");
