@@ -37,7 +37,9 @@ struct FuzzCommandOptions {
 };
 
 // The signal (SIGINT or SIGTERM) that asked a random-graph run to stop; 0 if none.
-volatile std::sig_atomic_t interrupted = 0;
+// Lock-free: the signal handler claims it, on whichever thread it runs.
+std::atomic<int> interrupted{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 // Catches SIGINT and SIGTERM while it lives: the first asks the run to stop
 // (interrupted); a second puts back the handler that was there before and
@@ -53,7 +55,6 @@ volatile std::sig_atomic_t interrupted = 0;
 class StopSignals {
  public:
   StopSignals() {
-    first_signal_.store(0);
     first_ns_.store(0);
     struct sigaction action = {};
     action.sa_handler = [](int signal) {
@@ -63,12 +64,9 @@ class StopSignals {
       // The copies may reach two threads at once: the time is stored
       // before the signal is claimed, so that whoever sees it claimed sees
       // a time near its own (racing firsts store times microseconds apart).
-      if (first_signal_.load() == 0) first_ns_.store(ns);
+      if (interrupted.load() == 0) first_ns_.store(ns);
       int first = 0;
-      if (first_signal_.compare_exchange_strong(first, signal)) {
-        interrupted = signal;
-        return;
-      }
+      if (interrupted.compare_exchange_strong(first, signal)) return;
       if (first == signal && ns - first_ns_.load() < kRepeatNs) return;
       for (int i = 0; i < 2; ++i) {
         if (kSignals[i] != signal) continue;
@@ -97,9 +95,8 @@ class StopSignals {
   static constexpr int64_t kRepeatNs = 100'000'000;  // 0.1 s: far below a person's second Ctrl-C
   static inline struct sigaction previous_[2] = {};
   // Lock-free atomics: what a signal handler may share with other threads.
-  static inline std::atomic<int> first_signal_{0};
   static inline std::atomic<int64_t> first_ns_{0};
-  static_assert(std::atomic<int>::is_always_lock_free && std::atomic<int64_t>::is_always_lock_free);
+  static_assert(std::atomic<int64_t>::is_always_lock_free);
 };
 
 void print_failure(const FuzzFailure& f) {
@@ -183,7 +180,7 @@ int fuzz(const FuzzCommandOptions& opt) {
   // begin: opening the backend, loading NVRTC and the preflight compile
   // can take seconds on a busy machine, and a signal then killed fusejit
   // without its summary. A --check of files runs to the end.
-  interrupted = 0;
+  interrupted.store(0);
   std::optional<StopSignals> stop_signals;
   if (opt.files.empty()) stop_signals.emplace();
   std::unique_ptr<Backend> backend;
@@ -276,7 +273,7 @@ int fuzz(const FuzzCommandOptions& opt) {
                          : "");
   }
   if (r.mismatches > 0 || r.not_checked > 0) return 1;
-  return r.stopped ? 128 + interrupted : 0;  // as a shell reports a command the signal ended: 130, 143
+  return r.stopped ? 128 + interrupted.load() : 0;  // as a shell reports a command the signal ended: 130, 143
 }
 
 }  // namespace
