@@ -1,6 +1,8 @@
 #include "ir/text_lexer.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -42,6 +44,12 @@ bool is_invisible(uint32_t cp) {
          (cp >= 0x2028 && cp <= 0x202F) || (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0xFEFF;
 }
 
+// The invisible characters that stand for a space, as opposed to nothing.
+bool is_space_like(uint32_t cp) {
+  return cp == 0xA0 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+         cp == 0x3000;
+}
+
 // Characters from byte `from` up to byte `to` of `line`.
 int characters_between(std::string_view line, size_t from, size_t to) {
   int count = 0;
@@ -54,6 +62,48 @@ int characters_between(std::string_view line, size_t from, size_t to) {
 }
 
 }  // namespace
+
+std::optional<InvisibleCharacter> find_invisible(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && line[i] != '#') {
+    const size_t n = is_non_ascii(line[i]) ? utf8_length(line.substr(i)) : 0;
+    if (n > 0) {
+      if (const uint32_t cp = utf8_code_point(line.substr(i), n); is_invisible(cp)) {
+        return InvisibleCharacter{column_at(line, i), cp};
+      }
+    }
+    i += std::max<size_t>(n, 1);
+  }
+  return std::nullopt;
+}
+
+std::string describe_invisible(uint32_t cp) {
+  const std::string code = fmt::format("U+{:04X}", cp);
+  if (cp == 0xA0 || cp == 0x202F) return code + ", a no-break space; type a plain space instead";
+  if (cp == 0x2028 || cp == 0x2029) return code + ", a Unicode line separator; use a plain line break";
+  if (is_space_like(cp)) return code + ", a typographic space; type a plain space instead";
+  if (cp == 0xFEFF) {
+    return code + ", a byte-order mark after the start of the text (a second one, or a pasted file's); delete it";
+  }
+  if (cp >= 0x80 && cp <= 0x9F) return code + ", a control character; delete it";
+  return code + ", a zero-width character; delete it";
+}
+
+std::string with_invisible_replaced(std::string_view line) {
+  std::string out;
+  size_t i = 0;
+  while (i < line.size()) {
+    const size_t n = is_non_ascii(line[i]) ? utf8_length(line.substr(i)) : 0;
+    const uint32_t cp = n > 0 ? utf8_code_point(line.substr(i), n) : 0;
+    if (n > 0 && is_invisible(cp)) {
+      if (is_space_like(cp)) out += ' ';
+    } else {
+      out.append(line.substr(i, std::max<size_t>(n, 1)));
+    }
+    i += std::max<size_t>(n, 1);
+  }
+  return out;
+}
 
 int column_at(std::string_view line, size_t byte_offset) { return 1 + characters_between(line, 0, byte_offset); }
 

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -53,6 +55,21 @@ class LineLexer {
 // The 1-based character column of byte `byte_offset` of `line`: each
 // well-formed UTF-8 sequence is one character, each other byte one.
 int column_at(std::string_view line, size_t byte_offset);
+
+// A character that shows as a space or as nothing (a no-break space pasted
+// from a web page, a zero-width space, a byte-order mark mid-file) outside
+// a comment: such a character would otherwise be taken for part of a name
+// ("inputU+00A0x") and the message would blame the statement's shape.
+struct InvisibleCharacter {
+  int col = 1;  // as column_at()
+  uint32_t code_point = 0;
+};
+std::optional<InvisibleCharacter> find_invisible(std::string_view line);
+// "U+00A0, a no-break space; type a plain space instead".
+std::string describe_invisible(uint32_t code_point);
+// `line` as the user meant it: each invisible character that stands for a
+// space a space, each other one removed.
+std::string with_invisible_replaced(std::string_view line);
 
 // The text of a kNumber token that is a decimal literal as print_graph()
 // writes it and from_chars() reads it: -?(D+(.D*)?|.D+)([eE][+-]?D+)?.

@@ -100,6 +100,8 @@ class Parser {
 
   bool check_new_name(const Token& name);
   void poison(const Token& name);
+  // Poisons the name the statement in `lex` declares or assigns, if any.
+  void poison_defined_name(LineLexer& lex);
   // A name whose line failed (poisoned) or lacked its '=': uses stay quiet.
   bool failed_name(std::string_view name) const {
     return poisoned_.contains(absl_view(name)) || unassigned_.contains(absl_view(name));
@@ -155,8 +157,15 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
       line = text.substr(start, end - start);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       ++line_;
-      LineLexer lex(line);
-      if (lex.peek().kind != TokenKind::kEnd) statement(lex);
+      if (const std::optional<text::InvisibleCharacter> c = text::find_invisible(line)) {
+        error_at({line_, c->col}, fmt::format("invisible character {}", text::describe_invisible(c->code_point)));
+        // The line has failed: what it meant to define stays quiet.
+        const std::string meant = text::with_invisible_replaced(line);
+        LineLexer meant_lex(meant);
+        poison_defined_name(meant_lex);
+      } else if (LineLexer lex(line); lex.peek().kind != TokenKind::kEnd) {
+        statement(lex);
+      }
       start = end + 1;
       if (start >= text.size()) break;  // a final line break does not start another line
     }
@@ -495,6 +504,15 @@ bool Parser::check_new_name(const Token& name) {
 
 // Remembers a name whose statement failed, so that its uses stay quiet. A
 // name that is a keyword or that is already defined keeps its meaning.
+void Parser::poison_defined_name(LineLexer& lex) {
+  const Token first = lex.next();
+  if (first.is_word("input") && !lex.peek().is('=')) {
+    poison(lex.next());
+  } else if (lex.peek().is('=')) {
+    poison(first);
+  }
+}
+
 void Parser::poison(const Token& name) {
   if (name.kind != TokenKind::kWord || is_keyword(name.text)) return;
   if (!graph_.find(name.text)) poisoned_.try_emplace(absl_view(name.text), line_);

@@ -188,7 +188,17 @@ const Case kCases[] = {
     {"OutputSeparator", PRELUDE "y = exp(x)\noutput y; x\n", "4:9", "expected ',' or end of line"},
     {"StrayCarriageReturn", PRELUDE "y = exp(x)\noutput y\r\r\n", "4:9", "found '\\x0d'"},
     // A no-break space (pasted from a web page) looks like a space: named by code point.
-    {"NoBreakSpace", PRELUDE "y = exp(x)\xC2\xA0\noutput y\n", "3:11", "'U+00A0'"},
+    {"NoBreakSpace", PRELUDE "y = exp(x)\xC2\xA0\noutput y\n", "3:11",
+     "invisible character U+00A0, a no-break space; type a plain space instead"},
+    // Inside a word it would read as part of a name ("inputU+00A0x"). The
+    // line fails, and the name it declares stays quiet where it is used.
+    {"NoBreakSpaceInAWord", "input\xC2\xA0x: f32[4]\ny = exp(x)\noutput y\n", "1:6", "invisible character U+00A0"},
+    {"ZeroWidthSpace", PRELUDE "\xE2\x80\x8By = exp(x)\noutput y\n", "3:1",
+     "U+200B, a zero-width character; delete it"},
+    // One byte-order mark at the start is skipped; a second one is not.
+    {"SecondByteOrderMark", "\xEF\xBB\xBF\xEF\xBB\xBFinput x: f32[4]" OUTPUT, "1:1", "U+FEFF, a byte-order mark"},
+    // A comment may hold anything.
+    {"InvisibleCharacterOnlyInAComment", "input x: f32[4] # a\xC2\xA0b\ny = exp(x\n" OUTPUT, "2:10", "missing ')'"},
 };
 
 class MalformedInputTable : public testing::TestWithParam<Case> {};
