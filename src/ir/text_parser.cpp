@@ -140,8 +140,9 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
   const bool utf16 = text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF");
   // A NUL means a binary file given by mistake (its stray bytes are
   // reported as such), not a text whose lines end in CR.
-  const bool cr_only = text.find('\r') != std::string_view::npos && text.find('\n') == std::string_view::npos &&
-                       text.find('\0') == std::string_view::npos;
+  const bool binary = text.find('\0') != std::string_view::npos;
+  const bool cr_only =
+      !binary && text.find('\r') != std::string_view::npos && text.find('\n') == std::string_view::npos;
   if (text.size() > kMaxTextBytes) {
     error_at({1, 1}, "the text is larger than 256 MiB, which no graph needs (a 200-layer model is well under 1 MiB)");
   } else if (utf16) {
@@ -157,7 +158,15 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
       line = text.substr(start, end - start);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       ++line_;
-      if (const std::optional<text::InvisibleCharacter> c = text::find_invisible(line)) {
+      if (const size_t cr = binary ? std::string_view::npos : line.find('\r'); cr != std::string_view::npos) {
+        // Checked in comments too: there a CR would hide the statements
+        // after it, which an editor shows on lines of their own.
+        error_at({line_, text::column_at(line, cr)},
+                 "a carriage return inside a line (the file mixes line endings: some lines end in CR alone); save "
+                 "the file with LF or CRLF line endings");
+        LineLexer meant_lex(line.substr(0, cr));
+        poison_defined_name(meant_lex);
+      } else if (const std::optional<text::InvisibleCharacter> c = text::find_invisible(line)) {
         error_at({line_, c->col}, fmt::format("invisible character {}", text::describe_invisible(c->code_point)));
         // The line has failed: what it meant to define stays quiet.
         const std::string meant = text::with_invisible_replaced(line);

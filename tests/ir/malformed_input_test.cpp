@@ -186,7 +186,10 @@ const Case kCases[] = {
      "expected ',' or ']' in the shape, found end of line"},
     {"InputTrailingGarbage", "input x: f32[4] extra" OUTPUT, "1:17", "unexpected 'extra' after the input declaration"},
     {"OutputSeparator", PRELUDE "y = exp(x)\noutput y; x\n", "4:9", "expected ',' or end of line"},
-    {"StrayCarriageReturn", PRELUDE "y = exp(x)\noutput y\r\r\n", "4:9", "found '\\x0d'"},
+    {"StrayCarriageReturn", PRELUDE "y = exp(x)\noutput y\r\r\n", "4:9", "a carriage return inside a line"},
+    // Lines ending in CR alone among LF lines: in a comment, the CR would
+    // hide the next statement.
+    {"MixedLineEndings", PRELUDE "y = exp(x) # exp\routput y\n", "3:17", "the file mixes line endings"},
     // A no-break space (pasted from a web page) looks like a space: named by code point.
     {"NoBreakSpace", PRELUDE "y = exp(x)\xC2\xA0\noutput y\n", "3:11",
      "invisible character U+00A0, a no-break space; type a plain space instead"},
