@@ -5,6 +5,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <fmt/format.h>
 
+#include "ir/philox.h"
 #include "ir/verifier.h"
 
 namespace fusejit {
@@ -30,6 +31,18 @@ std::vector<std::string> graph_warnings(const Graph& graph) {
     const Node& n = graph.node(id);
     warnings.push_back(fmt::format("{}'{}' is not used by any output; {}", where(graph, n), n.name,
                                    n.op == Op::kInput ? "no plan reads it" : "it is not computed"));
+  }
+  // The mask decides with 16-bit numbers (ir/philox.h): a p within 2^-16
+  // of 1 drops every element, where the user asked to keep a few.
+  for (int32_t id = 0; id < graph.num_nodes(); ++id) {
+    const Node& n = graph.node(id);
+    if (n.op != Op::kDropout || !live[id]) continue;
+    if (const double p = n.attrs.get_float("p"); p < 1 && dropout_threshold(p) == (1u << kDropoutBits)) {
+      warnings.push_back(
+          fmt::format("{}dropout '{}' has p={}, within 2^-16 of 1: its mask, drawn from 16-bit "
+                      "random numbers, drops every element",
+                      where(graph, n), n.name, p));
+    }
   }
   // Dropouts with one seed draw the same random numbers at the same element
   // indices: stacked layers written with the default seed (0) would drop

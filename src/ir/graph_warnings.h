@@ -1,5 +1,6 @@
 // Warnings about a graph that verifies but is probably not what its author
-// meant: values no output uses, and dropouts that share a seed. The command
+// meant: values no output uses, dropouts that share a seed, and a dropout
+// whose p is so near 1 that it drops every element. The command
 // line prints them when it loads a graph; a program using the library can
 // print them the same way.
 #pragma once

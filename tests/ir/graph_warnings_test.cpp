@@ -56,6 +56,21 @@ TEST(GraphWarnings, AGraphFromAFileIsWarnedAboutWithLocations) {
                                 }));
 }
 
+// The mask's numbers have 16 bits: p = 0.99999 drops everything, 0.9999 not.
+TEST(GraphWarnings, ADropoutThatDropsEveryElementIsNamed) {
+  absl::StatusOr<Graph> g = parse_graph(
+      "input x: f32[4, 8]\n"
+      "d1 = dropout(x, p=0.9999, seed=1)\n"
+      "d2 = dropout(d1, p=0.99999, seed=2)\n"
+      "output d2\n",
+      "near_one.fj");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(graph_warnings(*g), (Strings{
+                                    "near_one.fj:3:1: dropout 'd2' has p=0.99999, within 2^-16 of 1: its mask, "
+                                    "drawn from 16-bit random numbers, drops every element",
+                                }));
+}
+
 // Dropouts of different shapes share a mask by flat index, not by
 // position: the warning says which.
 TEST(GraphWarnings, SharedSeedsOfDifferentShapesNameFlatIndices) {
