@@ -209,15 +209,7 @@ int run(const RunOptions& opt) {
     with_progress_line(fmt::format("compiling the fused plan ({}; cached kernels load at once)...",
                                    counted(std::ssize(plan.kernels), "kernel")),
                        [&] { loaded = backend->load(plan); });
-    if (!loaded.ok()) {
-      outputs = loaded.status();
-    } else if (absl::Status s = (*loaded)->set_inputs(*inputs); !s.ok()) {
-      outputs = s;
-    } else if (absl::Status r = (*loaded)->run(); !r.ok()) {
-      outputs = r;
-    } else {
-      outputs = (*loaded)->outputs();
-    }
+    outputs = loaded.ok() ? run_loaded(**loaded, *inputs) : loaded.status();
     backend_text = fmt::format("{} ({}), fused plan of {}", backend->name(), backend->description(),
                                counted(std::ssize(plan.kernels), "kernel"));
   }

@@ -280,12 +280,16 @@ absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name) {
   return absl::InvalidArgumentError(fmt::format("unknown backend '{}' (expected auto, cpu or cuda)", name));
 }
 
+absl::StatusOr<TensorMap> run_loaded(LoadedPlan& loaded, const TensorMap& inputs) {
+  if (absl::Status s = loaded.set_inputs(inputs); !s.ok()) return s;
+  if (absl::Status s = loaded.run(); !s.ok()) return s;
+  return loaded.outputs();
+}
+
 absl::StatusOr<TensorMap> run_plan(Backend& backend, const FusionPlan& plan, const TensorMap& inputs) {
   absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(plan);
   if (!loaded.ok()) return loaded.status();
-  if (absl::Status s = (*loaded)->set_inputs(inputs); !s.ok()) return s;
-  if (absl::Status s = (*loaded)->run(); !s.ok()) return s;
-  return (*loaded)->outputs();
+  return run_loaded(**loaded, inputs);
 }
 
 }  // namespace fusejit

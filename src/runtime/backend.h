@@ -251,5 +251,7 @@ absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend();
 
 // Loads `plan`, runs it once on `inputs` and returns its outputs.
 absl::StatusOr<TensorMap> run_plan(Backend& backend, const FusionPlan& plan, const TensorMap& inputs);
+// The same for a plan already loaded (one loaded while showing progress).
+absl::StatusOr<TensorMap> run_loaded(LoadedPlan& loaded, const TensorMap& inputs);
 
 }  // namespace fusejit
