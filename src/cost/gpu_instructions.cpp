@@ -87,13 +87,14 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
     if (!row) {
       const bool broadcast = n.shape.numel() < kernel.iteration.numel();
       per_element += stream_cost(n) + (broadcast ? kBroadcastIndex : 0);
-    } else if (reread ? n.shape.last() == kernel.iteration.last() : is_row_shaped(n, kernel) || reloaded_vector) {
+    } else if (reread ? n.shape.last() == kernel.iteration.last()
+                      : is_streamed_along_row(n, kernel) || reloaded_vector) {
       per_element += stream_cost(n) * (reread ? std::max(1, passes_needing(needs, id)) : 1);
     }
   }
   for (int32_t id : kernel.writes) {
     const Node& n = graph.node(id);
-    if (!row || is_row_shaped(n, kernel)) per_element += stream_cost(n);
+    if (!row || is_streamed_along_row(n, kernel)) per_element += stream_cost(n);
   }
   double total = per_element * elements;
 

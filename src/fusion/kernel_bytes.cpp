@@ -15,6 +15,11 @@ bool is_row_shaped(const Node& n, const Kernel& kernel) {
   return n.shape.last() == kernel.iteration.last() && n.shape.last() > 1 && n.shape.numel() > n.shape.last();
 }
 
+bool is_streamed_along_row(const Node& n, const Kernel& kernel) {
+  const bool single_row = kernel.iteration.numel() == kernel.iteration.last();
+  return is_row_shaped(n, kernel) || (single_row && n.shape.last() == kernel.iteration.last() && n.shape.last() > 1);
+}
+
 KernelBytes kernel_bytes(const Graph& graph, const Kernel& kernel) {
   KernelBytes bytes;
   const bool reread = kernel.row_strategy == RowStrategy::kReread;
@@ -24,12 +29,10 @@ KernelBytes kernel_bytes(const Graph& graph, const Kernel& kernel) {
   // between rows: its [1, N] reads and [N] vectors are that row, loaded in
   // each pass that needs them (a [1, 128256] log_softmax over a vocabulary
   // was charged one pass of its three, where [2, 128256] was charged all).
-  const bool single_row = kernel.iteration.numel() == kernel.iteration.last();
   const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
   for (int32_t id : kernel.reads) {
     const Node& n = graph.node(id);
-    const bool each_pass =
-        is_row_shaped(n, kernel) || (single_row && n.shape.last() == kernel.iteration.last() && n.shape.last() > 1);
+    const bool each_pass = is_streamed_along_row(n, kernel);
     bytes.read += tensor_bytes(n) * (reread && each_pass ? std::max(1, passes_needing(needs, id)) : 1);
   }
   for (int32_t id : kernel.writes) bytes.written += tensor_bytes(graph.node(id));

@@ -16,6 +16,11 @@ namespace fusejit {
 // broadcast [N] vector nor a per-row scalar. A re-reading row kernel
 // fetches such a read again in each pass that needs it.
 bool is_row_shaped(const Node& n, const Kernel& kernel);
+// Whether a thread of `kernel` loads or stores `n` element by element along
+// the row: a row-shaped tensor, or, in a kernel of a single row, anything
+// as long as that row (its [N] vectors are that row, loaded once each, not
+// kept for rows to come).
+bool is_streamed_along_row(const Node& n, const Kernel& kernel);
 
 struct KernelBytes {
   int64_t read = 0;

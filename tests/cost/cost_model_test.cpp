@@ -374,6 +374,37 @@ TEST(CostModel, ReReadingRowKernelsChargeEachPassTheRowsItLoads) {
   EXPECT_EQ(bytes_read(1, true), 3 * row + 3 * row);   // [N] x alike
 }
 
+// A kernel of one row streams its row, [1, N] or [N], as one of many rows
+// does: the same instructions per element (the row's load and store were
+// left out, as a per-row [N] vector would be). Its [N] vectors are loaded
+// once per element; rows to come would have shared them.
+TEST(CostModel, ASingleRowKernelPaysForTheRowItLoadsAndStores) {
+  const DeviceSpec h100 = gpu_device("h100");
+  auto per_element = [&](Shape shape, DType dtype, bool reread, bool with_gamma) {
+    Graph g;
+    auto x = g.input("x", dtype, shape);
+    Value y = reread ? log_softmax(x) : layer_norm(x);
+    if (with_gamma) y = y * g.input("gamma", dtype, {shape.last()});
+    g.output("y", y);
+    const FusionPlan plan = make_fused_plan(g, fusion_options_for(h100));
+    EXPECT_EQ(plan.kernels.size(), 1u);
+    EXPECT_EQ(plan.kernels[0].row_strategy == RowStrategy::kReread, reread);
+    return estimate_kernel(plan, plan.kernels[0], h100).instructions / static_cast<double>(shape.numel());
+  };
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const bool reread : {false, true}) {
+      const int64_t n = reread ? 128256 : 4097;
+      const double many = per_element({64, n}, dtype, reread, false);
+      EXPECT_NEAR(per_element({1, n}, dtype, reread, false), many, 1e-9) << fmt::format("{} reread {}", dtype, reread);
+      EXPECT_NEAR(per_element({n}, dtype, reread, false), many, 1e-9) << fmt::format("{} reread {}", dtype, reread);
+    }
+    // A persistent kernel keeps gamma for its rows; one row loads it once.
+    const double stream = dtype == DType::kF32 ? 0.5 : 1.0;
+    EXPECT_NEAR(per_element({1, 4096}, dtype, false, true), per_element({64, 4096}, dtype, false, true) + stream, 1e-9)
+        << fmt::format("{}", dtype);
+  }
+}
+
 TEST(CostModel, FusionSavingOfTheDemoChain) {
   Graph g;
   auto x = g.input("x", DType::kBF16, {8192, 4096});
