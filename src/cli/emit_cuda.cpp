@@ -154,7 +154,7 @@ int emit_cuda_target(const EmitOptions& opt) {
     if (ptxas_runs) files[report] = c.ptxas.log;
     // Without ptxas (a compute_XX target) registers, spills and shared memory are unknown, not 0.
     const bool reported = c.ptxas.registers > 0;
-    const int64_t spills = c.ptxas.spill_store_bytes + c.ptxas.spill_load_bytes;
+    const int64_t spills = c.ptxas.spill_bytes();
     const std::optional<Occupancy> occupancy = occupancy_of(c, source);
     if (opt.json) {
       const nlohmann::json shapes = launch_shapes(plan, index, source);

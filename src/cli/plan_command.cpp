@@ -63,8 +63,10 @@ int plan(const PlanOptions& opt) {
   bool reread = false;
   for (const Kernel& k : fused.kernels) reread = reread || k.row_strategy == RowStrategy::kReread;
   if (reread) {
-    fmt::print("row* = the row exceeds {} elements and is re-read from memory once per reduction stage\n",
-               device->persistent_row_limit);
+    fmt::print(
+        "row* = the row exceeds {} elements and is read from memory once per reduction stage and once more for the "
+        "outputs (3 passes for LayerNorm and softmax)\n",
+        device->persistent_row_limit);
   }
   return 0;
 }

@@ -32,7 +32,10 @@ struct PtxasReport {
   std::vector<PtxasFunction> functions;
   std::string log;  // ptxas's own lines, verbatim
 
-  int64_t spill_bytes() const { return spill_store_bytes + spill_load_bytes; }
+  // The bytes a thread spills, as ptxas's "N bytes spill stores" says and
+  // as nvcc and Triton report spills; each spilled byte is loaded back at
+  // least once (spill_load_bytes), which is not counted again.
+  int64_t spill_bytes() const { return spill_store_bytes; }
 };
 
 // Reads the "ptxas info" lines out of an NVRTC log; other lines are ignored.

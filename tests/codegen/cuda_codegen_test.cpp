@@ -580,7 +580,7 @@ TEST_F(CudaNvrtcTest, RowKernelsKeepAFewVectorsAndLoadTheRestPerRow) {
     ASSERT_TRUE(c.ok()) << status_text(c.status());
     EXPECT_LT(c->ptxas.registers, 128) << c->log;
     // ptxas (CUDA 13) still spills 16 bytes each way at rows of 1024, with 72 registers.
-    EXPECT_LE(c->ptxas.spill_bytes(), 32) << c->log;
+    EXPECT_LE(c->ptxas.spill_bytes(), 16) << c->log;
   }
 }
 

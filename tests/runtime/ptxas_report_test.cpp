@@ -51,7 +51,7 @@ TEST(NvrtcPtxasReport, SummarisesTheWorstFunction) {
   EXPECT_EQ(r.registers, 255);
   EXPECT_EQ(r.spill_store_bytes, 16);
   EXPECT_EQ(r.spill_load_bytes, 12);
-  EXPECT_EQ(r.spill_bytes(), 28);
+  EXPECT_EQ(r.spill_bytes(), 16);  // what is spilled: the stores, as ptxas and nvcc say
   EXPECT_EQ(r.shared_bytes, 4096);
   EXPECT_EQ(r.stack_bytes, 40);
 }
