@@ -148,7 +148,8 @@ std::string format_bench(const BenchResult& r) {
                                                            : "from " + r.inputs_from);
   t += fmt::format(
       "timing: {} after a warm-up, each the copy, the unfused plan and the fused plan (every other one in the "
-      "reverse order), cache flushed before every kernel; median (and min) of each\n",
+      "reverse order), cache flushed before every kernel; median (and min) of each kernel, and of each whole run "
+      "in the total row (not the sum of the kernels' medians)\n",
       counted(r.reps, "repetition"));
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
     t += fmt::format("check {}: max relative error {:.3g} against the reference: {}\n", p->label, p->max_rel_error,
