@@ -35,6 +35,33 @@ void add_node_flops(const Graph& graph, int32_t id, double times, std::array<dou
   }
 }
 
+// The traffic a GPU adds to a matmul of operands of two dtypes, which
+// cuBLAS cannot take together: each 16-bit operand is first widened into an
+// f32 scratch copy by a kernel of its own (runtime/cuda_backend_matmul.cpp),
+// which reads it and writes the copy, and the f32 GEMM reads the copy in
+// its place. The CPU's generated GEMM widens as it loads and adds nothing.
+struct Widening {
+  int64_t extra_read = 0;
+  int64_t extra_written = 0;
+  int launches = 0;
+};
+Widening gpu_matmul_widening(const Graph& graph, const Kernel& kernel) {
+  Widening w;
+  const Node& mm = graph.node(kernel.nodes[0]);
+  const Node& a = graph.node(mm.operands[0].node);
+  const Node& b = graph.node(mm.operands[1].node);
+  if (a.dtype == mm.dtype && b.dtype == mm.dtype) return w;
+  for (const Node* operand : {&a, &b}) {
+    if (operand->dtype == DType::kF32) continue;
+    const int64_t n = operand->shape.numel();
+    const int64_t size = dtype_size(operand->dtype);
+    w.extra_read += n * size + n * (dtype_size(DType::kF32) - size);
+    w.extra_written += n * dtype_size(DType::kF32);
+    ++w.launches;
+  }
+  return w;
+}
+
 }  // namespace
 
 FusionOptions fusion_options_for(const DeviceSpec& device) {
@@ -53,6 +80,13 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   const KernelBytes bytes = kernel_bytes(graph, kernel);  // fusion/kernel_bytes.h
   cost.bytes_read = bytes.read;
   cost.bytes_written = bytes.written;
+  int launches = 1;
+  if (kernel.kind == KernelKind::kMatmul && device.models_instructions()) {
+    const Widening w = gpu_matmul_widening(graph, kernel);
+    cost.bytes_read += w.extra_read;
+    cost.bytes_written += w.extra_written;
+    launches += w.launches;
+  }
 
   const std::vector<int> counts = compute_counts(graph, kernel);  // a re-reading kernel recomputes
   for (size_t i = 0; i < kernel.nodes.size(); ++i) {
@@ -88,7 +122,7 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   cost.memory_us = static_cast<double>(cost.bytes()) / (device.bandwidth_gbps * 1e9) * 1e6;
   cost.compute_us = compute_seconds * 1e6;
   cost.compute_bound = cost.compute_us > cost.memory_us;
-  cost.predicted_us = std::max(cost.memory_us, cost.compute_us) + device.launch_overhead_us;
+  cost.predicted_us = std::max(cost.memory_us, cost.compute_us) + launches * device.launch_overhead_us;
   return cost;
 }
 

@@ -36,6 +36,32 @@ TEST(CostModel, SquareBf16MatmulIsComputeBoundOnTensorCores) {
   EXPECT_NEAR(c.predicted_us, 140.0, 2.0);  // 1.37e11 / 989e12 = 139 us, plus launch
 }
 
+// cuBLAS takes no f16 x bf16 pair: on a GPU each 16-bit operand is widened
+// into an f32 copy first (read 2 bytes, write 4, launch), then SGEMM reads
+// the copies. The CPU's GEMM widens as it loads: the tensors' own bytes.
+TEST(CostModel, AMixedDtypeMatmulOnAGpuPaysForWideningItsOperands) {
+  Graph g;
+  auto a = g.input("a", DType::kF16, {256, 512});
+  auto b = g.input("b", DType::kBF16, {512, 128});
+  auto c = g.input("c", DType::kF32, {128, 64});
+  g.output("y", matmul(matmul(a, b), c));  // the second: f32 x f32
+  const DeviceSpec h100 = gpu_device("h100");
+  const FusionPlan plan = make_fused_plan(g, fusion_options_for(h100));
+  ASSERT_EQ(plan.kernels.size(), 2u);
+  const KernelCost mixed = estimate_kernel(plan, plan.kernels[0], h100);
+  const int64_t na = 256 * 512, nb = 512 * 128;
+  EXPECT_EQ(mixed.bytes_read, (na + nb) * (2 + 4));
+  EXPECT_EQ(mixed.bytes_written, (na + nb) * 4 + 256 * 128 * 4);
+  EXPECT_EQ(mixed.unit, "fp32");
+  EXPECT_NEAR(mixed.predicted_us, std::max(mixed.memory_us, mixed.compute_us) + 3 * h100.launch_overhead_us, 1e-9);
+  const KernelCost same = estimate_kernel(plan, plan.kernels[1], h100);
+  EXPECT_EQ(same.bytes(), (256 * 128 + 128 * 64 + 256 * 64) * 4);
+  EXPECT_NEAR(same.predicted_us, std::max(same.memory_us, same.compute_us) + h100.launch_overhead_us, 1e-9);
+  DeviceSpec cpu_like = h100;  // a device that does not model instructions: the CPU backend's GEMM
+  cpu_like.issue_tops = 0;
+  EXPECT_EQ(estimate_kernel(plan, plan.kernels[0], cpu_like).bytes(), (na + nb) * 2 + 256 * 128 * 4);
+}
+
 // A kernel of a plan of another graph names nodes this plan's graph may
 // lack: an error naming the kernel, not a read past the graph's nodes. A
 // kernel of the other plan of the same graph is fine.
