@@ -125,7 +125,8 @@ void check_round_trip(const Graph& graph) {
 }
 
 // What plan.h promises of any plan: its graph (the expanded user graph, made
-// by a pass) verifies, and every computed node belongs to exactly one kernel.
+// by a pass) verifies, and every node an output needs belongs to exactly one
+// kernel; a node no output needs is computed by none (graph_warnings says so).
 void check_plan(const FusionPlan& plan) {
   const absl::Status verified = verify(*plan.graph);
   check(verified.ok(), "a plan's graph does not verify", status_text(verified));
@@ -138,10 +139,11 @@ void check_plan(const FusionPlan& plan) {
       ++owners[id];
     }
   }
+  const std::vector<bool> live = plan.graph->reaches_outputs();
   for (int32_t id = 0; id < plan.graph->num_nodes(); ++id) {
     const bool input = plan.graph->node(id).op == Op::kInput;
-    if (owners[id] != (input ? 0 : 1)) {
-      fail("a node is in no kernel or in several (or an input is in one)",
+    if (owners[id] != (input || !live[id] ? 0 : 1)) {
+      fail("a node an output needs is in no kernel or in several, or an input or a node no output needs is in one",
            print_statement(*plan.graph, plan.graph->node(id)) + "\n" + describe(plan));
     }
   }
