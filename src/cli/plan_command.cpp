@@ -64,8 +64,8 @@ int plan(const PlanOptions& opt) {
   for (const Kernel& k : fused.kernels) reread = reread || k.row_strategy == RowStrategy::kReread;
   if (reread) {
     fmt::print(
-        "row* = the row exceeds {} elements and is read from memory once per reduction stage and once more for the "
-        "outputs (3 passes for LayerNorm and softmax)\n",
+        "row* = the row exceeds {} elements and is read from memory once per reduction stage and, where the kernel "
+        "writes row-length outputs, once more to write them (3 passes for LayerNorm and softmax)\n",
         device->persistent_row_limit);
   }
   return 0;

@@ -41,8 +41,9 @@ void add_node_flops(const Graph& graph, int32_t id, double times, std::array<dou
 // which reads it and writes the copy, and the f32 GEMM reads the copy in
 // its place. The CPU's generated GEMM widens as it loads and adds nothing.
 struct Widening {
-  int64_t extra_read = 0;
-  int64_t extra_written = 0;
+  int64_t extra_read = 0;     // the widening kernels' reads, and the GEMM's of the wider copies
+  int64_t extra_written = 0;  // the copies
+  int64_t widen_bytes = 0;    // what the widening kernels themselves move
   int launches = 0;
 };
 Widening gpu_matmul_widening(const Graph& graph, const Kernel& kernel) {
@@ -57,6 +58,7 @@ Widening gpu_matmul_widening(const Graph& graph, const Kernel& kernel) {
     const int64_t size = dtype_size(operand->dtype);
     w.extra_read += n * size + n * (dtype_size(DType::kF32) - size);
     w.extra_written += n * dtype_size(DType::kF32);
+    w.widen_bytes += n * (size + dtype_size(DType::kF32));
     ++w.launches;
   }
   return w;
@@ -80,12 +82,16 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   const KernelBytes bytes = kernel_bytes(graph, kernel);  // fusion/kernel_bytes.h
   cost.bytes_read = bytes.read;
   cost.bytes_written = bytes.written;
+  // The widening kernels run before the GEMM, each memory-bound: their time
+  // adds to the GEMM's rather than hiding under its compute.
   int launches = 1;
+  double widen_us = 0;
   if (kernel.kind == KernelKind::kMatmul && device.models_instructions()) {
     const Widening w = gpu_matmul_widening(graph, kernel);
     cost.bytes_read += w.extra_read;
     cost.bytes_written += w.extra_written;
     launches += w.launches;
+    widen_us = static_cast<double>(w.widen_bytes) / (device.bandwidth_gbps * 1e9) * 1e6;
   }
 
   const std::vector<int> counts = compute_counts(graph, kernel);  // a re-reading kernel recomputes
@@ -121,8 +127,9 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   cost.intensity = cost.bytes() > 0 ? cost.flops / static_cast<double>(cost.bytes()) : 0;
   cost.memory_us = static_cast<double>(cost.bytes()) / (device.bandwidth_gbps * 1e9) * 1e6;
   cost.compute_us = compute_seconds * 1e6;
-  cost.compute_bound = cost.compute_us > cost.memory_us;
-  cost.predicted_us = std::max(cost.memory_us, cost.compute_us) + launches * device.launch_overhead_us;
+  const double main_memory_us = cost.memory_us - widen_us;  // the GEMM's own traffic
+  cost.compute_bound = cost.compute_us > main_memory_us;
+  cost.predicted_us = std::max(main_memory_us, cost.compute_us) + widen_us + launches * device.launch_overhead_us;
   return cost;
 }
 

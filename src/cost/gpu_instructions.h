@@ -26,7 +26,9 @@
 //              kStream4Byte or kStream2Byte per element (load or store,
 //              conversion, address); a persistent row kernel's per-row
 //              values and the [N] vectors it keeps (gpu_row_vectors) are
-//              loaded once per row or thread, so free, the [N] vectors it
+//              loaded once per row or thread, so free (except in a kernel
+//              of one row, or of rows of one element, where they are the
+//              row: is_streamed_along_row), the [N] vectors it
 //              reloads in every row are streamed, and a re-reading kernel
 //              loads every read that varies along the row in every pass;
 //   each reduction: every thread of a row shuffles and synchronises:

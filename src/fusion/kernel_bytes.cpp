@@ -17,7 +17,12 @@ bool is_row_shaped(const Node& n, const Kernel& kernel) {
 
 bool is_streamed_along_row(const Node& n, const Kernel& kernel) {
   const bool single_row = kernel.iteration.numel() == kernel.iteration.last();
-  return is_row_shaped(n, kernel) || (single_row && n.shape.last() == kernel.iteration.last() && n.shape.last() > 1);
+  // Rows of one element: every tensor of the kernel's size is one element a
+  // row, loaded or stored as it goes (is_row_shaped cannot tell it from a
+  // per-row scalar, which here is the same thing).
+  const bool rows_of_one = kernel.iteration.last() == 1 && n.shape.numel() == kernel.iteration.numel();
+  return is_row_shaped(n, kernel) || rows_of_one ||
+         (single_row && n.shape.last() == kernel.iteration.last() && n.shape.last() > 1);
 }
 
 KernelBytes kernel_bytes(const Graph& graph, const Kernel& kernel) {

@@ -17,9 +17,10 @@ namespace fusejit {
 // fetches such a read again in each pass that needs it.
 bool is_row_shaped(const Node& n, const Kernel& kernel);
 // Whether a thread of `kernel` loads or stores `n` element by element along
-// the row: a row-shaped tensor, or, in a kernel of a single row, anything
-// as long as that row (its [N] vectors are that row, loaded once each, not
-// kept for rows to come).
+// the row: a row-shaped tensor; in a kernel of a single row, anything as
+// long as that row (its [N] vectors are that row, loaded once each, not
+// kept for rows to come); in rows of one element, anything of the kernel's
+// size.
 bool is_streamed_along_row(const Node& n, const Kernel& kernel);
 
 struct KernelBytes {

@@ -17,6 +17,8 @@ bool is_non_ascii(char c) { return static_cast<unsigned char>(c) >= 0x80; }
 bool is_word_byte(char c) { return is_alpha(c) || is_digit(c) || is_non_ascii(c); }
 
 // Length of the well-formed UTF-8 sequence at the start of `s`, or 0.
+// Overlong forms, surrogates and values past U+10FFFF are not well formed
+// (an editor shows them as replacement characters, not what they encode).
 size_t utf8_length(std::string_view s) {
   const auto lead = static_cast<unsigned char>(s[0]);
   size_t n = 0;
@@ -26,6 +28,11 @@ size_t utf8_length(std::string_view s) {
   if (n == 0 || s.size() < n) return 0;
   for (size_t i = 1; i < n; ++i) {
     if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) return 0;
+  }
+  const auto second = static_cast<unsigned char>(s[1]);
+  if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F) || (lead == 0xF0 && second < 0x90) ||
+      (lead == 0xF4 && second > 0x8F)) {
+    return 0;
   }
   return n;
 }
@@ -44,11 +51,12 @@ bool is_invisible(uint32_t cp) {
          (cp >= 0x2028 && cp <= 0x202F) || (cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0xFEFF;
 }
 
-// The invisible characters that stand for a space, as opposed to nothing.
+// The invisible characters that stand for a space, and those that stand
+// for a line break, as opposed to nothing.
 bool is_space_like(uint32_t cp) {
-  return cp == 0xA0 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
-         cp == 0x3000;
+  return cp == 0xA0 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
+bool is_line_break_like(uint32_t cp) { return cp == 0x85 || cp == 0x2028 || cp == 0x2029; }
 
 // Characters from byte `from` up to byte `to` of `line`.
 int characters_between(std::string_view line, size_t from, size_t to) {
@@ -63,24 +71,34 @@ int characters_between(std::string_view line, size_t from, size_t to) {
 
 }  // namespace
 
-std::optional<InvisibleCharacter> find_invisible(std::string_view line) {
+std::optional<UnreadableCharacter> find_unreadable(std::string_view line) {
   size_t i = 0;
   while (i < line.size() && line[i] != '#') {
-    const size_t n = is_non_ascii(line[i]) ? utf8_length(line.substr(i)) : 0;
-    if (n > 0) {
-      if (const uint32_t cp = utf8_code_point(line.substr(i), n); is_invisible(cp)) {
-        return InvisibleCharacter{column_at(line, i), cp};
-      }
+    if (!is_non_ascii(line[i])) {
+      ++i;
+      continue;
     }
-    i += std::max<size_t>(n, 1);
+    const size_t n = utf8_length(line.substr(i));
+    if (n == 0) return UnreadableCharacter{column_at(line, i), static_cast<unsigned char>(line[i]), true};
+    if (const uint32_t cp = utf8_code_point(line.substr(i), n); is_invisible(cp)) {
+      return UnreadableCharacter{column_at(line, i), cp, false};
+    }
+    i += n;
   }
   return std::nullopt;
 }
 
-std::string describe_invisible(uint32_t cp) {
-  const std::string code = fmt::format("U+{:04X}", cp);
+std::string describe_unreadable(const UnreadableCharacter& c) {
+  const uint32_t cp = c.code_point;
+  if (c.not_utf8) {
+    return fmt::format(
+        "byte \\x{:02x} is not UTF-8 (a file saved as Latin-1 or Windows-1252{}?); save the file as "
+        "UTF-8",
+        cp, cp == 0xA0 ? ", where it is a no-break space" : "");
+  }
+  const std::string code = fmt::format("invisible character U+{:04X}", cp);
   if (cp == 0xA0 || cp == 0x202F) return code + ", a no-break space; type a plain space instead";
-  if (cp == 0x2028 || cp == 0x2029) return code + ", a Unicode line separator; use a plain line break";
+  if (is_line_break_like(cp)) return code + ", a Unicode line break; use a plain line break (LF)";
   if (is_space_like(cp)) return code + ", a typographic space; type a plain space instead";
   if (cp == 0xFEFF) {
     return code + ", a byte-order mark after the start of the text (a second one, or a pasted file's); delete it";
@@ -97,6 +115,9 @@ std::string with_invisible_replaced(std::string_view line) {
     const uint32_t cp = n > 0 ? utf8_code_point(line.substr(i), n) : 0;
     if (n > 0 && is_invisible(cp)) {
       if (is_space_like(cp)) out += ' ';
+      if (is_line_break_like(cp)) out += '\n';
+    } else if (n == 0 && static_cast<unsigned char>(line[i]) == 0xA0) {
+      out += ' ';  // Latin-1's no-break space
     } else {
       out.append(line.substr(i, std::max<size_t>(n, 1)));
     }

@@ -56,19 +56,24 @@ class LineLexer {
 // well-formed UTF-8 sequence is one character, each other byte one.
 int column_at(std::string_view line, size_t byte_offset);
 
-// A character that shows as a space or as nothing (a no-break space pasted
-// from a web page, a zero-width space, a byte-order mark mid-file) outside
-// a comment: such a character would otherwise be taken for part of a name
-// ("inputU+00A0x") and the message would blame the statement's shape.
-struct InvisibleCharacter {
+// What a line must not hold outside a comment: a character that shows as
+// a space or as nothing (a no-break space pasted from a web page, a
+// zero-width space, a byte-order mark mid-file), which would otherwise be
+// taken for part of a name ("inputU+00A0x") and the message would blame
+// the statement's shape; or a byte that is not UTF-8 (a file saved as
+// Latin-1), which would be shown as a stray byte in a name.
+struct UnreadableCharacter {
   int col = 1;  // as column_at()
-  uint32_t code_point = 0;
+  uint32_t code_point = 0;  // the byte, where not_utf8
+  bool not_utf8 = false;
 };
-std::optional<InvisibleCharacter> find_invisible(std::string_view line);
-// "U+00A0, a no-break space; type a plain space instead".
-std::string describe_invisible(uint32_t code_point);
+std::optional<UnreadableCharacter> find_unreadable(std::string_view line);
+// "invisible character U+00A0, a no-break space; type a plain space
+// instead", "byte \xF6 is not UTF-8 (...); save the file as UTF-8".
+std::string describe_unreadable(const UnreadableCharacter& c);
 // `line` as the user meant it: each invisible character that stands for a
-// space a space, each other one removed.
+// space a space (Latin-1's no-break space byte too), for a line break
+// '\n', each other one removed.
 std::string with_invisible_replaced(std::string_view line);
 
 // The text of a kNumber token that is a decimal literal as print_graph()

@@ -24,6 +24,7 @@
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
 #include <absl/strings/str_join.h>
+#include <absl/strings/str_split.h>
 #include <fmt/format.h>
 
 #include "ir/closest_name.h"
@@ -100,8 +101,10 @@ class Parser {
 
   bool check_new_name(const Token& name);
   void poison(const Token& name);
-  // Poisons the name the statement in `lex` declares or assigns, if any.
-  void poison_defined_name(LineLexer& lex);
+  // Poisons the names that the statements of a line that failed as a whole
+  // declare or assign: one statement, or several where the line holds line
+  // breaks an editor shows (a CR alone, U+2028) and the parser does not.
+  void poison_defined_names(std::string_view failed_line);
   // A name whose line failed (poisoned) or lacked its '=': uses stay quiet.
   bool failed_name(std::string_view name) const {
     return poisoned_.contains(absl_view(name)) || unassigned_.contains(absl_view(name));
@@ -162,16 +165,12 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
         // Checked in comments too: there a CR would hide the statements
         // after it, which an editor shows on lines of their own.
         error_at({line_, text::column_at(line, cr)},
-                 "a carriage return inside a line (the file mixes line endings: some lines end in CR alone); save "
-                 "the file with LF or CRLF line endings");
-        LineLexer meant_lex(line.substr(0, cr));
-        poison_defined_name(meant_lex);
-      } else if (const std::optional<text::InvisibleCharacter> c = text::find_invisible(line)) {
-        error_at({line_, c->col}, fmt::format("invisible character {}", text::describe_invisible(c->code_point)));
-        // The line has failed: what it meant to define stays quiet.
-        const std::string meant = text::with_invisible_replaced(line);
-        LineLexer meant_lex(meant);
-        poison_defined_name(meant_lex);
+                 "a carriage return inside a line (the file mixes line endings: some lines end in CR alone, and "
+                 "line numbers here count LF only); save the file with LF or CRLF line endings");
+        poison_defined_names(line);
+      } else if (const std::optional<text::UnreadableCharacter> c = text::find_unreadable(line)) {
+        error_at({line_, c->col}, text::describe_unreadable(*c));
+        poison_defined_names(text::with_invisible_replaced(line));
       } else if (LineLexer lex(line); lex.peek().kind != TokenKind::kEnd) {
         statement(lex);
       }
@@ -511,17 +510,20 @@ bool Parser::check_new_name(const Token& name) {
   return true;
 }
 
-// Remembers a name whose statement failed, so that its uses stay quiet. A
-// name that is a keyword or that is already defined keeps its meaning.
-void Parser::poison_defined_name(LineLexer& lex) {
-  const Token first = lex.next();
-  if (first.is_word("input") && !lex.peek().is('=')) {
-    poison(lex.next());
-  } else if (lex.peek().is('=')) {
-    poison(first);
+void Parser::poison_defined_names(std::string_view failed_line) {
+  for (absl::string_view statement : absl::StrSplit(absl_view(failed_line), absl::ByAnyChar("\r\n"))) {
+    LineLexer lex(std::string_view(statement.data(), statement.size()));
+    const Token first = lex.next();
+    if (first.is_word("input") && !lex.peek().is('=')) {
+      poison(lex.next());
+    } else if (lex.peek().is('=')) {
+      poison(first);
+    }
   }
 }
 
+// Remembers a name whose statement failed, so that its uses stay quiet. A
+// name that is a keyword or that is already defined keeps its meaning.
 void Parser::poison(const Token& name) {
   if (name.kind != TokenKind::kWord || is_keyword(name.text)) return;
   if (!graph_.find(name.text)) poisoned_.try_emplace(absl_view(name.text), line_);

@@ -32,10 +32,12 @@ struct PtxasReport {
   std::vector<PtxasFunction> functions;
   std::string log;  // ptxas's own lines, verbatim
 
-  // The bytes a thread spills, as ptxas's "N bytes spill stores" says and
-  // as nvcc and Triton report spills; each spilled byte is loaded back at
-  // least once (spill_load_bytes), which is not counted again.
+  // The bytes a thread's code spills: ptxas's "N bytes spill stores", a
+  // static count of the spill store instructions' bytes (its "spill loads"
+  // count the loads that bring them back, a different number; both are in
+  // the log). What `fusejit emit` prints as spill bytes.
   int64_t spill_bytes() const { return spill_store_bytes; }
+  bool has_spills() const { return spill_store_bytes > 0 || spill_load_bytes > 0; }
 };
 
 // Reads the "ptxas info" lines out of an NVRTC log; other lines are ignored.

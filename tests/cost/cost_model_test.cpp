@@ -53,10 +53,31 @@ TEST(CostModel, AMixedDtypeMatmulOnAGpuPaysForWideningItsOperands) {
   EXPECT_EQ(mixed.bytes_read, (na + nb) * (2 + 4));
   EXPECT_EQ(mixed.bytes_written, (na + nb) * 4 + 256 * 128 * 4);
   EXPECT_EQ(mixed.unit, "fp32");
-  EXPECT_NEAR(mixed.predicted_us, std::max(mixed.memory_us, mixed.compute_us) + 3 * h100.launch_overhead_us, 1e-9);
+  // The widening kernels (6 bytes an element) run before the GEMM, which
+  // reads the f32 copies and writes its result.
+  const double widen_us = (na + nb) * 6 / (h100.bandwidth_gbps * 1e3);
+  const double gemm_memory_us = ((na + nb) * 4 + 256 * 128 * 4) / (h100.bandwidth_gbps * 1e3);
+  EXPECT_NEAR(mixed.memory_us, widen_us + gemm_memory_us, 1e-9);
+  EXPECT_NEAR(mixed.predicted_us, std::max(gemm_memory_us, mixed.compute_us) + widen_us + 3 * h100.launch_overhead_us,
+              1e-9);
   const KernelCost same = estimate_kernel(plan, plan.kernels[1], h100);
   EXPECT_EQ(same.bytes(), (256 * 128 + 128 * 64 + 256 * 64) * 4);
   EXPECT_NEAR(same.predicted_us, std::max(same.memory_us, same.compute_us) + h100.launch_overhead_us, 1e-9);
+  // A 16-bit operand with an f32 one, either way round: one widening.
+  for (const bool bf16_first : {true, false}) {
+    Graph one;
+    auto p = one.input("p", bf16_first ? DType::kBF16 : DType::kF32, {256, 512});
+    auto q = one.input("q", bf16_first ? DType::kF32 : DType::kBF16, {512, 128});
+    one.output("y", matmul(p, q));
+    const FusionPlan single = make_fused_plan(one, fusion_options_for(h100));
+    const KernelCost c = estimate_kernel(single, single.kernels.at(0), h100);
+    const int64_t widened = bf16_first ? na : nb, kept = bf16_first ? nb : na;
+    EXPECT_EQ(c.bytes_read, widened * (2 + 4) + kept * 4) << bf16_first;
+    EXPECT_EQ(c.bytes_written, widened * 4 + 256 * 128 * 4) << bf16_first;
+    const double w_us = widened * 6 / (h100.bandwidth_gbps * 1e3);
+    EXPECT_NEAR(c.predicted_us, std::max(c.memory_us - w_us, c.compute_us) + w_us + 2 * h100.launch_overhead_us, 1e-9)
+        << bf16_first;
+  }
   DeviceSpec cpu_like = h100;  // a device that does not model instructions: the CPU backend's GEMM
   cpu_like.issue_tops = 0;
   EXPECT_EQ(estimate_kernel(plan, plan.kernels[0], cpu_like).bytes(), (na + nb) * 2 + 256 * 128 * 4);
@@ -414,8 +435,8 @@ TEST(CostModel, ASingleRowKernelPaysForTheRowItLoadsAndStores) {
     g.output("y", y);
     const FusionPlan plan = make_fused_plan(g, fusion_options_for(h100));
     EXPECT_EQ(plan.kernels.size(), 1u);
-    EXPECT_EQ(plan.kernels[0].row_strategy == RowStrategy::kReread, reread);
-    return estimate_kernel(plan, plan.kernels[0], h100).instructions / static_cast<double>(shape.numel());
+    EXPECT_EQ(plan.kernels.at(0).row_strategy == RowStrategy::kReread, reread);
+    return estimate_kernel(plan, plan.kernels.at(0), h100).instructions / static_cast<double>(shape.numel());
   };
   for (const DType dtype : {DType::kF32, DType::kBF16}) {
     for (const bool reread : {false, true}) {
@@ -429,6 +450,18 @@ TEST(CostModel, ASingleRowKernelPaysForTheRowItLoadsAndStores) {
     EXPECT_NEAR(per_element({1, 4096}, dtype, false, true), per_element({64, 4096}, dtype, false, true) + stream, 1e-9)
         << fmt::format("{}", dtype);
   }
+}
+
+// Rows of one element: the row's load and store are each element's, so a
+// bf16 sum pays a stream (1 instruction, 0.5 for f32) for x and for y.
+TEST(CostModel, RowsOfOneElementPayForTheirLoadsAndStores) {
+  auto instructions = [](DType dtype) {
+    Graph g;
+    auto x = g.input("x", dtype, {64, 1});
+    g.output("y", sum(x));
+    return only_kernel(g, gpu_device("h100")).instructions;
+  };
+  EXPECT_DOUBLE_EQ(instructions(DType::kBF16) - instructions(DType::kF32), (1 - 0.5) * 2 * 64);
 }
 
 TEST(CostModel, FusionSavingOfTheDemoChain) {

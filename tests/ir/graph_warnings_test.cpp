@@ -56,19 +56,29 @@ TEST(GraphWarnings, AGraphFromAFileIsWarnedAboutWithLocations) {
                                 }));
 }
 
-// The mask's numbers have 16 bits: p = 0.99999 drops everything, 0.9999 not.
+// The mask's numbers have 16 bits: p = 0.99999 drops everything, 0.9999
+// keeps too few for its scale, 0.99 is close enough.
 TEST(GraphWarnings, ADropoutThatDropsEveryElementIsNamed) {
   absl::StatusOr<Graph> g = parse_graph(
       "input x: f32[4, 8]\n"
       "d1 = dropout(x, p=0.9999, seed=1)\n"
       "d2 = dropout(d1, p=0.99999, seed=2)\n"
-      "output d2\n",
+      "d3 = dropout(d2, p=0.99, seed=3)\n"
+      "d4 = dropout(d3, p=0.9999, seed=4)\n"
+      "output d4\n",
       "near_one.fj");
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(graph_warnings(*g), (Strings{
-                                    "near_one.fj:3:1: dropout 'd2' has p=0.99999, within 2^-16 of 1: its mask, "
-                                    "drawn from 16-bit random numbers, drops every element",
-                                }));
+  // 0.9999: 6 kept in 65536 (threshold ceil(65529.4)), where 6.55 were asked
+  // for; 0.99 keeps 655 for 655.36, within 1%: no warning.
+  EXPECT_EQ(graph_warnings(*g),
+            (Strings{
+                "near_one.fj:2:1: dropout 'd1' has p=0.9999: its mask, drawn from 16-bit random numbers, keeps 6 "
+                "elements in 65536 where 1 - p asks for 6.55, so its output's mean is 0.916 times its input's",
+                "near_one.fj:3:1: dropout 'd2' has p=0.99999, within 2^-16 of 1: its mask, "
+                "drawn from 16-bit random numbers, drops every element",
+                "near_one.fj:5:1: dropout 'd4' has p=0.9999: its mask, drawn from 16-bit random numbers, keeps 6 "
+                "elements in 65536 where 1 - p asks for 6.55, so its output's mean is 0.916 times its input's",
+            }));
 }
 
 // Dropouts of different shapes share a mask by flat index, not by

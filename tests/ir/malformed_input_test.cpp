@@ -190,6 +190,14 @@ const Case kCases[] = {
     // Lines ending in CR alone among LF lines: in a comment, the CR would
     // hide the next statement.
     {"MixedLineEndings", PRELUDE "y = exp(x) # exp\routput y\n", "3:17", "the file mixes line endings"},
+    // What the statements after a CR define stays quiet where it is used,
+    // as what the line's first statement defines does.
+    {"DefinitionAfterACarriageReturn", "input x: f32[4]\ny = exp(x) # c\rz = exp(y)\nw = exp(z)\noutput w\n", "2:15",
+     "the file mixes line endings"},
+    {"DefinitionAfterALeadingCarriageReturn", "input x: f32[4]\n\rz = exp(x)\nw = exp(z)\noutput w\n", "2:1",
+     "the file mixes line endings"},
+    {"DefinitionAfterALineSeparator", "input x: f32[4]\ny = exp(x)\xE2\x80\xA8z = exp(y)\noutput z\n", "2:11",
+     "U+2028, a Unicode line break; use a plain line break (LF)"},
     // A no-break space (pasted from a web page) looks like a space: named by code point.
     {"NoBreakSpace", PRELUDE "y = exp(x)\xC2\xA0\noutput y\n", "3:11",
      "invisible character U+00A0, a no-break space; type a plain space instead"},
@@ -200,8 +208,15 @@ const Case kCases[] = {
      "U+200B, a zero-width character; delete it"},
     // One byte-order mark at the start is skipped; a second one is not.
     {"SecondByteOrderMark", "\xEF\xBB\xBF\xEF\xBB\xBFinput x: f32[4]" OUTPUT, "1:1", "U+FEFF, a byte-order mark"},
+    // A byte that is not UTF-8: a Latin-1 file, not a stray byte in a name.
+    {"Latin1Name", "input gr\xF6\xDFe: f32[4]" OUTPUT, "1:9",
+     "byte \\xf6 is not UTF-8 (a file saved as Latin-1 or Windows-1252?); save the file as UTF-8"},
+    {"Latin1NoBreakSpace", "input\xA0x: f32[4]\ny = exp(x)\noutput y\n", "1:6", "where it is a no-break space"},
+    // An overlong encoding of U+00A0 is not UTF-8, not a no-break space.
+    {"OverlongNoBreakSpace", "input\xE0\x82\xA0x: f32[4]" OUTPUT, "1:6", "byte \\xe0 is not UTF-8"},
     // A comment may hold anything.
-    {"InvisibleCharacterOnlyInAComment", "input x: f32[4] # a\xC2\xA0b\ny = exp(x\n" OUTPUT, "2:10", "missing ')'"},
+    {"InvisibleCharacterOnlyInAComment", "input x: f32[4] # a\xC2\xA0b gr\xF6\xDFe\ny = exp(x\n" OUTPUT, "2:10",
+     "missing ')'"},
 };
 
 class MalformedInputTable : public testing::TestWithParam<Case> {};

@@ -315,7 +315,7 @@ TEST(CudaBackendMatmul, WideningKernelsCompile) {
   EXPECT_TRUE(testing::contains(k->ptx, ".entry fj_widen_bf16")) << k->ptx;
   EXPECT_TRUE(testing::contains(k->ptx, ".entry fj_widen_f16")) << k->ptx;
   EXPECT_TRUE(testing::contains(k->ptx, "cvt.f32.f16")) << k->ptx;
-  EXPECT_EQ(k->ptxas.spill_bytes(), 0);
+  EXPECT_FALSE(k->ptxas.has_spills());
 }
 
 // The L2 flush reads through L2 with 16-byte loads and keeps them (the
