@@ -142,7 +142,8 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
   // rather than reported as the stray bytes they look like to the lexer.
   const bool utf16 = text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF");
   // A NUL means a binary file given by mistake (its stray bytes are
-  // reported as such), not a text whose lines end in CR.
+  // reported as such), not a text whose lines end in CR or that was saved
+  // as Latin-1.
   const bool binary = text.find('\0') != std::string_view::npos;
   const bool cr_only =
       !binary && text.find('\r') != std::string_view::npos && text.find('\n') == std::string_view::npos;
@@ -168,7 +169,8 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
                  "a carriage return inside a line (the file mixes line endings: some lines end in CR alone, and "
                  "line numbers here count LF only); save the file with LF or CRLF line endings");
         poison_defined_names(line);
-      } else if (const std::optional<text::UnreadableCharacter> c = text::find_unreadable(line)) {
+      } else if (const std::optional<text::UnreadableCharacter> c =
+                     binary ? std::nullopt : text::find_unreadable(line)) {
         error_at({line_, c->col}, text::describe_unreadable(*c));
         poison_defined_names(text::with_invisible_replaced(line));
       } else if (LineLexer lex(line); lex.peek().kind != TokenKind::kEnd) {

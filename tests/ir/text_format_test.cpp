@@ -193,12 +193,14 @@ TEST(TextFormatTest, AcceptsCommentsWhitespaceAndCrlf) {
 TEST(TextFormatTest, ABinaryFileIsNotCalledOldMacText) {
   const std::string binary(
       "\x7f"
-      "ELF\x02\x01\x01\x00\x00\r\x00\x03",
-      12);
+      "ELF\x02\x01\x01\x00\x00\r\x00\x03\n\xe9\x00",
+      15);
   absl::StatusOr<Graph> g = parse_graph(binary, "bin.fj");
   ASSERT_FALSE(g.ok());
   const std::string message(g.status().message());
   EXPECT_EQ(message.find("carriage return"), std::string::npos) << message;
+  EXPECT_EQ(message.find("not UTF-8"), std::string::npos) << message;  // nor as a Latin-1 text
+  EXPECT_NE(message.find("bin.fj:2:2: error: expected '=' after '\\xe9'"), std::string::npos) << message;
   EXPECT_NE(message.find("bin.fj:1:1: error: expected a statement"), std::string::npos) << message;
   EXPECT_NE(message.find("found '\\x7f'"), std::string::npos) << message;
   EXPECT_EQ(message.find("no output"), std::string::npos) << "whole-graph checks wait for the lines:\n" << message;
