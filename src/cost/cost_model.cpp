@@ -40,8 +40,10 @@ void add_node_flops(const Graph& graph, int32_t id, double times, std::array<dou
 // f32 scratch copy by a kernel of its own (runtime/cuda_backend_matmul.cpp),
 // which reads it and writes the copy, and the f32 GEMM reads the copy in
 // its place. The CPU's generated GEMM widens as it loads and adds nothing.
+// kernel_bytes() counts each operand once at its own size: that is the
+// widening kernel's read; the copy's write and the GEMM's read of it come on top.
 struct Widening {
-  int64_t extra_read = 0;     // the widening kernels' reads, and the GEMM's of the wider copies
+  int64_t extra_read = 0;     // the GEMM's reads of the f32 copies
   int64_t extra_written = 0;  // the copies
   int64_t widen_bytes = 0;    // what the widening kernels themselves move
   int launches = 0;
@@ -55,10 +57,10 @@ Widening gpu_matmul_widening(const Graph& graph, const Kernel& kernel) {
   for (const Node* operand : {&a, &b}) {
     if (operand->dtype == DType::kF32) continue;
     const int64_t n = operand->shape.numel();
-    const int64_t size = dtype_size(operand->dtype);
-    w.extra_read += n * size + n * (dtype_size(DType::kF32) - size);
-    w.extra_written += n * dtype_size(DType::kF32);
-    w.widen_bytes += n * (size + dtype_size(DType::kF32));
+    const int64_t copy = n * dtype_size(DType::kF32);
+    w.extra_read += copy;
+    w.extra_written += copy;
+    w.widen_bytes += n * dtype_size(operand->dtype) + copy;
     ++w.launches;
   }
   return w;

@@ -41,8 +41,7 @@ std::vector<std::string> graph_warnings(const Graph& graph) {
   for (int32_t id = 0; id < graph.num_nodes(); ++id) {
     const Node& n = graph.node(id);
     if (n.op != Op::kDropout || !live[id]) continue;
-    const double p = n.attrs.get_float("p");
-    if (p >= 1 || p <= 0) continue;
+    const double p = n.attrs.get_float("p");  // in [0, 1): the graph verifies
     const uint32_t kept = (1u << kDropoutBits) - dropout_threshold(p);
     if (kept == 0) {
       warnings.push_back(

@@ -1,6 +1,7 @@
 // Warnings about a graph that verifies but is probably not what its author
 // meant: values no output uses, dropouts that share a seed, and a dropout
-// whose p is so near 1 that it drops every element. The command
+// whose p is so near 1 that its 16-bit mask drops every element or keeps a
+// count its 1 / (1 - p) scale does not fit. The command
 // line prints them when it loads a graph; a program using the library can
 // print them the same way.
 #pragma once

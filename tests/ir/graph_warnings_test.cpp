@@ -58,7 +58,7 @@ TEST(GraphWarnings, AGraphFromAFileIsWarnedAboutWithLocations) {
 
 // The mask's numbers have 16 bits: p = 0.99999 drops everything, 0.9999
 // keeps too few for its scale, 0.99 is close enough.
-TEST(GraphWarnings, ADropoutThatDropsEveryElementIsNamed) {
+TEST(GraphWarnings, ADropoutWhoseMaskCannotKeepItsScaleIsNamed) {
   absl::StatusOr<Graph> g = parse_graph(
       "input x: f32[4, 8]\n"
       "d1 = dropout(x, p=0.9999, seed=1)\n"
