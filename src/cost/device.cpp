@@ -34,7 +34,7 @@ bool plausible_measured_figures(const DeviceSpec& d) {
   auto rate = [](double v) { return std::isfinite(v) && v > 0 && v < 1e6; };
   return rate(d.bandwidth_gbps) && rate(d.peak_f32_tflops) &&
          std::all_of(d.class_tflops.begin(), d.class_tflops.end(), rate) && std::isfinite(d.launch_overhead_us) &&
-         d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6;
+         d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6 && d.overlap >= 0 && d.overlap <= 1;
 }
 
 bool is_small_regular_file(const std::string& path, uint64_t max_bytes) {

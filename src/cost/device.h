@@ -1,17 +1,14 @@
 // Device descriptions for the roofline model.
 //
 // A kernel's predicted time is max(bytes / bandwidth, compute time) plus a
-// launch overhead. On a GPU the compute time of elementwise and row work is
-// its estimated SASS instructions at the issue rate (issue_tops;
-// cost/gpu_instructions.h): FLOPs undercount it, since an IEEE division, a
-// Philox draw or a block reduction's shuffles are many instructions that
-// the FLOP weights barely see.
-// On a CPU the compute time sums, over op cost classes, FLOPs / the class's
-// throughput. The classes differ by an order of magnitude (Philox and erf
-// cost far more than an FMA), so the `cpu` device measures each class on
-// this machine; an FMA peak alone would call a chain memory-bound that this
-// CPU in fact computes too slowly.
-// f32 matmul uses the FP32 peak, bf16/f16 matmul the tensor-core peak.
+// launch overhead, plus, on a CPU, the part of the shorter of the two that
+// its cores do not overlap with the longer (DeviceSpec::overlap). On a GPU the compute time of elementwise and row work
+// is its estimated SASS instructions at the issue rate (issue_tops; cost/gpu_instructions.h): FLOPs undercount it,
+// since an IEEE division, a Philox draw or a block reduction's shuffles are many instructions that the FLOP weights
+// barely see. On a CPU the compute time sums, over op cost classes, FLOPs / the class's throughput. The classes differ
+// by an order of magnitude (Philox and erf cost far more than an FMA), so the `cpu` device measures each class on this
+// machine; an FMA peak alone would call a chain memory-bound that this CPU in fact computes too slowly. f32 matmul uses
+// the FP32 peak, bf16/f16 matmul the tensor-core peak.
 #pragma once
 
 #include <array>
@@ -51,6 +48,16 @@ struct DeviceSpec {
   // them. 0 where instructions are not modelled (a CPU).
   double issue_tops = 0;
   double launch_overhead_us = 0;
+  // How much of the shorter of a kernel's memory and compute times runs
+  // under the longer: time = max(m, c) + (1 - overlap) * min(m, c). 1 is
+  // the roofline's max, right for a GPU, whose thousands of warps in flight
+  // hide one behind the other. A CPU core overlaps them far less: its few
+  // outstanding misses stall behind long arithmetic, and a row kernel's
+  // passes load in one loop and compute in another. On the AMD EPYC VM 34
+  // kernels ran at a median 1.43x the max (0.99-2.11x), 1.03x the sum
+  // (bench/results/2026-12-06-cpu-overlap.md); an Intel VM had come closer
+  // to the max, so the `cpu` device measures it (runtime/cpu_calibration.h).
+  double overlap = 1.0;
   // Longest row (elements) a row kernel keeps on chip; longer rows are
   // re-read once per reduction stage. kAnyRowLength: every row is read once.
   int64_t persistent_row_limit = 0;
@@ -110,7 +117,7 @@ std::string cache_directory();
 // Whether a measured device's figures, as read back from a cache file,
 // are ones a machine can have: bandwidth, peaks and class throughputs
 // finite and positive (below 1e6 GB/s and TFLOP/s), launch overhead finite,
-// 0 to 1e6 µs. A file edited by hand or damaged gets measured again rather
+// 0 to 1e6 µs, overlap in [0, 1] (NaN is not). A file edited by hand or damaged gets measured again rather
 // than predicting "inf us" or a negative launch.
 bool plausible_measured_figures(const DeviceSpec& d);
 

@@ -52,6 +52,10 @@ std::string format_device(const DeviceSpec& d) {
                                     d.class_tflops[c], ridge));
     }
     text += fmt::format("  measured op classes: {}\n", fmt::join(classes, "; "));
+    text += fmt::format(
+        "  memory and compute overlap {:.0f}%: a kernel takes the longer of its two times plus {:.0f}% of the "
+        "shorter\n",
+        100 * d.overlap, 100 * (1 - d.overlap));
     const std::string native_bf16 =
         d.native_bf16_stores
             ? fmt::format(" ({:g} stored from an array, with AVX512-BF16's vcvtneps2bf16)", kCpuNarrowBf16Native)
@@ -144,6 +148,9 @@ nlohmann::json device_json(const DeviceSpec& d) {
           {"ridge_tensor", d.ridge_tensor()},
           {"issue_tops", d.models_instructions() ? nlohmann::json(d.issue_tops) : nlohmann::json()},
           {"launch_overhead_us", d.launch_overhead_us},
+          // The share of the shorter of memory and compute time hidden under
+          // the longer (DeviceSpec::overlap).
+          {"overlap", d.overlap},
           {"persistent_row_limit",
            d.persistent_row_limit == kAnyRowLength ? nlohmann::json() : nlohmann::json(d.persistent_row_limit)},
           {"measured", d.measured},

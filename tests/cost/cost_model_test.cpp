@@ -1,5 +1,7 @@
 // The seed figures of DESIGN.md §5, worked by hand, reproduced by the model.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -199,6 +201,48 @@ TEST(CostModel, A16BitExactGeluIsACostClassOfItsOwn) {
     }
   }
   EXPECT_EQ(cost_class_name(CostClass::kGelu16Bit), "gelu_16bit");
+}
+
+// A CPU core overlaps a kernel's memory and compute times only partly
+// (DeviceSpec::overlap): the shorter adds to the longer in the share not
+// overlapped. A GPU's datasheet device overlaps all (the roofline's max).
+TEST(CostModel, TheShareOfTheShorterTimeNotOverlappedAddsToTheLonger) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {1024, 1024});
+  g.output("y", exp(x));
+  DeviceSpec cpu = cpu_identity();
+  cpu.bandwidth_gbps = 100;
+  cpu.class_tflops.fill(0.01);
+  cpu.launch_overhead_us = 5;
+  const double memory_us = 8.0 * 1024 * 1024 / 100e3;                 // 83.9
+  const double compute_us = 8.0 * 1024 * 1024 / (0.01 * 1e12) * 1e6;  // 838.9, exp weighs 8
+  for (double overlap : {0.0, 0.25, 1.0}) {
+    cpu.overlap = overlap;
+    const KernelCost c = only_kernel(g, cpu);
+    EXPECT_NEAR(c.memory_us, memory_us, 1e-9);
+    EXPECT_NEAR(c.compute_us, compute_us, 1e-9);
+    EXPECT_TRUE(c.compute_bound);
+    EXPECT_NEAR(c.predicted_us, compute_us + (1 - overlap) * memory_us + 5, 1e-9) << overlap;
+  }
+  // Memory-bound the same way: the compute share adds.
+  cpu.class_tflops.fill(1.0);
+  cpu.overlap = 0.5;
+  const KernelCost m = only_kernel(g, cpu);
+  EXPECT_FALSE(m.compute_bound);
+  EXPECT_NEAR(m.predicted_us, memory_us + 0.5 * compute_us / 100 + 5, 1e-9);
+  for (const char* gpu : {"h100", "h200", "a100"}) EXPECT_EQ(find_device(gpu)->overlap, 1.0) << gpu;
+
+  // A cached overlap that is no fraction is measured again.
+  DeviceSpec cached = cpu;
+  cached.peak_f32_tflops = 1;  // cpu_identity() measures nothing
+  for (double overlap : {0.0, 0.4, 1.0}) {
+    cached.overlap = overlap;
+    EXPECT_TRUE(plausible_measured_figures(cached)) << overlap;
+  }
+  for (double overlap : {-0.1, 1.5, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    cached.overlap = overlap;
+    EXPECT_FALSE(plausible_measured_figures(cached)) << overlap;
+  }
 }
 
 // The cheaper helper's error (2^-16 relative) is far below a 16-bit
