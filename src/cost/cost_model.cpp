@@ -132,9 +132,10 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   const double main_memory_us = cost.memory_us - widen_us;  // the GEMM's own traffic
   cost.compute_bound = cost.compute_us > main_memory_us;
   // What the device does not overlap of the shorter time adds to the longer
-  // (DeviceSpec::overlap: 1 on a GPU, measured on a CPU).
-  const double hidden = std::min(main_memory_us, cost.compute_us) * device.overlap;
-  cost.predicted_us = main_memory_us + cost.compute_us - hidden + widen_us + launches * device.launch_overhead_us;
+  // (DeviceSpec::overlap: 1 on a GPU, 0 on a CPU).
+  const double exposed = device.overlap < 1 ? (1 - device.overlap) * std::min(main_memory_us, cost.compute_us) : 0.0;
+  cost.predicted_us =
+      std::max(main_memory_us, cost.compute_us) + exposed + widen_us + launches * device.launch_overhead_us;
   return cost;
 }
 

@@ -8,9 +8,9 @@
 // FLOPs = sum over the kernel's nodes of elements x the op table's weight
 // (a reduction counts its input elements; a matmul 2 x M x N x K; work a
 // re-reading row kernel recomputes counts again, but a reduction once).
-// time = max(bytes / bandwidth, compute time) + launch overhead, plus on a
-// CPU the share of the shorter time its cores do not overlap with the
-// longer (DeviceSpec::overlap, measured; a GPU overlaps all). On a GPU
+// time = max(bytes / bandwidth, compute time) + launch overhead on a GPU;
+// on a CPU, whose cores overlap the two little, their sum + launch
+// (DeviceSpec::overlap). On a GPU
 // the compute time of a generated kernel is its estimated instructions
 // (gpu_instructions.h) at the device's issue rate; on a CPU it is each cost
 // class's FLOPs at that class's measured rate plus the kernel's 16-bit

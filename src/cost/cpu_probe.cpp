@@ -267,6 +267,7 @@ DeviceSpec cpu_identity() {
   // a model that re-read long rows predicted a 40,000-column chain 0.40x
   // fused where it measured 1.48x.
   d.persistent_row_limit = kAnyRowLength;
+  d.overlap = 0;  // a core's memory and compute times add (DeviceSpec::overlap)
   d.native_bf16_stores = host_cpu_has_avx512_bf16();
   d.native_f16_stores = host_cpu_has_f16c();
   return d;

@@ -1,14 +1,19 @@
 // Device descriptions for the roofline model.
 //
 // A kernel's predicted time is max(bytes / bandwidth, compute time) plus a
-// launch overhead, plus, on a CPU, the part of the shorter of the two that
-// its cores do not overlap with the longer (DeviceSpec::overlap). On a GPU the compute time of elementwise and row work
-// is its estimated SASS instructions at the issue rate (issue_tops; cost/gpu_instructions.h): FLOPs undercount it,
-// since an IEEE division, a Philox draw or a block reduction's shuffles are many instructions that the FLOP weights
-// barely see. On a CPU the compute time sums, over op cost classes, FLOPs / the class's throughput. The classes differ
-// by an order of magnitude (Philox and erf cost far more than an FMA), so the `cpu` device measures each class on this
-// machine; an FMA peak alone would call a chain memory-bound that this CPU in fact computes too slowly. f32 matmul uses
-// the FP32 peak, bf16/f16 matmul the tensor-core peak.
+// launch overhead; on a CPU, whose cores overlap the two little, their sum
+// plus the launch (DeviceSpec::overlap).
+// On a GPU the compute time of elementwise and row work is its estimated
+// SASS instructions at the issue rate (issue_tops; cost/gpu_instructions.h):
+// FLOPs undercount it, since an IEEE division, a Philox draw or a block
+// reduction's shuffles are many instructions that the FLOP weights barely
+// see.
+// On a CPU the compute time sums, over op cost classes, FLOPs / the class's
+// throughput. The classes differ by an order of magnitude (Philox and erf
+// cost far more than an FMA), so the `cpu` device measures each class on
+// this machine; an FMA peak alone would call a chain memory-bound that this
+// CPU in fact computes too slowly.
+// f32 matmul uses the FP32 peak, bf16/f16 matmul the tensor-core peak.
 #pragma once
 
 #include <array>
@@ -51,12 +56,13 @@ struct DeviceSpec {
   // How much of the shorter of a kernel's memory and compute times runs
   // under the longer: time = max(m, c) + (1 - overlap) * min(m, c). 1 is
   // the roofline's max, right for a GPU, whose thousands of warps in flight
-  // hide one behind the other. A CPU core overlaps them far less: its few
-  // outstanding misses stall behind long arithmetic, and a row kernel's
-  // passes load in one loop and compute in another. On the AMD EPYC VM 34
-  // kernels ran at a median 1.43x the max (0.99-2.11x), 1.03x the sum
-  // (bench/results/2026-12-06-cpu-overlap.md); an Intel VM had come closer
-  // to the max, so the `cpu` device measures it (runtime/cpu_calibration.h).
+  // hide one behind the other. A CPU core overlaps them little: its few
+  // dozen misses in flight stall behind long arithmetic, and a row kernel
+  // loads its row in one loop and computes in others. On the AMD EPYC VM 34
+  // kernels ran at a median 1.43x the max (0.99-2.11x) and 1.03x the sum
+  // (0.80-1.28x), so the `cpu` device takes 0 (cpu_identity). A probe that
+  // measured the overlap of one exp kernel gave 19-42%, which fitted the 34
+  // worse than 0 (bench/results/2026-12-06-cpu-overlap.md).
   double overlap = 1.0;
   // Longest row (elements) a row kernel keeps on chip; longer rows are
   // re-read once per reduction stage. kAnyRowLength: every row is read once.

@@ -44,6 +44,15 @@ std::string format_device(const DeviceSpec& d) {
                         "instructions, not FLOPs\n",
                         d.issue_tops, per_byte, 4 * per_byte);
   }
+  if (d.overlap < 1) {
+    text += d.overlap == 0 ? std::string(
+                                 "  memory and compute times add (a CPU core overlaps them little): a kernel takes "
+                                 "their sum plus the launch\n")
+                           : fmt::format(
+                                 "  memory and compute overlap {:.0f}%: a kernel takes the longer of its two "
+                                 "times plus {:.0f}% of the shorter\n",
+                                 100 * d.overlap, 100 * (1 - d.overlap));
+  }
   if (d.measured) {
     std::vector<std::string> classes;
     for (int c = 0; c < kNumCostClasses; ++c) {
@@ -52,10 +61,6 @@ std::string format_device(const DeviceSpec& d) {
                                     d.class_tflops[c], ridge));
     }
     text += fmt::format("  measured op classes: {}\n", fmt::join(classes, "; "));
-    text += fmt::format(
-        "  memory and compute overlap {:.0f}%: a kernel takes the longer of its two times plus {:.0f}% of the "
-        "shorter\n",
-        100 * d.overlap, 100 * (1 - d.overlap));
     const std::string native_bf16 =
         d.native_bf16_stores
             ? fmt::format(" ({:g} stored from an array, with AVX512-BF16's vcvtneps2bf16)", kCpuNarrowBf16Native)

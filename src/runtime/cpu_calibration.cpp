@@ -87,15 +87,8 @@ constexpr std::chrono::milliseconds kProbeWarmup{300};
 // that figures measured the old way are measured again (2: warm-up by time,
 // after cold-cache figures were found up to 2x low; 3: the 16-bit GeLU and
 // dropout probed one op per element, bf16, their conversions taken out; 4:
-// the overlap of memory and compute measured too, and each class the
-// fastest of three sweeps).
+// each class the fastest of three rounds).
 constexpr int kProbeMethod = 4;
-
-// The overlap probe (DeviceSpec::overlap, probe_overlap): exp of an f32
-// array, whose memory and compute times came out about equal (0.18 and
-// 0.16 ns per element on two AMD EPYC threads), which is where an overlap
-// shows most.
-constexpr const char* kOverlapProbe = "input x: f32[{}, {}]\ny = exp(x)\noutput y\n";
 
 absl::StatusOr<Graph> probe_graph(const Probe& probe) {
   if (probe.graph != nullptr) {
@@ -105,14 +98,18 @@ absl::StatusOr<Graph> probe_graph(const Probe& probe) {
                                  kElementsPerThread, probe.statements));
 }
 
-// `simple_tflops`: the simple class's rate, which prices conversions:
-// kProbes measures it first, so the probes that take conversions out use
-// this calibration's figure.
-static_assert(kProbes[0].cost_class == CostClass::kSimple, "the conversions' price is measured first");
-// `warmup`: how long to run it before timing (the first sweep's probes
-// follow their compilation; later sweeps' do not).
-absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe, double simple_tflops,
-                                    std::chrono::milliseconds warmup) {
+// A probe's kernel timed: the median time of its runs, and what the cost
+// model counts in it (the op table's FLOPs, 2 M N K for a matmul, and its
+// 16-bit conversions).
+struct ProbeTime {
+  double seconds = 0;
+  double flops = 0;
+  double conversion_ops = 0;
+};
+
+// `warmup`: how long to run it before timing (the first round's probes
+// follow their compilation; later rounds' do not).
+absl::StatusOr<ProbeTime> time_probe(Backend& backend, const Probe& probe, std::chrono::milliseconds warmup) {
   absl::StatusOr<Graph> g = probe_graph(probe);
   if (!g.ok()) return g.status();
   const FusionPlan plan = make_fused_plan(*g);
@@ -133,61 +130,22 @@ absl::StatusOr<double> probe_tflops(Backend& backend, const Probe& probe, double
     if (!t.ok()) return t.status();
     us.push_back(*t);
   }
-  // FLOPs as the cost model counts them for this kernel (the op table's
-  // per-element weights; 2 M N K for a matmul).
   const KernelCost cost = estimate_kernel(plan, plan.kernels.at(0), cpu_identity());
-  double seconds = median(us) * 1e-6;
+  return ProbeTime{median(us) * 1e-6, cost.flops, cost.conversion_ops};
+}
+
+// The class throughput a probe's time gives, in the model's units.
+// `simple_tflops`, the simple class's rate, prices the conversions that a
+// probe with conversions_apart has taken out (the model adds them back to
+// every kernel that converts, at that rate).
+double class_tflops(const Probe& probe, const ProbeTime& t, double simple_tflops) {
+  double seconds = t.seconds;
   if (probe.conversions_apart && simple_tflops > 0) {
     // At least half the time stays: a kernel faster than its conversions'
     // price says the price is high, not that the op is free.
-    seconds = std::max(seconds - cost.conversion_ops / (simple_tflops * 1e12), 0.5 * seconds);
+    seconds = std::max(seconds - t.conversion_ops / (simple_tflops * 1e12), 0.5 * seconds);
   }
-  return cost.flops / seconds / 1e12;
-}
-
-// DeviceSpec::overlap of this CPU: the exp kernel of kOverlapProbe over
-// an array twice the cache timed from memory (input and output, 4 times
-// the cache, leave none of the next run's input in it; the backend's
-// flush_cache would ask for the device being calibrated), against the
-// same kernel over the class probes' L3-resident size (its compute time)
-// and a copy of the big input's size (its memory time), the three taken
-// in turn so that a VM's drift (bandwidth and op rates moved 40% between
-// runs) hits all of them. What the big kernel took beyond the longer of
-// its memory and compute times is the part of the shorter not overlapped.
-absl::StatusOr<double> probe_overlap(Backend& backend, const DeviceSpec& d) {
-  const int threads = ThreadPool::global().size();
-  const int64_t big_per_thread =
-      std::clamp<int64_t>(2 * d.cache_bytes, int64_t{64} << 20, int64_t{256} << 20) / 4 / threads;
-  std::vector<std::unique_ptr<LoadedPlan>> kernels;
-  for (int64_t per_thread : {big_per_thread, kElementsPerThread}) {
-    absl::StatusOr<Graph> g = parse_graph(fmt::format(fmt::runtime(kOverlapProbe), threads, per_thread));
-    if (!g.ok()) return g.status();
-    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend.load(make_fused_plan(*g));
-    if (!loaded.ok()) return loaded.status();
-    if (absl::Status s = (*loaded)->set_inputs(random_inputs(*g, 1)); !s.ok()) return s;
-    kernels.push_back(*std::move(loaded));
-  }
-  const int64_t copy_bytes = threads * big_per_thread * 4;  // what the big kernel reads, and writes
-  absl::StatusOr<std::unique_ptr<CopyTimer>> copy = backend.prepare_copy(copy_bytes);
-  if (!copy.ok()) return copy.status();
-  std::vector<double> alphas;
-  for (int rep = 0; rep < 11; ++rep) {
-    absl::StatusOr<double> copy_us = (*copy)->time_us();
-    if (!copy_us.ok()) return copy_us.status();
-    absl::StatusOr<double> small_us = kernels[1]->time_kernel(0);  // brings its arrays into the cache
-    if (small_us.ok()) small_us = kernels[1]->time_kernel(0);
-    if (!small_us.ok()) return small_us.status();
-    absl::StatusOr<double> big_us = kernels[0]->time_kernel(0);
-    if (!big_us.ok()) return big_us.status();
-    if (rep < 2) continue;  // warm-up: page faults, the pool's first wake-ups
-    const double memory = *copy_us;
-    const double compute = std::max(*small_us - d.launch_overhead_us, 0.0) * static_cast<double>(big_per_thread) /
-                           static_cast<double>(kElementsPerThread);
-    const double taken = *big_us - d.launch_overhead_us;
-    const double shorter = std::min(memory, compute);
-    if (shorter > 0) alphas.push_back(std::clamp((memory + compute - taken) / shorter, 0.0, 1.0));
-  }
-  return alphas.empty() ? 1.0 : median(alphas);
+  return t.flops / seconds / 1e12;
 }
 
 // What handing work to every thread of the pool and waiting for it costs.
@@ -248,7 +206,6 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
               entry.at("class_tflops").at(std::string(cost_class_name(p.cost_class))).get<double>();
         }
         cached.launch_overhead_us = entry.at("launch_overhead_us").get<double>();
-        cached.overlap = entry.at("overlap").get<double>();
         cached.description += "; op throughput of JIT kernels";
         if (plausible_measured_figures(cached)) return cached;
       } catch (const nlohmann::json::exception&) {
@@ -262,33 +219,36 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
       "fusejit: measuring this CPU's op throughput with JIT kernels for the cost model (once for this "
       "compiler, thread count and kernel source; the figures go to {})\n",
       path.string());
-  // Each class is measured in kSweeps rounds over all the probes, and its
-  // fastest round counts: on a shared VM a class measured once came out up
-  // to 1.6x low in one calibration of five (Philox 0.037 against 0.060
-  // TFLOP/s), and a neighbour's burst only ever slows a probe down.
-  constexpr int kSweeps = 3;
-  for (int sweep = 0; sweep < kSweeps; ++sweep) {
-    for (const Probe& p : kProbes) {
-      absl::StatusOr<double> tflops = probe_tflops(backend, p, d.class_tflops[static_cast<int>(CostClass::kSimple)],
-                                                   sweep == 0 ? kProbeWarmup : std::chrono::milliseconds(0));
-      if (!tflops.ok()) return tflops.status();
-      double& best = d.class_tflops[static_cast<int>(p.cost_class)];
-      best = sweep == 0 ? *tflops : std::max(best, *tflops);
+  // Each probe runs in kRounds rounds over all of them, and its fastest
+  // round counts: on a shared VM a class measured once came out 1.6x low
+  // in one calibration of five (Philox 0.037 against 0.060 TFLOP/s), and a
+  // neighbour's burst only ever slows a probe down. The conversions' price
+  // is taken out of the fastest times at the simple class's final rate,
+  // the one the model adds back.
+  constexpr int kRounds = 3;
+  std::vector<ProbeTime> fastest(std::size(kProbes));
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t i = 0; i < std::size(kProbes); ++i) {
+      absl::StatusOr<ProbeTime> t =
+          time_probe(backend, kProbes[i], round == 0 ? kProbeWarmup : std::chrono::milliseconds(0));
+      if (!t.ok()) return t.status();
+      if (round == 0 || t->seconds < fastest[i].seconds) fastest[i] = *t;
     }
   }
+  static_assert(kProbes[0].cost_class == CostClass::kSimple, "the simple class prices the conversions");
+  const double simple = class_tflops(kProbes[0], fastest[0], 0);
   nlohmann::json classes;
-  for (const Probe& p : kProbes) {
-    classes[std::string(cost_class_name(p.cost_class))] = d.class_tflops[static_cast<int>(p.cost_class)];
+  for (size_t i = 0; i < std::size(kProbes); ++i) {
+    const double tflops = class_tflops(kProbes[i], fastest[i], simple);
+    d.class_tflops[static_cast<int>(kProbes[i].cost_class)] = tflops;
+    classes[std::string(cost_class_name(kProbes[i].cost_class))] = tflops;
   }
   const double launch = probe_launch_us();
   d.launch_overhead_us = launch;
-  absl::StatusOr<double> overlap = probe_overlap(backend, d);
-  if (!overlap.ok()) return overlap.status();
-  d.overlap = *overlap;
   d.description += "; op throughput of JIT kernels";
   // An unwritable directory only costs the caching (replace_file writes
   // temp-then-rename, so a concurrent reader never sees half a file).
-  entries[key] = nlohmann::json{{"class_tflops", classes}, {"launch_overhead_us", launch}, {"overlap", *overlap}};
+  entries[key] = nlohmann::json{{"class_tflops", classes}, {"launch_overhead_us", launch}};
   const nlohmann::json cached{{"entries", entries}};
   absl::Status saved = ensure_directory(path.parent_path().string());
   if (saved.ok()) saved = replace_file(path.string(), cached.dump(2) + "\n");

@@ -203,9 +203,10 @@ TEST(CostModel, A16BitExactGeluIsACostClassOfItsOwn) {
   EXPECT_EQ(cost_class_name(CostClass::kGelu16Bit), "gelu_16bit");
 }
 
-// A CPU core overlaps a kernel's memory and compute times only partly
-// (DeviceSpec::overlap): the shorter adds to the longer in the share not
-// overlapped. A GPU's datasheet device overlaps all (the roofline's max).
+// A CPU core overlaps a kernel's memory and compute times little
+// (DeviceSpec::overlap): the `cpu` device adds them; a share of the shorter
+// that is overlapped comes off; a GPU's datasheet device overlaps all (the
+// roofline's max).
 TEST(CostModel, TheShareOfTheShorterTimeNotOverlappedAddsToTheLonger) {
   Graph g;
   auto x = g.input("x", DType::kF32, {1024, 1024});
@@ -231,8 +232,10 @@ TEST(CostModel, TheShareOfTheShorterTimeNotOverlappedAddsToTheLonger) {
   EXPECT_FALSE(m.compute_bound);
   EXPECT_NEAR(m.predicted_us, memory_us + 0.5 * compute_us / 100 + 5, 1e-9);
   for (const char* gpu : {"h100", "h200", "a100"}) EXPECT_EQ(find_device(gpu)->overlap, 1.0) << gpu;
+  EXPECT_EQ(cpu_identity().overlap, 0.0);
+  EXPECT_EQ(find_device("cpu")->overlap, 0.0);
 
-  // A cached overlap that is no fraction is measured again.
+  // An overlap that is no fraction is no device's.
   DeviceSpec cached = cpu;
   cached.peak_f32_tflops = 1;  // cpu_identity() measures nothing
   for (double overlap : {0.0, 0.4, 1.0}) {

@@ -18,13 +18,13 @@ namespace {
 constexpr double kSentinelTflops = 12345.0;  // no CPU class reaches this
 
 void write_calibration(const std::string& dir, const std::string& key, double tflops = kSentinelTflops,
-                       double launch_us = 7.0, double overlap = 0.25) {
+                       double launch_us = 7.0) {
   nlohmann::json classes;
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = tflops;
   }
   nlohmann::json entries;
-  entries[key] = {{"class_tflops", classes}, {"launch_overhead_us", launch_us}, {"overlap", overlap}};
+  entries[key] = {{"class_tflops", classes}, {"launch_overhead_us", launch_us}};
   std::ofstream(dir + "/cpu-device-jit.json") << nlohmann::json{{"entries", entries}}.dump();
 }
 
@@ -49,7 +49,6 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(cached->class_tflops[static_cast<int>(CostClass::kErf)], kSentinelTflops) << "same key: read back";
   EXPECT_EQ(cached->launch_overhead_us, 7.0);
-  EXPECT_EQ(cached->overlap, 0.25);
 
   // The figures of other kernels (another digest of the probes' source).
   std::string stale = key;
@@ -61,8 +60,6 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
     EXPECT_GT(measured->class_tflops[c], 0) << cost_class_name(static_cast<CostClass>(c));
     EXPECT_LT(measured->class_tflops[c], kSentinelTflops) << cost_class_name(static_cast<CostClass>(c));
   }
-  EXPECT_GE(measured->overlap, 0.0);
-  EXPECT_LE(measured->overlap, 1.0);
   // Both settings' figures are kept: switching back measures nothing.
   std::ifstream in(dir.path() + "/cpu-device-jit.json");
   const nlohmann::json entries = nlohmann::json::parse(in).at("entries");
@@ -79,21 +76,13 @@ TEST(CpuCalibration, ImplausibleFiguresAreMeasuredAgain) {
   testing::TempDir dir("fusejit-calibration");
   testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", dir.path());
   const std::string key = cpu_calibration_key();
-  struct Figures {
-    double tflops, launch, overlap;
-  };
-  // Each calibration takes seconds: the other overlaps that are no
-  // fraction are plausible_measured_figures' test (cost_model_test).
-  for (const Figures f :
-       {Figures{0.0, 7.0, 0.5}, {-3.0, 7.0, 0.5}, {1.0, -1.0, 0.5}, {1.0, 1e308, 0.5}, {1.0, 7.0, 1.5}}) {
-    const auto [tflops, launch, overlap] = f;
-    write_calibration(dir.path(), key, tflops, launch, overlap);
+  for (const auto& [tflops, launch] : {std::pair{0.0, 7.0}, {-3.0, 7.0}, {1.0, -1.0}, {1.0, 1e308}}) {
+    write_calibration(dir.path(), key, tflops, launch);
     absl::StatusOr<DeviceSpec> d = calibrated_cpu_device(**backend);
     ASSERT_TRUE(d.ok()) << d.status();
-    EXPECT_TRUE(plausible_measured_figures(*d)) << tflops << " " << launch << " " << overlap;
+    EXPECT_TRUE(plausible_measured_figures(*d)) << tflops << " " << launch;
     EXPECT_GE(d->launch_overhead_us, 0) << tflops << " " << launch;
     EXPECT_LT(d->launch_overhead_us, 1e6) << tflops << " " << launch;
-    EXPECT_TRUE(d->overlap >= 0 && d->overlap <= 1) << overlap << " read back as " << d->overlap;
     EXPECT_EQ(d->description.find("JIT kernels; op throughput"), std::string::npos) << d->description;
   }
 }
