@@ -112,7 +112,7 @@ DeviceSpec cpu_device();
 // Measures without the cache (a few seconds).
 DeviceSpec measure_cpu_device();
 // What is known about this CPU without measuring (name, threads, caches,
-// row limit): enough to plan, not to predict times.
+// row limit, overlap 0): enough to plan, not to predict times.
 DeviceSpec cpu_identity();
 // Where cpu_device() caches its figures: cache_directory()/cpu-device.json.
 std::string cpu_device_cache_path();
@@ -123,8 +123,10 @@ std::string cache_directory();
 // Whether a measured device's figures, as read back from a cache file,
 // are ones a machine can have: bandwidth, peaks and class throughputs
 // finite and positive (below 1e6 GB/s and TFLOP/s), launch overhead finite,
-// 0 to 1e6 µs, overlap in [0, 1] (NaN is not). A file edited by hand or damaged gets measured again rather
-// than predicting "inf us" or a negative launch.
+// 0 to 1e6 µs. A file edited by hand or damaged gets measured again rather
+// than predicting "inf us" or a negative launch. The overlap, which no
+// cache file holds, must be in [0, 1] too (NaN is not), so that a
+// DeviceSpec built by hand is held to the same.
 bool plausible_measured_figures(const DeviceSpec& d);
 
 // Whether `path` is a regular file of at most `max_bytes`: a cache file

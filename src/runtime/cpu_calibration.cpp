@@ -1,6 +1,7 @@
 #include "runtime/cpu_calibration.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -87,8 +88,13 @@ constexpr std::chrono::milliseconds kProbeWarmup{300};
 // that figures measured the old way are measured again (2: warm-up by time,
 // after cold-cache figures were found up to 2x low; 3: the 16-bit GeLU and
 // dropout probed one op per element, bf16, their conversions taken out; 4:
-// each class the fastest of three rounds).
-constexpr int kProbeMethod = 4;
+// each class the fastest of three rounds, conversions taken out at each
+// round's simple rate; 5: kRounds rounds, conversions taken out once from
+// the fastest times, at the final simple rate).
+constexpr int kProbeMethod = 5;
+// Rounds over all the probes; each probe's fastest counts
+// (calibrated_cpu_device says why).
+constexpr int kRounds = 3;
 
 absl::StatusOr<Graph> probe_graph(const Probe& probe) {
   if (probe.graph != nullptr) {
@@ -138,7 +144,7 @@ absl::StatusOr<ProbeTime> time_probe(Backend& backend, const Probe& probe, std::
 // `simple_tflops`, the simple class's rate, prices the conversions that a
 // probe with conversions_apart has taken out (the model adds them back to
 // every kernel that converts, at that rate).
-double class_tflops(const Probe& probe, const ProbeTime& t, double simple_tflops) {
+double tflops_from_time(const Probe& probe, const ProbeTime& t, double simple_tflops) {
   double seconds = t.seconds;
   if (probe.conversions_apart && simple_tflops > 0) {
     // At least half the time stays: a kernel faster than its conversions'
@@ -225,8 +231,7 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   // neighbour's burst only ever slows a probe down. The conversions' price
   // is taken out of the fastest times at the simple class's final rate,
   // the one the model adds back.
-  constexpr int kRounds = 3;
-  std::vector<ProbeTime> fastest(std::size(kProbes));
+  std::array<ProbeTime, std::size(kProbes)> fastest;
   for (int round = 0; round < kRounds; ++round) {
     for (size_t i = 0; i < std::size(kProbes); ++i) {
       absl::StatusOr<ProbeTime> t =
@@ -235,11 +240,12 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
       if (round == 0 || t->seconds < fastest[i].seconds) fastest[i] = *t;
     }
   }
-  static_assert(kProbes[0].cost_class == CostClass::kSimple, "the simple class prices the conversions");
-  const double simple = class_tflops(kProbes[0], fastest[0], 0);
+  static_assert(kProbes[0].cost_class == CostClass::kSimple && !kProbes[0].conversions_apart,
+                "the simple class, which prices the conversions, is probe 0 and has none taken out");
+  const double simple_tflops = tflops_from_time(kProbes[0], fastest[0], /*simple_tflops=*/0);
   nlohmann::json classes;
   for (size_t i = 0; i < std::size(kProbes); ++i) {
-    const double tflops = class_tflops(kProbes[i], fastest[i], simple);
+    const double tflops = tflops_from_time(kProbes[i], fastest[i], simple_tflops);
     d.class_tflops[static_cast<int>(kProbes[i].cost_class)] = tflops;
     classes[std::string(cost_class_name(kProbes[i].cost_class))] = tflops;
   }

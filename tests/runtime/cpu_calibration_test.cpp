@@ -49,6 +49,7 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(cached->class_tflops[static_cast<int>(CostClass::kErf)], kSentinelTflops) << "same key: read back";
   EXPECT_EQ(cached->launch_overhead_us, 7.0);
+  EXPECT_EQ(cached->overlap, 0.0) << "a CPU's memory and compute times add";
 
   // The figures of other kernels (another digest of the probes' source).
   std::string stale = key;
@@ -60,6 +61,7 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
     EXPECT_GT(measured->class_tflops[c], 0) << cost_class_name(static_cast<CostClass>(c));
     EXPECT_LT(measured->class_tflops[c], kSentinelTflops) << cost_class_name(static_cast<CostClass>(c));
   }
+  EXPECT_EQ(measured->overlap, 0.0);
   // Both settings' figures are kept: switching back measures nothing.
   std::ifstream in(dir.path() + "/cpu-device-jit.json");
   const nlohmann::json entries = nlohmann::json::parse(in).at("entries");
