@@ -14,6 +14,9 @@ namespace {
 
 // Read by the signal handler: lock-free atomics only (async-signal-safe).
 constexpr int kSlots = 64;  // compilers running at once; more are not stopped
+// A slot is free (0), held by a thread about to spawn or whose compiler
+// exited (kHeld), or names a running compiler's process group.
+constexpr pid_t kHeld = -1;
 std::atomic<pid_t> g_groups[kSlots];
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_installed{false};
@@ -45,13 +48,12 @@ void on_interrupt(int signal_number) {
   bool any = false;
   for (std::atomic<pid_t>& group : g_groups) {
     const pid_t g = group.load();
-    if (g > 0) {
-      kill(-g, SIGKILL);
-      any = true;
-    }
+    if (g > 0) kill(-g, SIGKILL);
+    any = any || g != 0;
   }
-  // The thread waiting for a killed compiler cleans up and ends the
-  // process (end_if_interrupted); with none running, nothing is left to do.
+  // A thread holding a slot cleans up and ends the process
+  // (end_if_interrupted), once its compiler is killed or before it spawns
+  // one; with no slot held, nothing is left to do.
   if (!any) {
     remove_registered_folders();
     die_by(signal_number);
@@ -76,16 +78,29 @@ void stop_children_on_interrupt() {
 
 bool children_stop_on_interrupt() { return g_installed.load(); }
 
-RunningChildGroup::RunningChildGroup(pid_t group) {
+RunningChildGroup::RunningChildGroup() {
   for (int i = 0; i < kSlots; ++i) {
     pid_t empty = 0;
-    if (g_groups[i].compare_exchange_strong(empty, group)) {
+    if (g_groups[i].compare_exchange_strong(empty, kHeld)) {
       slot_ = i;
       break;
     }
   }
-  // An interrupt that came between the spawn and the registration.
+}
+
+void RunningChildGroup::started(pid_t group) {
+  if (slot_ >= 0) g_groups[slot_].store(group);
+  // An interrupt whose handler ran before the store found the slot held
+  // and left the kill to this thread; one after it kills the group itself.
   if (g_signal.load() != 0) kill(-group, SIGKILL);
+}
+
+void RunningChildGroup::exited() {
+  if (slot_ < 0) return;
+  g_groups[slot_].store(kHeld);
+  end_if_interrupted();
+  g_groups[slot_].store(0);
+  slot_ = -1;
 }
 
 RunningChildGroup::~RunningChildGroup() {

@@ -30,17 +30,36 @@ void stop_children_on_interrupt();
 // Whether stop_children_on_interrupt() was called.
 bool children_stop_on_interrupt();
 
-// Registers the process group of a running compiler (its leader's pid) for
-// the lifetime of this object, so that an interrupt kills it.
+// The slot of one compiler's process group in the table the handler reads,
+// held from before the spawn until the compiler exited, so that no
+// moment of a compile is left to the handler's "no compiler running: end
+// at once", which would orphan a compiler spawned but not yet registered:
+//   RunningChildGroup group;   // an interrupt from here on is left to us
+//   end_if_interrupted();      // one that came already: nothing is spawned
+//   pid = spawn(...);          // a process group of its own
+//   group.started(pid);        // kills it if an interrupt came meanwhile
+//   waitid(..., WEXITED | WNOWAIT);  // exited, not reaped: pid still names it
+//   group.exited();            // ends the process if an interrupt came
+//   waitpid(pid, ...);         // reaps it
+// With every slot taken (64 compilers at once) the compiler is not
+// stopped by an interrupt.
 class RunningChildGroup {
  public:
-  explicit RunningChildGroup(pid_t group);
+  RunningChildGroup();
   ~RunningChildGroup();
   RunningChildGroup(const RunningChildGroup&) = delete;
   RunningChildGroup& operator=(const RunningChildGroup&) = delete;
 
+  // Registers the spawned group (its leader's pid) for the handler to kill.
+  void started(pid_t group);
+  // The leader exited (and is not yet reaped, so that its pid cannot name
+  // another process while the handler may still signal it): ends the
+  // process when an interrupt came, else gives up the slot. Also called
+  // when the spawn failed.
+  void exited();
+
  private:
-  int slot_ = -1;  // its place in the table the handler reads, or -1 when full
+  int slot_ = -1;  // its place in the table the handler reads, or -1 when full or given up
 };
 
 // Registers folders a command created for its output (`fusejit emit
@@ -64,8 +83,8 @@ class EmptyFoldersRemovedOnInterrupt {
   int slot_ = -1;
 };
 
-// Called after a compiler exited: when an interrupt killed it, removes the
-// compile directories and ends the process by that signal (never returns).
+// When an interrupt came, removes the compile directories and ends the
+// process by that signal (never returns); else returns at once.
 void end_if_interrupted();
 
 }  // namespace fusejit

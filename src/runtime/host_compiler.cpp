@@ -88,25 +88,35 @@ absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, 
   std::vector<char*> args = pointers_to(arg_strings);
   std::vector<std::string> env_strings = environment_with_tmpdir(dir);
   std::vector<char*> env = pointers_to(env_strings);
+  // Held from before the spawn: see RunningChildGroup.
+  std::optional<RunningChildGroup> group;
+  if (own_group) {
+    group.emplace();
+    end_if_interrupted();
+  }
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   ProcessResult result;
   if (rc != 0) {
+    if (group) group->exited();  // none started: ends the process if an interrupt came
     result.exit_code = 127;
     result.output = fmt::format("cannot run {}: {}", argv[0], std::strerror(rc));
     return result;
   }
-  int status = 0;
-  {
-    std::optional<RunningChildGroup> group;
-    if (own_group) group.emplace(pid);
-    while (waitpid(pid, &status, 0) < 0) {
-      if (errno != EINTR) return absl::InternalError(fmt::format("waitpid for {}: {}", argv[0], std::strerror(errno)));
+  if (group) group->started(pid);
+  if (group) {
+    siginfo_t exit_info;
+    while (waitid(P_PID, static_cast<id_t>(pid), &exit_info, WEXITED | WNOWAIT) < 0) {
+      if (errno != EINTR) return absl::InternalError(fmt::format("waitid for {}: {}", argv[0], std::strerror(errno)));
     }
+    group->exited();
   }
-  end_if_interrupted();
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return absl::InternalError(fmt::format("waitpid for {}: {}", argv[0], std::strerror(errno)));
+  }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   absl::StatusOr<std::string> log = read_whole_file(log_path);
   if (log.ok()) result.output = *std::move(log);
