@@ -60,6 +60,7 @@ int plan(const PlanOptions& opt) {
   fmt::print("{}\n", format_plan_table(unfused, comparison.unfused));
   fmt::print("{}\n", format_plan_table(fused, comparison.fused));
   fmt::print("{}", format_saving(comparison));
+  fmt::print("{}", format_idle_threads(comparison, *device));
   bool reread = false;
   for (const Kernel& k : fused.kernels) reread = reread || k.row_strategy == RowStrategy::kReread;
   if (reread) {

@@ -6,6 +6,7 @@
 
 #include "cost/cpu_conversions.h"
 #include "cost/gpu_instructions.h"
+#include "fusion/cpu_work_split.h"
 #include "fusion/kernel_bytes.h"
 #include "fusion/plan_verify.h"
 #include "ir/error.h"
@@ -64,6 +65,28 @@ Widening gpu_matmul_widening(const Graph& graph, const Kernel& kernel) {
     ++w.launches;
   }
   return w;
+}
+
+// A CPU kernel whose work items (rows, say) give fewer or uneven chunks
+// than the machine has threads takes as long as its largest chunk: that
+// share of the FLOPs at one thread's share of the compute rate, and of the
+// bytes at what one thread gets of the bandwidth with `chunks` threads
+// copying, min(its own copy rate, bandwidth / chunks). An even split over
+// every thread keeps the whole machine's figures.
+void charge_idle_cpu_threads(const Graph& graph, const Kernel& kernel, const DeviceSpec& device, KernelCost& cost) {
+  const int threads = std::max(device.compute_units, 1);
+  const CpuWorkSplit split = cpu_work_split(graph, kernel);
+  const CpuChunks chunks = cpu_chunks(split.count, split.grain, threads);
+  cost.threads = static_cast<int>(std::max<int64_t>(chunks.chunks, 1));
+  if (split.count <= 0 || threads == 1) return;
+  const double share = static_cast<double>(chunks.chunk) / static_cast<double>(split.count);
+  const double even_share_gbps = device.bandwidth_gbps / threads;
+  // Never below an even share: a noisy one-thread copy must not slow down
+  // the kernels that use every thread.
+  const double thread_gbps = std::max(device.thread_bandwidth_gbps, even_share_gbps);
+  const double gbps_each = std::min(thread_gbps, device.bandwidth_gbps / static_cast<double>(cost.threads));
+  cost.memory_us *= share * device.bandwidth_gbps / gbps_each;
+  cost.compute_us *= share * threads;
 }
 
 }  // namespace
@@ -129,6 +152,7 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   cost.intensity = cost.bytes() > 0 ? cost.flops / static_cast<double>(cost.bytes()) : 0;
   cost.memory_us = static_cast<double>(cost.bytes()) / (device.bandwidth_gbps * 1e9) * 1e6;
   cost.compute_us = compute_seconds * 1e6;
+  if (!device.models_instructions()) charge_idle_cpu_threads(graph, kernel, device, cost);
   const double main_memory_us = cost.memory_us - widen_us;  // the GEMM's own traffic
   cost.compute_bound = cost.compute_us > main_memory_us;
   // What the device does not overlap of the shorter time adds to the longer

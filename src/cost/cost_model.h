@@ -41,6 +41,7 @@ struct KernelCost {
   double intensity = 0;    // flops / bytes
   std::string unit;        // "fp32" (CUDA cores / SIMD) or "tensor" (bf16/f16 matmul)
   bool compute_bound = false;
+  int threads = 0;  // CPU: threads the kernel's work is split over (fusion/cpu_work_split.h); 0 on a GPU
   double memory_us = 0;
   double compute_us = 0;
   double predicted_us = 0;

@@ -73,8 +73,13 @@ int64_t cache_size(int level) {
 }
 
 // Copy bandwidth counted as STREAM does: bytes read + bytes written, with
-// streaming stores (streaming_copy.h says why).
-double measure_copy_gbps(int64_t bytes) {
+// streaming stores (streaming_copy.h says why); every thread copying, and
+// one thread copying its part alone (0 for both when out of memory).
+struct CopyGbps {
+  double all_threads = 0;
+  double one_thread = 0;
+};
+CopyGbps measure_copy_gbps(int64_t bytes) {
   const int n = thread_count();
   for (;; bytes /= 2) {
     // Twice `bytes` (source and destination) beyond what is available:
@@ -95,14 +100,19 @@ double measure_copy_gbps(int64_t bytes) {
     // Out of memory: a smaller copy, down to 32 MiB, still far beyond any
     // core's caches.
     if (!allocated && bytes > (int64_t{64} << 20)) continue;
-    if (!allocated) return 0;  // the caller's sanity check refuses it
-    double best = 1e30;
+    if (!allocated) return {};  // the caller's sanity check refuses it
+    auto copy = [&](int t) {
+      streaming_copy(static_cast<char*>(dst[t].get()), static_cast<char*>(src[t].get()), per_thread);
+    };
+    double best = 1e30, best_alone = 1e30;
     for (int rep = 0; rep < 5; ++rep) {
-      best = std::min(best, run_parallel([&](int t) {
-                        streaming_copy(static_cast<char*>(dst[t].get()), static_cast<char*>(src[t].get()), per_thread);
-                      }));
+      best = std::min(best, run_parallel(copy));
+      const auto start = Clock::now();
+      copy(0);  // on this thread, the others idle: the part is far beyond its caches too
+      best_alone = std::min(best_alone, std::chrono::duration<double>(Clock::now() - start).count());
     }
-    return 2.0 * static_cast<double>(per_thread * n) / best / 1e9;
+    return {2.0 * static_cast<double>(per_thread * n) / best / 1e9,
+            2.0 * static_cast<double>(per_thread) / best_alone / 1e9};
   }
 }
 
@@ -224,10 +234,17 @@ nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
   }
-  return {{"fusejit", FUSEJIT_VERSION}, {"cpu", model}, {"threads", thread_count()}, {"copy", copy_method(copy_bytes())},
-          {"fma_lanes", fma_lanes()}, {"op_weights", probe_weights()},
-          {"bandwidth_gbps", d.bandwidth_gbps}, {"peak_f32_tflops", d.peak_f32_tflops},
-          {"launch_overhead_us", d.launch_overhead_us}, {"class_tflops", classes}};
+  return {{"fusejit", FUSEJIT_VERSION},
+          {"cpu", model},
+          {"threads", thread_count()},
+          {"copy", copy_method(copy_bytes())},
+          {"fma_lanes", fma_lanes()},
+          {"op_weights", probe_weights()},
+          {"bandwidth_gbps", d.bandwidth_gbps},
+          {"thread_bandwidth_gbps", d.thread_bandwidth_gbps},
+          {"peak_f32_tflops", d.peak_f32_tflops},
+          {"launch_overhead_us", d.launch_overhead_us},
+          {"class_tflops", classes}};
 }
 
 // The cached spec, if the file exists, parses, and describes this machine,
@@ -243,6 +260,7 @@ std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& 
   }
   DeviceSpec d = cpu_identity();
   d.bandwidth_gbps = j.at("bandwidth_gbps").get<double>();
+  d.thread_bandwidth_gbps = j.at("thread_bandwidth_gbps").get<double>();  // absent (an older file): measured again
   d.peak_f32_tflops = j.at("peak_f32_tflops").get<double>();
   d.peak_tensor_tflops = d.peak_f32_tflops;
   d.launch_overhead_us = j.at("launch_overhead_us").get<double>();
@@ -284,7 +302,9 @@ std::string cache_directory() {
 
 DeviceSpec measure_cpu_device() {
   DeviceSpec d = cpu_identity();
-  d.bandwidth_gbps = measure_copy_gbps(copy_bytes());
+  const CopyGbps copy = measure_copy_gbps(copy_bytes());
+  d.bandwidth_gbps = copy.all_threads;
+  d.thread_bandwidth_gbps = copy.one_thread;
   d.peak_f32_tflops = measure_fma_tflops();
   d.peak_tensor_tflops = d.peak_f32_tflops;  // no tensor cores: matmul runs on the FMA units
   d.launch_overhead_us = measure_launch_us();
@@ -323,8 +343,9 @@ DeviceSpec cpu_device() {
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     why = "its cache file is not JSON";
     if (!j.is_discarded()) {
-      why = "its cache file was measured for another CPU, thread count, fusejit version, copy method, FMA width or "
-            "op weights, or is damaged";
+      why =
+          "its cache file was measured for another CPU, thread count, fusejit version, copy method, FMA width or "
+          "op weights, lacks a figure this version measures, or is damaged";
       try {
         if (auto d = from_json(j, model)) return *d;
       } catch (const nlohmann::json::exception&) {

@@ -33,6 +33,7 @@ DeviceSpec datasheet_gpu(std::string name, std::string description, double bandw
 bool plausible_measured_figures(const DeviceSpec& d) {
   auto rate = [](double v) { return std::isfinite(v) && v > 0 && v < 1e6; };
   return rate(d.bandwidth_gbps) && rate(d.peak_f32_tflops) &&
+         (d.thread_bandwidth_gbps == 0 || rate(d.thread_bandwidth_gbps)) &&
          std::all_of(d.class_tflops.begin(), d.class_tflops.end(), rate) && std::isfinite(d.launch_overhead_us) &&
          d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6 && d.overlap >= 0 && d.overlap <= 1;
 }

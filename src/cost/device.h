@@ -38,6 +38,11 @@ struct DeviceSpec {
   std::string name;         // "h100"
   std::string description;  // "NVIDIA H100 SXM5 80 GB (datasheet)"
   double bandwidth_gbps = 0;       // memory bandwidth, 1e9 bytes/s
+  // A CPU: what one thread copies alone, 1e9 bytes/s, for kernels whose
+  // work is split over fewer threads than the machine has
+  // (fusion/cpu_work_split.h). 0 where unmeasured: bandwidth_gbps shared
+  // evenly by compute_units threads.
+  double thread_bandwidth_gbps = 0;
   double peak_f32_tflops = 0;      // FP32 (CUDA cores / SIMD FMA)
   double peak_tensor_tflops = 0;   // dense bf16/f16 matmul
   // Throughput of each cost class in TFLOP/s of the op table's FLOP weights

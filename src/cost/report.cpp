@@ -1,6 +1,8 @@
 #include "cost/report.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,6 +39,13 @@ std::string format_device(const DeviceSpec& d) {
                       d.persistent_row_limit == kAnyRowLength
                           ? std::string("rows of any length read once")
                           : fmt::format("persistent rows up to {} elements", d.persistent_row_limit));
+  if (!d.models_instructions() && d.compute_units > 1) {
+    const std::string alone = d.thread_bandwidth_gbps > 0
+                                  ? fmt::format("one copying alone gets {:.0f} GB/s", d.thread_bandwidth_gbps)
+                                  : std::string("each gets an even share of the bandwidth");
+    text += fmt::format("  {} threads: {}; a kernel whose work splits over fewer takes as long as its largest share\n",
+                        d.compute_units, alone);
+  }
   if (d.models_instructions()) {
     const double per_byte = d.issue_tops * 1e3 / d.bandwidth_gbps;
     text += fmt::format("  instructions {:.3g}e12/s (SMs x FP32 lanes x clock), {:.1f} per byte moved ({:.0f} per "
@@ -138,32 +147,52 @@ std::string format_saving(const PlanComparison& c) {
                      c.predicted_speedup, c.unfused.predicted_us, c.fused.predicted_us);
 }
 
+std::string format_idle_threads(const PlanComparison& c, const DeviceSpec& device) {
+  std::vector<std::string> plans;
+  for (const auto& [label, cost] : {std::pair{"unfused", &c.unfused}, std::pair{"fused", &c.fused}}) {
+    std::vector<std::string> kernels;
+    for (const KernelCost& k : cost->kernels) {
+      if (k.threads > 0 && k.threads < device.compute_units)
+        kernels.push_back(fmt::format("{} on {}", k.name, k.threads));
+    }
+    if (!kernels.empty()) plans.push_back(fmt::format("{} {}", label, fmt::join(kernels, ", ")));
+  }
+  if (plans.empty()) return "";
+  return fmt::format(
+      "too little work to split over all {} threads: {}; each is predicted at the time of its largest share\n",
+      device.compute_units, fmt::join(plans, "; "));
+}
+
 nlohmann::json device_json(const DeviceSpec& d) {
   nlohmann::json classes;
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
   }
-  return {{"name", d.name},
-          {"description", d.description},
-          {"bandwidth_gbps", d.bandwidth_gbps},
-          {"peak_tflops", {{"f32", d.peak_f32_tflops}, {"bf16_tensor", d.peak_tensor_tflops}}},
-          // A GPU charges generated kernels by instructions (issue_tops), not by class.
-          {"class_tflops", d.models_instructions() ? nlohmann::json() : classes},
-          {"ridge_f32", d.ridge_f32()},
-          {"ridge_tensor", d.ridge_tensor()},
-          {"issue_tops", d.models_instructions() ? nlohmann::json(d.issue_tops) : nlohmann::json()},
-          {"launch_overhead_us", d.launch_overhead_us},
-          // The share of the shorter of memory and compute time hidden under
-          // the longer (DeviceSpec::overlap).
-          {"overlap", d.overlap},
-          {"persistent_row_limit",
-           d.persistent_row_limit == kAnyRowLength ? nlohmann::json() : nlohmann::json(d.persistent_row_limit)},
-          {"measured", d.measured},
-          // A CPU whose kernels round bf16 (f16) outputs stored from arrays
-          // with vcvtneps2bf16 (vcvtps2ph), which conversion_ops prices
-          // lower; null on a GPU.
-          {"native_bf16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_bf16_stores)},
-          {"native_f16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_f16_stores)}};
+  return {
+      {"name", d.name},
+      {"description", d.description},
+      {"bandwidth_gbps", d.bandwidth_gbps},
+      // A CPU: threads and one thread's copy bandwidth (0: unmeasured); null on a GPU.
+      {"threads", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.compute_units)},
+      {"thread_bandwidth_gbps", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.thread_bandwidth_gbps)},
+      {"peak_tflops", {{"f32", d.peak_f32_tflops}, {"bf16_tensor", d.peak_tensor_tflops}}},
+      // A GPU charges generated kernels by instructions (issue_tops), not by class.
+      {"class_tflops", d.models_instructions() ? nlohmann::json() : classes},
+      {"ridge_f32", d.ridge_f32()},
+      {"ridge_tensor", d.ridge_tensor()},
+      {"issue_tops", d.models_instructions() ? nlohmann::json(d.issue_tops) : nlohmann::json()},
+      {"launch_overhead_us", d.launch_overhead_us},
+      // The share of the shorter of memory and compute time hidden under
+      // the longer (DeviceSpec::overlap).
+      {"overlap", d.overlap},
+      {"persistent_row_limit",
+       d.persistent_row_limit == kAnyRowLength ? nlohmann::json() : nlohmann::json(d.persistent_row_limit)},
+      {"measured", d.measured},
+      // A CPU whose kernels round bf16 (f16) outputs stored from arrays
+      // with vcvtneps2bf16 (vcvtps2ph), which conversion_ops prices
+      // lower; null on a GPU.
+      {"native_bf16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_bf16_stores)},
+      {"native_f16_stores", d.models_instructions() ? nlohmann::json() : nlohmann::json(d.native_f16_stores)}};
 }
 
 nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const KernelCost& c) {
@@ -188,6 +217,8 @@ nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const Kernel
                       {"instructions", c.instructions > 0 ? nlohmann::json(c.instructions) : nlohmann::json()},
                       // CPU: 16-bit widen/narrow operations, charged beside the FLOPs.
                       {"conversion_ops", c.conversion_ops > 0 ? nlohmann::json(c.conversion_ops) : nlohmann::json()},
+                      // CPU: threads its work is split over; null on a GPU.
+                      {"threads", c.threads > 0 ? nlohmann::json(c.threads) : nlohmann::json()},
                       {"memory_us", c.memory_us},
                       {"compute_us", c.compute_us},
                       {"predicted_us", c.predicted_us}};

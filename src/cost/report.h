@@ -21,6 +21,9 @@ std::string_view bound_name(const KernelCost& cost);
 std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost);
 // "fusion saves 603,979,776 bytes (75.0%) and 3 kernels; predicted speedup 3.96x (...)"
 std::string format_saving(const PlanComparison& comparison);
+// On a CPU, the kernels whose work splits over fewer threads than it has
+// (KernelCost::threads), each with its thread count, or "" when none does.
+std::string format_idle_threads(const PlanComparison& comparison, const DeviceSpec& device);
 // The width of a table's kernel column: `minimum`, or the longest name of
 // `kernels` (anything with a `name`), so that a long name ("k12_add_gelu_mul_
 // sigmoid_and_5_more") does not push its row's other columns out of line.

@@ -184,6 +184,19 @@ std::string calibration_key(const DeviceSpec& cpu) {
                      ThreadPool::global().size(), cpu.description, kProbeMethod, sha256_hex(sources));
 }
 
+// The CPU as the pool's threads see it: they run the kernels and the
+// probes, and FUSEJIT_THREADS may give fewer than the CPUs whose copy
+// measured the bandwidth; fewer threads share less of it.
+DeviceSpec with_pool_threads(DeviceSpec d) {
+  const int pool = ThreadPool::global().size();
+  if (pool < d.compute_units) {
+    const double each = std::max(d.thread_bandwidth_gbps, d.bandwidth_gbps / d.compute_units);
+    d.bandwidth_gbps = std::min(d.bandwidth_gbps, pool * each);
+  }
+  d.compute_units = pool;
+  return d;
+}
+
 }  // namespace
 
 std::string cpu_calibration_cache_path() {
@@ -193,7 +206,7 @@ std::string cpu_calibration_cache_path() {
 std::string cpu_calibration_key() { return calibration_key(cpu_device()); }
 
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
-  DeviceSpec d = cpu_device();
+  DeviceSpec d = with_pool_threads(cpu_device());
   const std::filesystem::path path = cpu_calibration_cache_path();
   const std::string key = calibration_key(d);
   // The file keeps one entry per key (compiler, thread count, kernel

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include "fusion/cpu_work_split.h"
 #include "ir/cpu_count.h"
 
 namespace fusejit {
@@ -141,11 +142,10 @@ void ThreadPool::worker_loop() {
 
 void ThreadPool::parallel_for(int64_t count, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (count <= 0) return;
-  grain = std::max<int64_t>(grain, 1);
-  // One chunk per thread when the work divides evenly (kernels do the same
-  // work per item), which keeps each thread's memory contiguous.
-  const int64_t max_chunks = std::max<int64_t>(1, count / grain);
-  const int64_t chunks = std::min<int64_t>(size(), max_chunks);
+  // One chunk per thread (kernels do the same work per item), which keeps
+  // each thread's memory contiguous; the cost model charges the same split.
+  const CpuChunks split = cpu_chunks(count, grain, size());
+  const int64_t chunks = split.chunks;
   // A thread already inside a job (a worker, or the caller running its
   // chunks) cannot wait for the pool it is part of.
   thread_local bool in_job = false;
@@ -159,8 +159,8 @@ void ThreadPool::parallel_for(int64_t count, int64_t grain, const std::function<
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
     count_ = count;
-    chunk_ = (count + chunks - 1) / chunks;
-    num_chunks_ = (count + chunk_ - 1) / chunk_;
+    chunk_ = split.chunk;
+    num_chunks_ = split.chunks;
     next_chunk_ = 0;
     busy_ = static_cast<int>(workers_.size());
     ++generation_;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -212,6 +213,7 @@ TEST(CostModel, TheShareOfTheShorterTimeNotOverlappedAddsToTheLonger) {
   auto x = g.input("x", DType::kF32, {1024, 1024});
   g.output("y", exp(x));
   DeviceSpec cpu = cpu_identity();
+  cpu.compute_units = 1;  // no thread left idle on any machine (fusion/cpu_work_split.h)
   cpu.bandwidth_gbps = 100;
   cpu.class_tflops.fill(0.01);
   cpu.launch_overhead_us = 5;
@@ -574,8 +576,13 @@ TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
   // the demo chain compute-bound there.
   EXPECT_LT(first.class_tflops[static_cast<int>(CostClass::kPhilox)], first.peak_f32_tflops);
   EXPECT_LT(first.class_tflops[static_cast<int>(CostClass::kErf)], first.peak_f32_tflops);
+  // One thread copying alone: some of the machine's bandwidth, not more
+  // than a little above all of it (a noisy VM).
+  EXPECT_GT(first.thread_bandwidth_gbps, 0.05);
+  EXPECT_LT(first.thread_bandwidth_gbps, 1.5 * first.bandwidth_gbps);
   const DeviceSpec second = cpu_device();  // from the cache: the same figures
   EXPECT_EQ(second.bandwidth_gbps, first.bandwidth_gbps);
+  EXPECT_EQ(second.thread_bandwidth_gbps, first.thread_bandwidth_gbps);
   EXPECT_EQ(second.class_tflops, first.class_tflops);
   // CPU row kernels read a row once however long it is: no plan for the CPU
   // re-reads rows (and so predicts re-read bytes or recomputed FLOPs).
@@ -590,6 +597,70 @@ TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
   EXPECT_GT(c.predicted_speedup, 1.0);
   EXPECT_NE(format_device(first).find("rows of any length read once"), std::string::npos) << format_device(first);
   unsetenv("FUSEJIT_CACHE_DIR");
+}
+
+// A CPU kernel split over fewer threads than the machine has (one row of a
+// softmax: one thread) takes as long as its largest chunk: that share of
+// the FLOPs at one thread's share of the compute rate, and of the bytes at
+// what one thread gets of the bandwidth, min(its copy alone, bandwidth /
+// threads copying). An even split keeps the whole machine's figures.
+TEST(CostModel, ACpuKernelOnFewerThreadsThanTheMachinePaysForTheIdleOnes) {
+  DeviceSpec cpu = cpu_identity();
+  cpu.bandwidth_gbps = 100;
+  cpu.thread_bandwidth_gbps = 40;
+  cpu.class_tflops.fill(0.01);
+  cpu.launch_overhead_us = 0;
+  auto softmax_of = [](int64_t rows) {
+    Graph g;
+    g.output("y", softmax(g.input("x", DType::kF32, {rows, 16384})));
+    return g;
+  };
+  auto cost = [&](int64_t rows, int threads, double thread_gbps) {
+    DeviceSpec d = cpu;
+    d.compute_units = threads;
+    d.thread_bandwidth_gbps = thread_gbps;
+    return only_kernel(softmax_of(rows), d);
+  };
+  struct Case {
+    int64_t rows;
+    double thread_gbps;
+    int threads_used;
+    double memory_scale, compute_scale;
+  };
+  for (const Case& c : std::vector<Case>{
+           {1, 40, 1, 100.0 / 40, 4},  // one thread, at its own copy rate
+           {1, 0, 1, 4, 4},            // unmeasured: a quarter of the bandwidth
+           {1, 200, 1, 1, 4},          // a thread that could copy more gets no more than there is
+           {64, 40, 4, 1, 1},          // 16 rows each: the whole machine
+           {64, 10, 4, 1, 1},          // a low one-thread figure never slows an even split
+           {6, 40, 3, 1, 4.0 / 3},     // 2 + 2 + 2 rows: a third of the bytes at a third of the bandwidth
+       }) {
+    const KernelCost one = cost(c.rows, 1, c.thread_gbps);
+    const KernelCost four = cost(c.rows, 4, c.thread_gbps);
+    EXPECT_EQ(one.threads, 1);
+    EXPECT_EQ(four.threads, c.threads_used) << c.rows;
+    EXPECT_NEAR(four.memory_us, one.memory_us * c.memory_scale, 1e-9 * one.memory_us) << c.rows << " " << c.thread_gbps;
+    EXPECT_NEAR(four.compute_us, one.compute_us * c.compute_scale, 1e-9 * one.compute_us) << c.rows;
+    EXPECT_NEAR(four.predicted_us, four.memory_us + four.compute_us, 1e-9 * four.predicted_us);
+  }
+  // A GPU's kernels are charged by blocks and instructions, not threads.
+  const KernelCost gpu = only_kernel(softmax_of(1), gpu_device("h100"));
+  EXPECT_EQ(gpu.threads, 0);
+  EXPECT_NEAR(gpu.memory_us, 2.0 * 16384 * 4 / (gpu_device("h100").bandwidth_gbps * 1e3), 1e-9);
+
+  // The device says what the split is charged at.
+  cpu.compute_units = 4;
+  EXPECT_NE(format_device(cpu).find("4 threads: one copying alone gets 40 GB/s"), std::string::npos)
+      << format_device(cpu);
+  DeviceSpec b = cpu;
+  b.peak_f32_tflops = 1;
+  EXPECT_TRUE(plausible_measured_figures(b));
+  b.thread_bandwidth_gbps = 0;  // unmeasured
+  EXPECT_TRUE(plausible_measured_figures(b));
+  for (double bad : {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    b.thread_bandwidth_gbps = bad;
+    EXPECT_FALSE(plausible_measured_figures(b)) << bad;
+  }
 }
 
 // Figures read back from a cache file are checked: what no machine has is

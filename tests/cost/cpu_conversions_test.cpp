@@ -98,6 +98,7 @@ TEST(CpuConversions, CountOnTheCpuOnly) {
   const FusionPlan plan = make_fused_plan(g);
   ASSERT_EQ(plan.kernels.size(), 1u);
   DeviceSpec cpu = cpu_identity();
+  cpu.compute_units = 1;  // no thread left idle on any machine (fusion/cpu_work_split.h)
   cpu.bandwidth_gbps = 50;
   cpu.peak_f32_tflops = 0.2;
   cpu.launch_overhead_us = 0;

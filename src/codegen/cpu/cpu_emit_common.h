@@ -7,6 +7,7 @@
 #include "codegen/cpu/cpu_emitter.h"
 #include "codegen/kernel_names.h"
 #include "codegen/source_writer.h"
+#include "fusion/cpu_work_split.h"
 
 namespace fusejit::cpu_emit {
 

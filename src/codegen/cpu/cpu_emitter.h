@@ -46,8 +46,7 @@ struct CpuKernelSource {
   std::string source;  // a complete C++17 translation unit (helpers embedded)
   CpuVariant variant = CpuVariant::kPointwise;
   std::vector<KernelParam> params;
-  int64_t count = 0;  // work items: elements (pointwise) or rows (row, matmul)
-  int64_t grain = 1;  // fewest items worth handing to one thread (about 64 KiB of traffic)
+  int64_t count = 0, grain = 1;  // how the pool splits the work (fusion/cpu_work_split.h)
   int64_t scratch_floats = 0;  // working memory of one call, passed as fj_scratch
 };
 

@@ -40,8 +40,9 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   out.name = kernel.name;
   out.variant = CpuVariant::kMatmul;
   out.params = kernel_params(plan, kernel);
-  out.count = k == 0 ? a.shape.numel() : a.shape.numel() / k;
-  out.grain = 32;
+  const CpuWorkSplit split = cpu_work_split(g, kernel);
+  out.count = split.count;
+  out.grain = split.grain;
   SourceWriter w;
   if (kernel.writes.empty()) {
     // A matmul whose result nothing uses (the plan keeps every user op):

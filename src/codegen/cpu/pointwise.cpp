@@ -36,8 +36,9 @@ class PointwiseEmitter {
     out.name = kernel_.name;
     out.variant = CpuVariant::kPointwise;
     out.params = kernel_params(plan_, kernel_);
-    out.count = kernel_.iteration.numel();
-    out.grain = 16384;
+    const CpuWorkSplit split = cpu_work_split(g_, kernel_);
+    out.count = split.count;
+    out.grain = split.grain;
     write_header(w_, plan_, kernel_,
                  fmt::format("pointwise over {} ({} elements) in tiles of up to {} within rows of {}",
                              kernel_.iteration, out.count, kCpuTile, cols_));

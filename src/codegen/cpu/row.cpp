@@ -29,8 +29,9 @@ class RowEmitter {
     out.name = kernel_.name;
     out.variant = CpuVariant::kRow;
     out.params = kernel_params(plan_, kernel_);
-    out.count = n_ == 0 ? 0 : kernel_.iteration.numel() / n_;
-    out.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n_, 1));
+    const CpuWorkSplit split = cpu_work_split(g_, kernel_);
+    out.count = split.count;
+    out.grain = split.grain;
     write_header(w_, plan_, kernel_,
                  fmt::format("row kernel over rows of {} (their number is an argument), one row at a time in f32 "
                              "arrays",

@@ -1,0 +1,51 @@
+#include "fusion/cpu_work_split.h"
+
+#include <algorithm>
+
+namespace fusejit {
+
+// Grains of about 64 KiB of traffic: fewer items would cost more to hand
+// to a thread than to run.
+CpuWorkSplit cpu_work_split(const Graph& graph, const Kernel& kernel) {
+  CpuWorkSplit split;
+  switch (kernel.kind) {
+    case KernelKind::kPointwise:
+      split.count = kernel.iteration.numel();
+      split.grain = 16384;
+      break;
+    case KernelKind::kRow: {
+      const int64_t n = kernel.iteration.rank() == 0 ? 1 : kernel.iteration.last();
+      split.count = n == 0 ? 0 : kernel.iteration.numel() / n;
+      split.grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1));
+      break;
+    }
+    case KernelKind::kMatmul: {
+      // Rows of C: rows of A, [M, K].
+      const Shape& a = graph.node(graph.node(kernel.nodes.at(0)).operands.at(0).node).shape;
+      const int64_t k = a.rank() == 0 ? 1 : a.last();
+      split.count = k == 0 ? a.numel() : a.numel() / k;
+      split.grain = 32;
+      break;
+    }
+  }
+  return split;
+}
+
+CpuChunks cpu_chunks(int64_t count, int64_t grain, int threads) {
+  if (count <= 0) return {};
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t max_chunks = std::max<int64_t>(1, count / grain);
+  const int64_t wanted = std::min<int64_t>(std::max(threads, 1), max_chunks);
+  CpuChunks c;
+  c.chunk = (count + wanted - 1) / wanted;
+  c.chunks = (count + c.chunk - 1) / c.chunk;
+  return c;
+}
+
+double cpu_split_slowdown(const CpuWorkSplit& split, int threads) {
+  if (split.count <= 0 || threads <= 1) return 1.0;
+  const CpuChunks c = cpu_chunks(split.count, split.grain, threads);
+  return static_cast<double>(c.chunk) * threads / static_cast<double>(split.count);
+}
+
+}  // namespace fusejit

@@ -1,0 +1,90 @@
+// How a CPU kernel's work is handed to threads: what the generator emits,
+// how the pool cuts it, and what the cost model charges for threads left
+// idle, all from fusion/cpu_work_split.h.
+#include "fusion/cpu_work_split.h"
+
+#include <algorithm>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "codegen/cpu/cpu_emitter.h"
+#include "fusion/plan.h"
+#include "runtime/thread_pool.h"
+#include "support/graph_variants.h"
+
+namespace fusejit {
+namespace {
+
+TEST(CpuWorkSplit, ChunksAreOnePerThreadOfAtLeastTheGrain) {
+  struct Case {
+    int64_t count, grain;
+    int threads;
+    int64_t chunk, chunks;
+  };
+  for (const Case& c : std::vector<Case>{
+           {10, 1, 4, 3, 4},      // 3 + 3 + 3 + 1
+           {8, 1, 4, 2, 4},       // even
+           {1, 1, 16, 1, 1},      // one row: one thread
+           {100, 64, 4, 100, 1},  // less than two grains: one chunk
+           {128, 64, 4, 64, 2},   // two grains: two threads of four
+           {1 << 20, 16384, 2, 1 << 19, 2},
+           {0, 1, 4, 0, 0},  // nothing to do
+           {5, 0, 0, 5, 1},  // grain and threads below 1 count as 1
+       }) {
+    const CpuChunks got = cpu_chunks(c.count, c.grain, c.threads);
+    EXPECT_EQ(got.chunk, c.chunk) << c.count << " " << c.grain << " " << c.threads;
+    EXPECT_EQ(got.chunks, c.chunks) << c.count << " " << c.grain << " " << c.threads;
+  }
+  EXPECT_DOUBLE_EQ(cpu_split_slowdown({1, 1}, 16), 16.0);
+  EXPECT_DOUBLE_EQ(cpu_split_slowdown({10, 1}, 4), 1.2);  // 3 of 10 where 2.5 would be even
+  EXPECT_DOUBLE_EQ(cpu_split_slowdown({8, 1}, 4), 1.0);
+  EXPECT_DOUBLE_EQ(cpu_split_slowdown({1, 1}, 1), 1.0);
+}
+
+// The pool hands out exactly the ranges cpu_chunks describes.
+TEST(CpuWorkSplit, ThePoolRunsTheChunksItDescribes) {
+  ThreadPool pool(4);
+  for (const auto& [count, grain] : std::vector<std::pair<int64_t, int64_t>>{{10, 1}, {100, 64}, {128, 64}, {7, 2}}) {
+    std::mutex m;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    pool.parallel_for(count, grain, [&](int64_t begin, int64_t end) {
+      std::lock_guard lock(m);
+      ranges.emplace_back(begin, end);
+    });
+    std::sort(ranges.begin(), ranges.end());
+    const CpuChunks c = cpu_chunks(count, grain, pool.size());
+    ASSERT_EQ(static_cast<int64_t>(ranges.size()), c.chunks) << count << " " << grain;
+    for (int64_t i = 0; i < c.chunks; ++i) {
+      EXPECT_EQ(ranges[i].first, i * c.chunk);
+      EXPECT_EQ(ranges[i].second, std::min(count, (i + 1) * c.chunk));
+    }
+  }
+}
+
+// The generated kernels' count and grain are the split's: elements for a
+// pointwise kernel, rows for a row kernel and a matmul.
+TEST(CpuWorkSplit, TheGeneratorEmitsTheSplit) {
+  const Graph g = testing::parse_or_throw(
+      "input x: f32[6, 3000]\ninput w: f32[3000, 8]\n"
+      "a = exp(x)\nb = softmax(a)\nc = matmul(b, w)\noutput a\noutput c\n");
+  const FusionPlan plan = make_unfused_plan(g);
+  const std::vector<CpuKernelSource> sources = emit_cpu(plan);
+  ASSERT_EQ(sources.size(), plan.kernels.size());
+  std::vector<int64_t> counts;
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const CpuWorkSplit split = cpu_work_split(*plan.graph, plan.kernels[k]);
+    EXPECT_EQ(sources[k].count, split.count) << plan.kernels[k].name;
+    EXPECT_EQ(sources[k].grain, split.grain) << plan.kernels[k].name;
+    counts.push_back(split.count);
+  }
+  // exp over 18000 elements; softmax's rows; the matmul's rows of C.
+  EXPECT_EQ(counts.front(), 18000);
+  EXPECT_EQ(counts.back(), 6);
+  EXPECT_EQ(cpu_work_split(*plan.graph, plan.kernels.back()).grain, 32);
+}
+
+}  // namespace
+}  // namespace fusejit
