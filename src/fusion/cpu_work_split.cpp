@@ -42,10 +42,4 @@ CpuChunks cpu_chunks(int64_t count, int64_t grain, int threads) {
   return c;
 }
 
-double cpu_split_slowdown(const CpuWorkSplit& split, int threads) {
-  if (split.count <= 0 || threads <= 1) return 1.0;
-  const CpuChunks c = cpu_chunks(split.count, split.grain, threads);
-  return static_cast<double>(c.chunk) * threads / static_cast<double>(split.count);
-}
-
 }  // namespace fusejit

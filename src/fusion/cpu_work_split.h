@@ -2,9 +2,9 @@
 // that the CPU generator gives each kernel (codegen/cpu), and the chunks
 // the thread pool cuts them into (runtime/thread_pool.cpp). The cost model
 // (cost/cost_model.cpp) charges a kernel that runs on fewer threads than
-// the machine has for the threads it leaves idle: one row of 16M elements
-// runs on one thread, and measured 2.3x its prediction when the model
-// assumed every thread took a share.
+// the machine has for the threads it leaves idle: on 2 threads a softmax
+// row of 4M f32 elements, which runs on one, took 2.05x as long as 64 rows
+// of the same size (bench/results/2026-12-06-cpu-idle-threads.md).
 #pragma once
 
 #include <cstdint>
@@ -29,10 +29,5 @@ struct CpuChunks {
   int64_t chunks = 0;  // threads that get a chunk
 };
 CpuChunks cpu_chunks(int64_t count, int64_t grain, int threads);
-
-// How much longer than an even split over `threads` the kernel takes: its
-// longest chunk over count / threads (1 when every thread gets an equal
-// share; `threads` when one thread does it all).
-double cpu_split_slowdown(const CpuWorkSplit& split, int threads);
 
 }  // namespace fusejit

@@ -105,8 +105,8 @@ absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, 
     result.output = fmt::format("cannot run {}: {}", argv[0], std::strerror(rc));
     return result;
   }
-  if (group) group->started(pid);
   if (group) {
+    group->started(pid);
     siginfo_t exit_info;
     while (waitid(P_PID, static_cast<id_t>(pid), &exit_info, WEXITED | WNOWAIT) < 0) {
       if (errno != EINTR) return absl::InternalError(fmt::format("waitid for {}: {}", argv[0], std::strerror(errno)));

@@ -145,11 +145,10 @@ void ThreadPool::parallel_for(int64_t count, int64_t grain, const std::function<
   // One chunk per thread (kernels do the same work per item), which keeps
   // each thread's memory contiguous; the cost model charges the same split.
   const CpuChunks split = cpu_chunks(count, grain, size());
-  const int64_t chunks = split.chunks;
   // A thread already inside a job (a worker, or the caller running its
   // chunks) cannot wait for the pool it is part of.
   thread_local bool in_job = false;
-  if (chunks == 1 || workers_.empty() || in_job || thread_index() != 0) {
+  if (split.chunks == 1 || workers_.empty() || in_job || thread_index() != 0) {
     fn(0, count);
     return;
   }

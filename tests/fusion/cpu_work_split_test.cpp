@@ -38,10 +38,6 @@ TEST(CpuWorkSplit, ChunksAreOnePerThreadOfAtLeastTheGrain) {
     EXPECT_EQ(got.chunk, c.chunk) << c.count << " " << c.grain << " " << c.threads;
     EXPECT_EQ(got.chunks, c.chunks) << c.count << " " << c.grain << " " << c.threads;
   }
-  EXPECT_DOUBLE_EQ(cpu_split_slowdown({1, 1}, 16), 16.0);
-  EXPECT_DOUBLE_EQ(cpu_split_slowdown({10, 1}, 4), 1.2);  // 3 of 10 where 2.5 would be even
-  EXPECT_DOUBLE_EQ(cpu_split_slowdown({8, 1}, 4), 1.0);
-  EXPECT_DOUBLE_EQ(cpu_split_slowdown({1, 1}, 1), 1.0);
 }
 
 // The pool hands out exactly the ranges cpu_chunks describes.
