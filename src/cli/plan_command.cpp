@@ -74,8 +74,9 @@ int plan(const PlanOptions& opt) {
 
 // The datasheet GPUs, then this CPU as `plan --device cpu` and the CPU
 // backend model it (op throughput of its JIT kernels). The CPU's figures are
-// measured once and cached; a measurement taken while the machine was busy
-// would stay, so --remeasure measures both caches again.
+// measured once and cached (measured again by themselves where they were
+// measured on a busy machine, once it is idle: cost/machine_load.h);
+// --remeasure measures both caches again now.
 int devices(bool remeasure, bool json) {
   if (remeasure) {
     for (const std::string& path : {cpu_device_cache_path(), cpu_calibration_cache_path()}) {

@@ -24,6 +24,7 @@
 #include "cost/device.h"
 #include "cost/host_cpu.h"
 #include "cost/host_memory.h"
+#include "cost/machine_load.h"
 #include "cost/streaming_copy.h"
 #include "fusejit_version.h"
 #include "ir/available_memory.h"
@@ -244,7 +245,8 @@ nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
           {"thread_bandwidth_gbps", d.thread_bandwidth_gbps},
           {"peak_f32_tflops", d.peak_f32_tflops},
           {"launch_overhead_us", d.launch_overhead_us},
-          {"class_tflops", classes}};
+          {"class_tflops", classes},
+          {"others_busy_share", d.others_busy_share}};
 }
 
 // The cached spec, if the file exists, parses, and describes this machine,
@@ -267,6 +269,7 @@ std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& 
   for (int c = 0; c < kNumCostClasses; ++c) {
     d.class_tflops[c] = j.at("class_tflops").at(std::string(cost_class_name(static_cast<CostClass>(c)))).get<double>();
   }
+  d.others_busy_share = j.at("others_busy_share").get<double>();  // absent (an older file): measured again
   if (!plausible_measured_figures(d)) return std::nullopt;
   return d;
 }
@@ -302,6 +305,8 @@ std::string cache_directory() {
 
 DeviceSpec measure_cpu_device() {
   DeviceSpec d = cpu_identity();
+  MachineLoadMeter load;
+  load.start();
   const CopyGbps copy = measure_copy_gbps(copy_bytes());
   d.bandwidth_gbps = copy.all_threads;
   d.thread_bandwidth_gbps = copy.one_thread;
@@ -324,6 +329,8 @@ DeviceSpec measure_cpu_device() {
         return dropout_keeps(42, i, 0.1) ? x * dropout_scale(0.1) : 0.0f;
       }));
   set(CostClass::kMatmul, d.peak_f32_tflops);
+  load.stop();
+  d.others_busy_share = load.others_share();
   return d;
 }
 
@@ -336,6 +343,7 @@ DeviceSpec cpu_device() {
   const std::filesystem::path path = cpu_device_cache_path();
   std::error_code ec;
   std::string why = "once per CPU model";
+  std::optional<DeviceSpec> busy;  // cached figures measured on a busy machine
   if (std::filesystem::exists(path, ec) && !is_small_regular_file(path, kDeviceCacheFileMaxBytes)) {
     why = "its cache file is not a regular file of a cache file's size";
   } else if (std::filesystem::exists(path, ec)) {
@@ -347,7 +355,14 @@ DeviceSpec cpu_device() {
           "its cache file was measured for another CPU, thread count, fusejit version, copy method, FMA width or "
           "op weights, lacks a figure this version measures, or is damaged";
       try {
-        if (auto d = from_json(j, model)) return *d;
+        if (auto d = from_json(j, model)) {
+          if (d->others_busy_share <= kBusyShare || !machine_idle_now()) return *d;
+          why = fmt::format(
+              "its figures were measured while other programs took {:.0f}% of the machine's CPU time, and it is "
+              "idle now",
+              100 * d->others_busy_share);
+          busy = d;
+        }
       } catch (const nlohmann::json::exception&) {
         // A file of another shape: measure again and replace it.
       }
@@ -360,6 +375,11 @@ DeviceSpec cpu_device() {
                "go to %s)\n",
                why.c_str(), path.string().c_str());
   DeviceSpec d = measure_cpu_device();
+  if (d.others_busy_share > kBusyShare) {
+    std::fputs(busy_measurement_warning("this CPU's memory bandwidth and FP32 peak", d.others_busy_share).c_str(),
+               stderr);
+  }
+  if (busy) d = better_measured_figures(*busy, d);
   if (d.bandwidth_gbps <= 0) {
     // Not even 32 MiB to copy: predictions here are meaningless, and a
     // later process with memory to spare measures again.

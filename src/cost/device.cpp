@@ -35,7 +35,22 @@ bool plausible_measured_figures(const DeviceSpec& d) {
   return rate(d.bandwidth_gbps) && rate(d.peak_f32_tflops) &&
          (d.thread_bandwidth_gbps == 0 || rate(d.thread_bandwidth_gbps)) &&
          std::all_of(d.class_tflops.begin(), d.class_tflops.end(), rate) && std::isfinite(d.launch_overhead_us) &&
-         d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6 && d.overlap >= 0 && d.overlap <= 1;
+         d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6 && d.overlap >= 0 && d.overlap <= 1 &&
+         d.others_busy_share >= 0 && d.others_busy_share <= 1;
+}
+
+DeviceSpec better_measured_figures(const DeviceSpec& cached, const DeviceSpec& measured) {
+  DeviceSpec d = measured;
+  d.bandwidth_gbps = std::max(cached.bandwidth_gbps, measured.bandwidth_gbps);
+  d.thread_bandwidth_gbps = std::max(cached.thread_bandwidth_gbps, measured.thread_bandwidth_gbps);
+  d.peak_f32_tflops = std::max(cached.peak_f32_tflops, measured.peak_f32_tflops);
+  d.peak_tensor_tflops = std::max(cached.peak_tensor_tflops, measured.peak_tensor_tflops);
+  for (size_t c = 0; c < d.class_tflops.size(); ++c) {
+    d.class_tflops[c] = std::max(cached.class_tflops[c], measured.class_tflops[c]);
+  }
+  d.launch_overhead_us = std::min(cached.launch_overhead_us, measured.launch_overhead_us);
+  d.others_busy_share = std::min(cached.others_busy_share, measured.others_busy_share);
+  return d;
 }
 
 bool is_small_regular_file(const std::string& path, uint64_t max_bytes) {

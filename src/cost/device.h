@@ -75,6 +75,11 @@ struct DeviceSpec {
   int64_t cache_bytes = 0;           // last-level cache (L2 on a GPU)
   int compute_units = 0;             // SMs or cores
   bool measured = false;             // figures measured on this machine rather than a datasheet
+  // A measured device: the share of the machine's CPU time that other
+  // programs took while its figures were measured (cost/machine_load.h);
+  // above kBusyShare they may be low, and are measured again by a process
+  // that finds the machine idle.
+  double others_busy_share = 0;
   // A CPU whose JIT kernels round 16-bit outputs stored from an array with
   // one instruction per vector (codegen/cpu/fj_kernel.h): bf16 with
   // AVX512-BF16's vcvtneps2bf16, f16 with F16C's vcvtps2ph. The cost model
@@ -133,6 +138,13 @@ std::string cache_directory();
 // cache file holds, must be in [0, 1] too (NaN is not), so that a
 // DeviceSpec built by hand is held to the same.
 bool plausible_measured_figures(const DeviceSpec& d);
+
+// The figures of two measurements of the same machine, each the better
+// one (the higher bandwidths, peaks and class throughputs, the lower launch
+// overhead and busy share): a neighbour only ever slows a probe down, so a
+// measurement taken again because the first was busy keeps what the first
+// got right. The rest is `measured`'s.
+DeviceSpec better_measured_figures(const DeviceSpec& cached, const DeviceSpec& measured);
 
 // Whether `path` is a regular file of at most `max_bytes`: a cache file
 // checked before it is parsed, so that a link to /dev/zero or a FIFO under

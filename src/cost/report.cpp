@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "cost/cpu_conversions.h"
+#include "cost/machine_load.h"
 #include "ir/counted.h"
 
 namespace fusejit {
@@ -81,6 +82,12 @@ std::string format_device(const DeviceSpec& d) {
         "  16-bit conversions at the simple class's rate, per element: bf16 widen {:g}, round {:g}{}; "
         "f16 widen {:g}, round {:g}{} (vector operations, not FLOPs)\n",
         kCpuWidenBf16, kCpuNarrowBf16, native_bf16, kCpuWidenF16, kCpuNarrowF16, native_f16);
+    if (d.others_busy_share > kBusyShare) {
+      text += fmt::format(
+          "  measured while other programs took {:.0f}% of the machine's CPU time: the figures may be low; a "
+          "process that finds the machine idle measures them again\n",
+          100 * d.others_busy_share);
+    }
   }
   return text;
 }
@@ -188,6 +195,10 @@ nlohmann::json device_json(const DeviceSpec& d) {
       {"persistent_row_limit",
        d.persistent_row_limit == kAnyRowLength ? nlohmann::json() : nlohmann::json(d.persistent_row_limit)},
       {"measured", d.measured},
+      // A measured device: the share of the machine's CPU time other
+      // programs took while it was measured (above 0.1 its figures may be
+      // low); null for a datasheet's.
+      {"others_busy_share", d.measured ? nlohmann::json(d.others_busy_share) : nlohmann::json()},
       // A CPU whose kernels round bf16 (f16) outputs stored from arrays
       // with vcvtneps2bf16 (vcvtps2ph), which conversion_ops prices
       // lower; null on a GPU.

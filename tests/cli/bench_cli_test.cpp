@@ -338,6 +338,21 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   auto from_cache = run_command(env + FUSEJIT_CLI_PATH + " devices");
   ASSERT_EQ(from_cache.exit_code, 0) << from_cache.err;
   EXPECT_TRUE(has(from_cache.out, "bandwidth 12345 GB/s")) << from_cache.out;
+  // Figures measured while other programs kept the machine busy are shown
+  // marked, or, where the machine is idle now, measured again (keeping
+  // the better of each figure: the 12345 stays).
+  cached["bandwidth_gbps"] = 12345.0;
+  cached["others_busy_share"] = 0.9;
+  write_file(path, cached.dump());
+  auto busy = run_command(env + FUSEJIT_CLI_PATH + " devices");
+  ASSERT_EQ(busy.exit_code, 0) << busy.err;
+  EXPECT_TRUE(has(busy.out, "bandwidth 12345 GB/s")) << busy.out;
+  const bool marked = has(busy.out, "measured while other programs took 90% of the machine's CPU time");
+  const bool measured_again = has(busy.err,
+                                  "its figures were measured while other programs took 90% of the "
+                                  "machine's CPU time, and it is idle now");
+  EXPECT_TRUE(marked != measured_again) << busy.out << busy.err;
+  EXPECT_EQ(nlohmann::json::parse(testing::read_file(path))["others_busy_share"].get<double>() < 0.9, measured_again);
   auto again = run_command(env + FUSEJIT_CLI_PATH + " devices --remeasure");
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
   EXPECT_FALSE(has(again.out, "bandwidth 12345 GB/s")) << again.out;
@@ -356,6 +371,9 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   EXPECT_EQ(cpu["native_f16_stores"], host_cpu_has_f16c());
   EXPECT_TRUE(j["devices"][0]["native_bf16_stores"].is_null()) << "a GPU: " << j["devices"][0];
   EXPECT_TRUE(j["devices"][0]["native_f16_stores"].is_null()) << "a GPU: " << j["devices"][0];
+  EXPECT_TRUE(j["devices"][0]["others_busy_share"].is_null()) << "a datasheet's: " << j["devices"][0];
+  EXPECT_GE(cpu["others_busy_share"].get<double>(), 0.0) << cpu;
+  EXPECT_LE(cpu["others_busy_share"].get<double>(), 1.0) << cpu;
   auto plan = run_command(env + FUSEJIT_CLI_PATH + " plan " + FUSEJIT_SOURCE_DIR +
                           "/examples/graphs/softmax.fj --device cpu --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;

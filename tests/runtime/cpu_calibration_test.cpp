@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cost/machine_load.h"
+#include "cost/report.h"
 #include "fusejit.h"
 #include "runtime/runtime_test_util.h"
 
@@ -18,13 +20,14 @@ namespace {
 constexpr double kSentinelTflops = 12345.0;  // no CPU class reaches this
 
 void write_calibration(const std::string& dir, const std::string& key, double tflops = kSentinelTflops,
-                       double launch_us = 7.0) {
+                       double launch_us = 7.0, double others_busy_share = 0.01) {
   nlohmann::json classes;
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = tflops;
   }
   nlohmann::json entries;
-  entries[key] = {{"class_tflops", classes}, {"launch_overhead_us", launch_us}};
+  entries[key] = {
+      {"class_tflops", classes}, {"launch_overhead_us", launch_us}, {"others_busy_share", others_busy_share}};
   std::ofstream(dir + "/cpu-device-jit.json") << nlohmann::json{{"entries", entries}}.dump();
 }
 
@@ -68,6 +71,41 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
   EXPECT_TRUE(entries.contains(key));
   EXPECT_TRUE(entries.contains(stale));
   EXPECT_EQ(entries.at(stale).at("launch_overhead_us"), 7.0);
+}
+
+// A calibration taken while other programs kept the machine busy is marked
+// so: a process that finds the machine idle measures it again, keeping the
+// better of each figure; one that finds it busy uses it, marked.
+TEST(CpuCalibration, ABusyCalibrationIsMarkedAndMeasuredAgainWhenIdle) {
+  absl::StatusOr<std::unique_ptr<Backend>> backend = make_cpu_backend();
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  testing::TempDir dir("fusejit-calibration");
+  testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", dir.path());
+  const std::string key = cpu_calibration_key();
+  write_calibration(dir.path(), key, kSentinelTflops, 7.0, /*others_busy_share=*/0.75);
+  absl::StatusOr<DeviceSpec> d = calibrated_cpu_device(**backend);
+  ASSERT_TRUE(d.ok()) << d.status();
+  // Read back, or measured again and merged: no probe beats the sentinel.
+  EXPECT_EQ(d->class_tflops[static_cast<int>(CostClass::kErf)], kSentinelTflops);
+  std::ifstream in(dir.path() + "/cpu-device-jit.json");
+  const double kept = nlohmann::json::parse(in).at("entries").at(key).at("others_busy_share").get<double>();
+  if (machine_idle_now()) {
+    EXPECT_LT(kept, 0.75) << "measured again (the lower share kept)";
+    EXPECT_LE(d->launch_overhead_us, 7.0) << "the lower launch overhead kept";
+  } else {
+    EXPECT_EQ(kept, 0.75) << "used as it was";
+    EXPECT_GE(d->others_busy_share, 0.75) << "and marked";
+    EXPECT_NE(format_device(*d).find("measured while other programs took 75% of the machine's CPU time"),
+              std::string::npos)
+        << format_device(*d);
+  }
+  // An entry without the share (written before it was kept) is measured again.
+  nlohmann::json old = nlohmann::json::parse(std::ifstream(dir.path() + "/cpu-device-jit.json"));
+  old["entries"][key].erase("others_busy_share");
+  std::ofstream(dir.path() + "/cpu-device-jit.json") << old.dump();
+  absl::StatusOr<DeviceSpec> remeasured = calibrated_cpu_device(**backend);
+  ASSERT_TRUE(remeasured.ok()) << remeasured.status();
+  EXPECT_LT(remeasured->class_tflops[static_cast<int>(CostClass::kErf)], kSentinelTflops);
 }
 
 // Figures no machine has (a file edited by hand, or damaged) would predict
