@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -101,6 +104,31 @@ bool on_path(const std::string& program) {
   return false;
 }
 
+// Whether gnuplot's drawing at `path` is whole: an SVG closed by </svg>, a
+// PNG ending in its IEND chunk. gnuplot exits 0 when its writes fail: on
+// a full disk it left the first 4096 bytes of an SVG, or none.
+bool drawing_is_complete(const std::string& path, bool svg) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.eof() && in.fail()) return false;
+  if (svg) {
+    while (!bytes.empty() && std::isspace(static_cast<unsigned char>(bytes.back()))) bytes.pop_back();
+    return bytes.ends_with("</svg>");
+  }
+  static constexpr char kPngEnd[] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', '\xae', '\x42', '\x60', '\x82'};
+  return bytes.starts_with("\x89PNG") && bytes.ends_with(std::string_view(kPngEnd, sizeof kPngEnd));
+}
+
+// Why a drawing may be cut short: "; the file system holding it has 12 KiB
+// free" where that is under a MiB (a chart is tens of KiB), else nothing.
+std::string full_disk_note(const std::string& path) {
+  struct statvfs fs {};
+  if (statvfs(path.c_str(), &fs) != 0) return "";
+  const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free_bytes >= (uint64_t{1} << 20)) return "";
+  return fmt::format("; the file system holding it has {} KiB free", free_bytes >> 10);
+}
+
 }  // namespace
 
 absl::Status check_roofline_plot_target(const std::string& path, bool overwrite) {
@@ -190,6 +218,12 @@ absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) 
     result = WIFEXITED(status) && WEXITSTATUS(status) == 127
                  ? absl::UnavailableError("--plot needs gnuplot, which is not installed (scripts/setup.sh installs it)")
                  : absl::InternalError(fmt::format("gnuplot failed to draw {}: {}", path, output));
+  } else if (!drawing_is_complete(drawing, extension == ".svg")) {
+    const uintmax_t size = std::filesystem::file_size(drawing, ec);
+    result = absl::InternalError(
+        fmt::format("--plot {}: gnuplot's chart came out incomplete ({} bytes, without the end of {} file){}; {}", path,
+                    ec ? 0 : size, extension == ".svg" ? "an SVG" : "a PNG", full_disk_note(drawing),
+                    std::filesystem::exists(target, ec) ? "the file there was left as it was" : "nothing was written"));
   } else if (std::rename(drawing.c_str(), target.c_str()) != 0) {
     result =
         absl::InternalError(fmt::format("--plot {}: cannot replace it with the chart: {}", path, std::strerror(errno)));

@@ -274,6 +274,36 @@ TEST(BenchCli, AFailedDrawingLeavesTheOldChart) {
   }
 }
 
+// gnuplot exits 0 when its writes fail (a full disk left 4096 bytes of an
+// SVG, or none): a chart cut short is an error, and the file it would have
+// replaced is kept. The stand-in gnuplot writes a cut-off SVG and exits 0.
+TEST(BenchCli, AChartCutShortIsAnErrorAndLeavesTheOldOne) {
+  const std::string dir = make_temp_dir("fusejit-bench-cutshort");
+  std::filesystem::create_directory(dir + "/bin");
+  write_file(dir + "/bin/gnuplot",
+             "#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\nprintf '<svg><g fill=\"none\" "
+             "stro' > \"$out\"\n");
+  std::filesystem::permissions(dir + "/bin/gnuplot", std::filesystem::perms::owner_all);
+  const std::string chart = dir + "/keep.svg";
+  write_file(chart, "<svg>old chart</svg>");
+  auto r = run_command("PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " +
+                       tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + chart);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.err, "--plot " + chart +
+                             ": gnuplot's chart came out incomplete (24 bytes, without the end of "
+                             "an SVG file); the file there was left as it was"))
+      << r.err;
+  EXPECT_EQ(testing::read_file(chart), "<svg>old chart</svg>");
+  auto fresh = run_command("PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " +
+                           tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/new.png");
+  EXPECT_EQ(fresh.exit_code, 1);
+  EXPECT_TRUE(has(fresh.err, "without the end of a PNG file); nothing was written")) << fresh.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/new.png"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+}
+
 // --plot over a symbolic link draws into the file it points to and keeps
 // the link (gnuplot here is a stand-in that writes a line where the script
 // says, so any machine runs this).
@@ -281,8 +311,9 @@ TEST(BenchCli, PlotThroughALinkKeepsTheLink) {
   const std::string dir = make_temp_dir("fusejit-bench-plotlink");
   std::filesystem::create_directories(dir + "/bin");
   std::filesystem::create_directories(dir + "/charts");
-  write_file(dir + "/bin/gnuplot",
-             "#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\necho drawn > \"$out\"\n");
+  write_file(
+      dir + "/bin/gnuplot",
+      "#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\necho '<svg>drawn</svg>' > \"$out\"\n");
   std::filesystem::permissions(dir + "/bin/gnuplot", std::filesystem::perms::owner_all);
   write_file(dir + "/charts/r.svg", "old chart");
   std::filesystem::create_symlink("charts/r.svg", dir + "/r.svg");
@@ -290,7 +321,7 @@ TEST(BenchCli, PlotThroughALinkKeepsTheLink) {
                        tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + dir + "/r.svg");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::is_symlink(dir + "/r.svg"));
-  EXPECT_EQ(testing::read_file(dir + "/charts/r.svg"), "drawn\n");
+  EXPECT_EQ(testing::read_file(dir + "/charts/r.svg"), "<svg>drawn</svg>\n");
   for (const auto& entry : std::filesystem::directory_iterator(dir + "/charts")) {
     EXPECT_EQ(entry.path().filename(), "r.svg") << "a temporary file is left: " << entry.path();
   }
