@@ -5,6 +5,8 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <string_view>
+#include <system_error>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -46,6 +48,15 @@ int run_command_line(int argc, char** argv) {
     return 2;
   } catch (const std::bad_alloc&) {
     fusejit::eprint("fusejit: error: out of host memory: an allocation failed\n");
+    return 1;
+  } catch (const std::system_error& e) {
+    // fmt::print throws "cannot write to file: ..." when stdout is full
+    // (`> /dev/full`); said as every other command says it.
+    if (std::ferror(stdout) != 0 && std::string_view(e.what()).starts_with("cannot write to file")) {
+      fusejit::eprint("fusejit: error: cannot write the standard output: {}\n", e.code().message());
+    } else {
+      fusejit::eprint("fusejit: error: {}\n", e.what());
+    }
     return 1;
   } catch (const std::exception& e) {
     fusejit::eprint("fusejit: error: {}\n", e.what());
