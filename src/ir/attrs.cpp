@@ -91,6 +91,12 @@ absl::StatusOr<AttrValue> parse_attr_value(const AttrSpec& spec, std::string_vie
     case AttrType::kFloat: {
       double v = 0;
       const auto [ptr, ec] = read_number(text, v);
+      // A number too small or too large for a double (1e-400, 1e999) is
+      // one, not "expected a number"; said as a literal's range is.
+      if (ec == std::errc::result_out_of_range && ptr == text.data() + text.size()) {
+        return absl::InvalidArgumentError(
+            fmt::format("value '{}' for attribute '{}' is out of the range of a 64-bit float", text, spec.name));
+      }
       if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return bad();
       return AttrValue(v);
     }
