@@ -31,8 +31,15 @@ std::string where(const Shape& shape, int64_t i) {
 // ||out - ref|| / max(||ref||, floor) over the finite elements.
 Comparison compare_against(const HostTensor& out, const HostTensor& ref, double floor) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  if (out.shape != ref.shape || out.values.size() != ref.values.size()) {
+  if (out.shape != ref.shape) {
     return {kNaN, fmt::format("shape {} where the reference has {}", out.shape, ref.shape)};
+  }
+  // The same shape, but values that do not fill it (a tensor built by hand).
+  for (const auto& [t, whose] : {std::pair{&out, "the result"}, std::pair{&ref, "the reference"}}) {
+    if (t->values.size() != static_cast<size_t>(t->shape.numel())) {
+      return {kNaN, fmt::format("{} holds {} values where its shape {} needs {}", whose, t->values.size(), t->shape,
+                                t->shape.numel())};
+    }
   }
   // Values rounded to another dtype than the reference's are not the result
   // it describes, however close they are.
@@ -41,6 +48,8 @@ Comparison compare_against(const HostTensor& out, const HostTensor& ref, double 
   }
   Comparison c;
   double diff = 0, norm = 0;
+  size_t largest = 0;  // the element that differs most
+  double largest_diff = 0;
   for (size_t i = 0; i < out.values.size(); ++i) {
     const double a = out.values[i], b = ref.values[i];
     if (!std::isfinite(a) || !std::isfinite(b)) {
@@ -53,9 +62,20 @@ Comparison compare_against(const HostTensor& out, const HostTensor& ref, double 
     }
     diff += (a - b) * (a - b);
     norm += b * b;
+    if (std::fabs(a - b) > largest_diff) {
+      largest_diff = std::fabs(a - b);
+      largest = i;
+    }
   }
   const double scale = std::max(std::sqrt(norm), floor);
   c.relative_error = scale > 0 ? std::sqrt(diff) / scale : std::sqrt(diff);
+  // Over the tolerance, say where: the error is a norm, so no element is
+  // "the" wrong one, but the one that differs most is where to look.
+  if (!c.within(ref.dtype)) {
+    c.mismatch = fmt::format("it differs most at {}: {} where the reference has {}",
+                             where(out.shape, static_cast<int64_t>(largest)), number(out.values[largest]),
+                             number(ref.values[largest]));
+  }
   return c;
 }
 

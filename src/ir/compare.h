@@ -17,8 +17,11 @@ double tolerance(DType t);
 
 struct Comparison {
   double relative_error = 0;  // NaN when dtypes, shapes or non-finite values disagree
-  // "" or the first disagreement:
-  // "element 17 (row 0, column 17) is 1.5 where the reference has nan"
+  // "" where within the tolerance of the reference's dtype, else what
+  // disagrees: "element 17 (row 0, column 17) is 1.5 where the reference
+  // has nan" (a non-finite value), "it differs most at element 3: 0 where
+  // the reference has 1" (finite values), a shape, a dtype, or a tensor
+  // whose values do not fill its shape.
   std::string mismatch;
   bool within(DType t) const { return relative_error <= tolerance(t); }  // false for NaN
 };

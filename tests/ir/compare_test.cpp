@@ -58,6 +58,15 @@ TEST(Compare, StrictRelativeError) {
   EXPECT_NEAR(c.relative_error, 1e-3 / std::sqrt(30.0), 1e-9);
   EXPECT_FALSE(c.within(DType::kF32));
   EXPECT_TRUE(c.within(DType::kBF16));
+  // Over the tolerance, the element that differs most is named.
+  EXPECT_EQ(c.mismatch, "it differs most at element 2: 3.001 where the reference has 3");
+  EXPECT_EQ(compare_tensors(ref, ref).mismatch, "") << "within the tolerance: nothing to say";
+  HostTensor rows{DType::kF32, Shape({2, 3}), {1, 2, 3, 4, 5, 6}};
+  HostTensor wrong_rows = rows;
+  wrong_rows.values[4] = 0;
+  wrong_rows.values[0] = 1.5;
+  EXPECT_EQ(compare_tensors(wrong_rows, rows).mismatch,
+            "it differs most at element 4 (row 1, column 1): 0 where the reference has 5");
   out.values[2] = std::nan("");
   EXPECT_FALSE(compare_tensors(out, ref).within(DType::kBF16));
   EXPECT_NE(compare_tensors(out, ref).mismatch.find("element 2"), std::string::npos);
@@ -127,6 +136,17 @@ TEST(Compare, WellConditionedResultKeepsStrictTolerance) {
   for (double& v : out.values) v *= 1 + 3e-5;  // 3x f32's tolerance
   EXPECT_FALSE(compare_tensors(out, ref.at("y"), perturbed.at("y")).within(DType::kF32));
   EXPECT_NEAR(compare_tensors(out, ref.at("y"), perturbed.at("y")).relative_error, 3e-5, 1e-6);
+}
+
+// Values that do not fill their shape (a tensor built by hand) are named
+// as such, not as a shape that differs from the same shape.
+TEST(Compare, ValuesThatDoNotFillTheShapeAreAMismatch) {
+  const HostTensor ref{DType::kF32, Shape({4}), {1, 2, 3, 4}};
+  HostTensor out = ref;
+  out.values.resize(2);
+  EXPECT_EQ(compare_tensors(out, ref).mismatch, "the result holds 2 values where its shape [4] needs 4");
+  EXPECT_TRUE(std::isnan(compare_tensors(out, ref).relative_error));
+  EXPECT_EQ(compare_tensors(ref, out).mismatch, "the reference holds 2 values where its shape [4] needs 4");
 }
 
 // A result tagged with another dtype than the reference's is not that
