@@ -227,7 +227,8 @@ void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round) {
     }
     case OpKind::kReduce: {
       const Shape& in = ev.graph.node(node.operands[0].node).shape;
-      return detail::eval_reduce(info, tensor(0), in.numel() / in.last(), in.last(), out, round, ev.threads);
+      return detail::eval_reduce(info, tensor(0), in.numel() / in.last(), in.last(), out, round, ev.threads,
+                                 /*float32_sum=*/ev.float32_intermediates);
     }
     case OpKind::kComposite: return eval_composite(ev, node, out, round);
     case OpKind::kMatmul: {

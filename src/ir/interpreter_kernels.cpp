@@ -94,14 +94,15 @@ void eval_dropout(const double* x, int64_t n, double p, uint64_t seed, double* o
 }
 
 void eval_reduce(const OpInfo& info, const double* x, int64_t rows, int64_t len, double* out, RoundTo round,
-                 int threads) {
+                 int threads, bool float32_sum) {
   const Rounder r(round);
+  const Rounder accumulator(float32_sum ? RoundTo(DType::kF32) : std::nullopt);
   parallel_for(rows, std::max<int64_t>(1, kMinChunk / len), threads, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const double* v = x + row * len;
       double acc = info.reduce_identity;
       for (int64_t j = 0; j < len; ++j) acc = info.reduce_combine(acc, v[j]);
-      if (info.reduce_divides_by_count) acc /= static_cast<double>(len);
+      if (info.reduce_divides_by_count) acc = accumulator(acc) / static_cast<double>(len);
       out[row] = r(acc);
     }
   });

@@ -34,9 +34,12 @@ void eval_cast(const double* x, int64_t n, DType dtype, double* out, int threads
 // when Philox keeps it and x[i] * 0 otherwise (so NaN and inf stay NaN, as in
 // PyTorch, which multiplies by the mask).
 void eval_dropout(const double* x, int64_t n, double p, uint64_t seed, double* out, RoundTo round, int threads);
-// Reduces each of `rows` rows of length `len` to one value.
+// Reduces each of `rows` rows of length `len` to one value. With
+// `float32_sum`, a sum is rounded to float32 before a mean divides it, as
+// a kernel's float32 accumulator holds it: 4096 values of 1e35 add up to
+// infinity there, not to 4.1e38 (InterpretOptions::float32_intermediates).
 void eval_reduce(const OpInfo& info, const double* x, int64_t rows, int64_t len, double* out, RoundTo round,
-                 int threads);
+                 int threads, bool float32_sum = false);
 // out[M, N] = a[M, K] x b[K, N], each sum taken in order of increasing k.
 void eval_matmul(const double* a, const double* b, int64_t m, int64_t k, int64_t n, double* out, RoundTo round,
                  int threads);

@@ -647,6 +647,48 @@ TEST(CpuBackend, NanAndInfinityPropagateAsInTheReference) {
   expect_matches_reference(make_fused_plan(g), inputs);
 }
 
+// A row whose sum (or sum of squares) exceeds float32's range gives
+// infinity in the kernel's float32 accumulator, as it does in PyTorch's:
+// judged against float32 arithmetic, whose reference rounds each mean's
+// sum to float32 (InterpretOptions::float32_intermediates), so the
+// finite-in-float64 answer is not demanded, and nothing else is excused.
+TEST(CpuBackend, ASumBeyondFloat32IsJudgedByFloat32Arithmetic) {
+  struct Case {
+    const char* graph;
+    double value;  // every element of the overflowing row
+  };
+  for (const Case& c : {Case{"input x: f32[2, 4096]\ny = mean(x)\noutput y\n", 1e35},
+                        Case{"input x: f32[2, 4096]\ny = layer_norm(x)\noutput y\n", 1e35},
+                        Case{"input x: f32[2, 64]\ny = rms_norm(x)\noutput y\n", 1e19}}) {
+    SCOPED_TRACE(c.graph);
+    const Graph g = parse(c.graph);
+    TensorMap inputs = random_inputs(g, 8);
+    std::vector<double>& x = inputs.at("x").values;
+    std::fill(x.begin(), x.begin() + static_cast<int64_t>(x.size() / 2),
+              static_cast<float>(c.value));  // row 0; row 1 stays N(0, 1)
+    absl::StatusOr<TensorMap> f64 = interpret(g, inputs);
+    absl::StatusOr<TensorMap> f32 = interpret(g, inputs, {.float32_intermediates = true});
+    ASSERT_TRUE(f64.ok()) << f64.status();
+    ASSERT_TRUE(f32.ok()) << f32.status();
+    EXPECT_TRUE(std::isfinite(f64->at("y").values[0])) << "float64 holds the sum";
+    EXPECT_FALSE(compare_tensors(f32->at("y"), f64->at("y")).within(DType::kF32)) << "float32's does not";
+    for (const FusionPlan& plan : {make_unfused_plan(g), make_fused_plan(g)}) {
+      absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      absl::StatusOr<std::string> verdict = first_wrong_output(plan, inputs, *out);
+      ASSERT_TRUE(verdict.ok()) << verdict.status();
+      EXPECT_EQ(*verdict, "") << plan.label;
+      // The well-scaled row is still held to float64.
+      TensorMap wrong = *out;
+      const size_t last = wrong.at("y").values.size() - 1;
+      wrong.at("y").values[last] += 1e-2 * std::fabs(wrong.at("y").values[last]) + 1e-2;
+      verdict = first_wrong_output(plan, inputs, wrong);
+      ASSERT_TRUE(verdict.ok()) << verdict.status();
+      EXPECT_NE(*verdict, "") << plan.label;
+    }
+  }
+}
+
 // Literals that float32 rounds to another kind of exponent (an even
 // integer, an integer) give the kernels' result in the reference as well:
 // the two used to differ in sign, or NaN against finite values.
