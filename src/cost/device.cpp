@@ -31,10 +31,11 @@ DeviceSpec datasheet_gpu(std::string name, std::string description, double bandw
 }  // namespace
 
 bool plausible_measured_figures(const DeviceSpec& d) {
-  auto rate = [](double v) { return std::isfinite(v) && v > 0 && v < 1e6; };
-  return rate(d.bandwidth_gbps) && rate(d.peak_f32_tflops) &&
-         (d.thread_bandwidth_gbps == 0 || rate(d.thread_bandwidth_gbps)) &&
-         std::all_of(d.class_tflops.begin(), d.class_tflops.end(), rate) && std::isfinite(d.launch_overhead_us) &&
+  auto gbps = [](double v) { return std::isfinite(v) && v >= 1e-3 && v < 1e6; };
+  auto tflops = [](double v) { return std::isfinite(v) && v >= 1e-6 && v < 1e6; };
+  return gbps(d.bandwidth_gbps) && tflops(d.peak_f32_tflops) &&
+         (d.thread_bandwidth_gbps == 0 || gbps(d.thread_bandwidth_gbps)) &&
+         std::all_of(d.class_tflops.begin(), d.class_tflops.end(), tflops) && std::isfinite(d.launch_overhead_us) &&
          d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6 && d.overlap >= 0 && d.overlap <= 1 &&
          d.others_busy_share >= 0 && d.others_busy_share <= 1;
 }

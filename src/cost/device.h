@@ -131,9 +131,10 @@ std::string cpu_device_cache_path();
 std::string cache_directory();
 
 // Whether a measured device's figures, as read back from a cache file,
-// are ones a machine can have: bandwidth, peaks and class throughputs
-// finite and positive (below 1e6 GB/s and TFLOP/s), launch overhead finite,
-// 0 to 1e6 µs. A file edited by hand or damaged gets measured again rather
+// are ones a machine can have: bandwidths from 1e-3 to 1e6 GB/s (a MB/s
+// and up), peaks and class throughputs from 1e-6 to 1e6 TFLOP/s (a
+// MFLOP/s and up; a bandwidth of 5e-324 printed "ridge inf" and "-nanx"),
+// launch overhead 0 to 1e6 µs, the busy share 0 to 1. A file edited by hand or damaged gets measured again rather
 // than predicting "inf us" or a negative launch. The overlap, which no
 // cache file holds, must be in [0, 1] too (NaN is not), so that a
 // DeviceSpec built by hand is held to the same.

@@ -157,11 +157,17 @@ std::string format_saving(const PlanComparison& c) {
 std::string format_idle_threads(const PlanComparison& c, const DeviceSpec& device) {
   std::vector<std::string> plans;
   for (const auto& [label, cost] : {std::pair{"unfused", &c.unfused}, std::pair{"fused", &c.fused}}) {
+    // The first few by name: a 20,000-kernel plan made one 330,000-character
+    // line. --json gives every kernel's threads.
+    constexpr size_t kNamed = 6;
     std::vector<std::string> kernels;
+    size_t count = 0;
     for (const KernelCost& k : cost->kernels) {
-      if (k.threads > 0 && k.threads < device.compute_units)
+      if (k.threads > 0 && k.threads < device.compute_units && count++ < kNamed) {
         kernels.push_back(fmt::format("{} on {}", k.name, k.threads));
+      }
     }
+    if (count > kNamed) kernels.push_back(fmt::format("and {} more (--json says which)", count - kNamed));
     if (!kernels.empty()) plans.push_back(fmt::format("{} {}", label, fmt::join(kernels, ", ")));
   }
   if (plans.empty()) return "";

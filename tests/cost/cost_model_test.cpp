@@ -663,13 +663,43 @@ TEST(CostModel, ACpuKernelOnFewerThreadsThanTheMachinePaysForTheIdleOnes) {
   }
 }
 
+// plan names the kernels that run on fewer threads than the machine has,
+// the first six of each plan by name: a 20,000-kernel plan once made one
+// line of 330,000 characters.
+TEST(CostModel, TheNoteOnKernelsWithIdleThreadsNamesAFew) {
+  DeviceSpec cpu = cpu_identity();
+  cpu.compute_units = 4;
+  PlanComparison c;
+  auto kernel = [](std::string name, int threads) {
+    KernelCost k;
+    k.name = std::move(name);
+    k.threads = threads;
+    return k;
+  };
+  EXPECT_EQ(format_idle_threads(c, cpu), "") << "no kernels";
+  c.fused.kernels = {kernel("k0_softmax", 1), kernel("k1_relu", 4)};
+  EXPECT_EQ(format_idle_threads(c, cpu),
+            "too little work to split over all 4 threads: fused k0_softmax on 1; each is predicted at the time of its "
+            "largest share\n");
+  for (int i = 0; i < 20000; ++i) c.unfused.kernels.push_back(kernel(fmt::format("k{}_neg", i), 2));
+  const std::string note = format_idle_threads(c, cpu);
+  EXPECT_LT(note.size(), 400u) << note;
+  EXPECT_NE(note.find("unfused k0_neg on 2, k1_neg on 2, k2_neg on 2, k3_neg on 2, k4_neg on 2, k5_neg on 2, and "
+                      "19994 more (--json says which); fused k0_softmax on 1;"),
+            std::string::npos)
+      << note;
+}
+
 // Figures read back from a cache file are checked: what no machine has is
 // measured again, and so is a cache file that is not a small regular file
 // (a link to /dev/zero would otherwise be read forever).
 TEST(CostModel, ImplausibleOrSpecialCacheFilesAreMeasuredAgain) {
   DeviceSpec d = gpu_device("h100");
   EXPECT_TRUE(plausible_measured_figures(d));
-  for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+  // Tiny positive figures too: a bandwidth of 5e-324 GB/s printed "ridge
+  // inf" and a speedup of "-nanx".
+  for (double bad :
+       {0.0, -1.0, 5e-324, 1e-300, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
     DeviceSpec b = d;
     b.bandwidth_gbps = bad;
     EXPECT_FALSE(plausible_measured_figures(b)) << bad;
@@ -683,6 +713,15 @@ TEST(CostModel, ImplausibleOrSpecialCacheFilesAreMeasuredAgain) {
   b.launch_overhead_us = 1e308;
   EXPECT_FALSE(plausible_measured_figures(b));
   b.launch_overhead_us = 0.0;
+  EXPECT_TRUE(plausible_measured_figures(b));
+  for (double busy : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    b.others_busy_share = busy;
+    EXPECT_FALSE(plausible_measured_figures(b)) << busy;
+  }
+  b.others_busy_share = 1.0;
+  EXPECT_TRUE(plausible_measured_figures(b));
+  b.bandwidth_gbps = 1e-3;  // a slow machine's, not a damaged file's
+  b.class_tflops.fill(1e-6);
   EXPECT_TRUE(plausible_measured_figures(b));
 
   const std::string dir = testing::make_temp_dir("fusejit-cost-cache");

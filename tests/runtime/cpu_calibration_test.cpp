@@ -53,6 +53,9 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
   EXPECT_EQ(cached->class_tflops[static_cast<int>(CostClass::kErf)], kSentinelTflops) << "same key: read back";
   EXPECT_EQ(cached->launch_overhead_us, 7.0);
   EXPECT_EQ(cached->overlap, 0.0) << "a CPU's memory and compute times add";
+  // The GEMM measured faster than the FMA probe raises the peak to its rate.
+  EXPECT_EQ(cached->peak_f32_tflops, kSentinelTflops);
+  EXPECT_EQ(cached->peak_tensor_tflops, kSentinelTflops);
 
   // The figures of other kernels (another digest of the probes' source).
   std::string stale = key;
@@ -65,6 +68,7 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
     EXPECT_LT(measured->class_tflops[c], kSentinelTflops) << cost_class_name(static_cast<CostClass>(c));
   }
   EXPECT_EQ(measured->overlap, 0.0);
+  EXPECT_GE(measured->peak_f32_tflops, measured->class_tflops[static_cast<int>(CostClass::kMatmul)]);
   // Both settings' figures are kept: switching back measures nothing.
   std::ifstream in(dir.path() + "/cpu-device-jit.json");
   const nlohmann::json entries = nlohmann::json::parse(in).at("entries");
