@@ -73,7 +73,8 @@ int flush_standard_output(int exit_code) {
   errno = 0;
   const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
   // A command that failed has said why (a write that failed in fmt::print
-  // already threw "cannot write to file"); exit 0 is what must not stand.
+  // threw, and run_command_line said "cannot write the standard output");
+  // exit 0 is what must not stand.
   if (failed && exit_code == 0) {
     const int err = errno;
     fusejit::eprint("fusejit: error: cannot write the standard output: {}\n",

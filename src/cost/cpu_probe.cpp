@@ -235,18 +235,19 @@ nlohmann::json to_json(const DeviceSpec& d, const std::string& model) {
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = d.class_tflops[c];
   }
-  return {{"fusejit", FUSEJIT_VERSION},
-          {"cpu", model},
-          {"threads", thread_count()},
-          {"copy", copy_method(copy_bytes())},
-          {"fma_lanes", fma_lanes()},
-          {"op_weights", probe_weights()},
-          {"bandwidth_gbps", d.bandwidth_gbps},
-          {"thread_bandwidth_gbps", d.thread_bandwidth_gbps},
-          {"peak_f32_tflops", d.peak_f32_tflops},
-          {"launch_overhead_us", d.launch_overhead_us},
-          {"class_tflops", classes},
-          {"others_busy_share", d.others_busy_share}};
+  nlohmann::json j = {{"fusejit", FUSEJIT_VERSION},
+                      {"cpu", model},
+                      {"threads", thread_count()},
+                      {"copy", copy_method(copy_bytes())},
+                      {"fma_lanes", fma_lanes()},
+                      {"op_weights", probe_weights()},
+                      {"bandwidth_gbps", d.bandwidth_gbps},
+                      {"thread_bandwidth_gbps", d.thread_bandwidth_gbps},
+                      {"peak_f32_tflops", d.peak_f32_tflops},
+                      {"launch_overhead_us", d.launch_overhead_us},
+                      {"class_tflops", classes}};
+  write_busy_fields(j, d.others_busy_share, d.busy_remeasures);
+  return j;
 }
 
 // The cached spec, if the file exists, parses, and describes this machine,
@@ -269,7 +270,7 @@ std::optional<DeviceSpec> from_json(const nlohmann::json& j, const std::string& 
   for (int c = 0; c < kNumCostClasses; ++c) {
     d.class_tflops[c] = j.at("class_tflops").at(std::string(cost_class_name(static_cast<CostClass>(c)))).get<double>();
   }
-  d.others_busy_share = j.at("others_busy_share").get<double>();  // absent (an older file): measured again
+  read_busy_fields(j, d.others_busy_share, d.busy_remeasures);  // absent (an older file): measured again
   if (!plausible_measured_figures(d)) return std::nullopt;
   return d;
 }
@@ -356,11 +357,9 @@ DeviceSpec cpu_device() {
           "op weights, lacks a figure this version measures, or is damaged";
       try {
         if (auto d = from_json(j, model)) {
-          if (d->others_busy_share <= kBusyShare || !machine_idle_now()) return *d;
-          why = fmt::format(
-              "its figures were measured while other programs took {:.0f}% of the machine's CPU time, and it is "
-              "idle now",
-              100 * d->others_busy_share);
+          static std::atomic<bool> measured_here{false};
+          if (!measure_busy_figures_again(d->others_busy_share, d->busy_remeasures, measured_here)) return *d;
+          why = busy_figures_reason(d->others_busy_share);
           busy = d;
         }
       } catch (const nlohmann::json::exception&) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cost/machine_load.h"
 #include "ir/error.h"
 
 namespace fusejit {
@@ -37,7 +38,8 @@ bool plausible_measured_figures(const DeviceSpec& d) {
          (d.thread_bandwidth_gbps == 0 || gbps(d.thread_bandwidth_gbps)) &&
          std::all_of(d.class_tflops.begin(), d.class_tflops.end(), tflops) && std::isfinite(d.launch_overhead_us) &&
          d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6 && d.overlap >= 0 && d.overlap <= 1 &&
-         d.others_busy_share >= 0 && d.others_busy_share <= 1;
+         ((d.others_busy_share >= 0 && d.others_busy_share <= 1) || d.others_busy_share == kUnknownShare) &&
+         d.busy_remeasures >= 0;
 }
 
 DeviceSpec better_measured_figures(const DeviceSpec& cached, const DeviceSpec& measured) {
@@ -51,6 +53,7 @@ DeviceSpec better_measured_figures(const DeviceSpec& cached, const DeviceSpec& m
   }
   d.launch_overhead_us = std::min(cached.launch_overhead_us, measured.launch_overhead_us);
   d.others_busy_share = std::min(cached.others_busy_share, measured.others_busy_share);
+  d.busy_remeasures = d.others_busy_share > kBusyShare ? cached.busy_remeasures + 1 : 0;
   return d;
 }
 

@@ -79,7 +79,10 @@ struct DeviceSpec {
   // programs took while its figures were measured (cost/machine_load.h);
   // above kBusyShare they may be low, and are measured again by a process
   // that finds the machine idle.
-  double others_busy_share = 0;
+  double others_busy_share = 0;  // kUnknownShare (-1) where it could not be read
+  // How many times figures measured on a busy machine were measured again
+  // for it (up to kMaxBusyRemeasures; 0 once a measurement was idle).
+  int busy_remeasures = 0;
   // A CPU whose JIT kernels round 16-bit outputs stored from an array with
   // one instruction per vector (codegen/cpu/fj_kernel.h): bf16 with
   // AVX512-BF16's vcvtneps2bf16, f16 with F16C's vcvtps2ph. The cost model
@@ -116,8 +119,10 @@ DeviceSpec gpu_device(std::string_view name);
 // The CPU of this machine: copy bandwidth, FMA peak and each cost class's
 // throughput, measured once and cached in the fusejit cache directory
 // (FUSEJIT_CACHE_DIR, else $XDG_CACHE_HOME/fusejit, else ~/.cache/fusejit).
-// A corrupt cache file is measured again; an unwritable directory only
-// costs the caching.
+// A corrupt cache file is measured again, and so are figures measured
+// while other programs kept the CPUs busy, by a process that finds them
+// idle (cost/machine_load.h); an unwritable directory only costs the
+// caching.
 DeviceSpec cpu_device();
 // Measures without the cache (a few seconds).
 DeviceSpec measure_cpu_device();
@@ -134,17 +139,17 @@ std::string cache_directory();
 // are ones a machine can have: bandwidths from 1e-3 to 1e6 GB/s (a MB/s
 // and up), peaks and class throughputs from 1e-6 to 1e6 TFLOP/s (a
 // MFLOP/s and up; a bandwidth of 5e-324 printed "ridge inf" and "-nanx"),
-// launch overhead 0 to 1e6 µs, the busy share 0 to 1. A file edited by hand or damaged gets measured again rather
-// than predicting "inf us" or a negative launch. The overlap, which no
-// cache file holds, must be in [0, 1] too (NaN is not), so that a
-// DeviceSpec built by hand is held to the same.
+// launch overhead 0 to 1e6 µs, the busy share 0 to 1 or unknown. A file edited by hand or damaged gets measured again
+// rather than predicting "inf us" or a negative launch. The overlap, which no cache file holds, must be in [0, 1] too
+// (NaN is not), so that a DeviceSpec built by hand is held to the same.
 bool plausible_measured_figures(const DeviceSpec& d);
 
 // The figures of two measurements of the same machine, each the better
 // one (the higher bandwidths, peaks and class throughputs, the lower launch
 // overhead and busy share): a neighbour only ever slows a probe down, so a
 // measurement taken again because the first was busy keeps what the first
-// got right. The rest is `measured`'s.
+// got right. The rest is `measured`'s, and busy_remeasures counts this one
+// where the result is still busy (0 where it is not).
 DeviceSpec better_measured_figures(const DeviceSpec& cached, const DeviceSpec& measured);
 
 // Whether `path` is a regular file of at most `max_bytes`: a cache file

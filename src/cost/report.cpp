@@ -84,9 +84,13 @@ std::string format_device(const DeviceSpec& d) {
         kCpuWidenBf16, kCpuNarrowBf16, native_bf16, kCpuWidenF16, kCpuNarrowF16, native_f16);
     if (d.others_busy_share > kBusyShare) {
       text += fmt::format(
-          "  measured while other programs took {:.0f}% of the machine's CPU time: the figures may be low; a "
-          "process that finds the machine idle measures them again\n",
-          100 * d.others_busy_share);
+          "  measured while other programs took {} of the time of the CPUs fusejit runs on: the "
+          "figures may be low; {}\n",
+          busy_share_text(d.others_busy_share),
+          d.busy_remeasures < kMaxBusyRemeasures
+              ? "a process that finds them idle measures them again"
+              : "measured again as often as fusejit does by itself; `fusejit devices --remeasure` "
+                "measures them now");
     }
   }
   return text;
@@ -203,8 +207,9 @@ nlohmann::json device_json(const DeviceSpec& d) {
       {"measured", d.measured},
       // A measured device: the share of the machine's CPU time other
       // programs took while it was measured (above 0.1 its figures may be
-      // low); null for a datasheet's.
-      {"others_busy_share", d.measured ? nlohmann::json(d.others_busy_share) : nlohmann::json()},
+      // low); null for a datasheet's, or where /proc/stat cannot be read.
+      {"others_busy_share",
+       d.measured && d.others_busy_share >= 0 ? nlohmann::json(d.others_busy_share) : nlohmann::json()},
       // A CPU whose kernels round bf16 (f16) outputs stored from arrays
       // with vcvtneps2bf16 (vcvtps2ph), which conversion_ops prices
       // lower; null on a GPU.

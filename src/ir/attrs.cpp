@@ -84,8 +84,8 @@ std::from_chars_result read_number(std::string_view text, T& value) {
 
 absl::StatusOr<AttrValue> parse_attr_value(const AttrSpec& spec, std::string_view text) {
   auto bad = [&] {
-    return absl::InvalidArgumentError(
-        fmt::format("invalid value '{}' for attribute '{}': expected {}", text, spec.name, expected_text(spec)));
+    return absl::InvalidArgumentError(fmt::format("invalid value {} for attribute '{}': expected {}",
+                                                  fusejit::text::quoted(text), spec.name, expected_text(spec)));
   };
   switch (spec.type) {
     case AttrType::kFloat: {
@@ -95,7 +95,8 @@ absl::StatusOr<AttrValue> parse_attr_value(const AttrSpec& spec, std::string_vie
       // one, not "expected a number"; said as a literal's range is.
       if (ec == std::errc::result_out_of_range && ptr == text.data() + text.size()) {
         return absl::InvalidArgumentError(
-            fmt::format("value '{}' for attribute '{}' is out of the range of a 64-bit float", text, spec.name));
+            fmt::format("value {} for attribute '{}' is out of the range of a 64-bit float",
+                        fusejit::text::quoted(text), spec.name));
       }
       if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return bad();
       return AttrValue(v);

@@ -47,9 +47,10 @@ struct InterpretOptions {
   // When true, every value that is not rounded to its dtype is rounded to
   // float32 instead, as a kernel holding it in a float32 register does: the
   // same precision and above all the same range (the square of 1e20 is
-  // infinity in float32, not 1e40), sums included: a mean's sum is
-  // rounded to float32 before it is divided, as a kernel's accumulator
-  // holds it (4096 values of 1e35 sum to infinity). A kernel whose float32 intermediates
+  // infinity in float32, not 1e40), a mean's total sum included: it is
+  // rounded to float32 before it is divided, as a kernel's float32
+  // accumulator would hold it (4096 values of 1e35 sum to infinity; partial
+  // sums are not modelled). A kernel whose float32 intermediates
   // overflow where float64 ones do not is then compared with what float32
   // arithmetic gives, rather than called wrong (first_wrong_output in
   // fusion/plan_reference.h).

@@ -1,6 +1,7 @@
 #include "runtime/roofline_plot.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string_view>
 
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -120,10 +122,11 @@ bool drawing_is_complete(const std::string& path, bool svg) {
 }
 
 // Why a drawing may be cut short: "; the file system holding it has 12 KiB
-// free" where that is under a MiB (a chart is tens of KiB), else nothing.
-std::string full_disk_note(const std::string& path) {
+// free" where the file system of `folder` (the chart's) has under a MiB
+// left (a chart is tens of KiB), else nothing.
+std::string full_disk_note(const std::string& folder) {
   struct statvfs fs {};
-  if (statvfs(path.c_str(), &fs) != 0) return "";
+  if (statvfs(folder.c_str(), &fs) != 0) return "";
   const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
   if (free_bytes >= (uint64_t{1} << 20)) return "";
   return fmt::format("; the file system holding it has {} KiB free", free_bytes >> 10);
@@ -220,10 +223,11 @@ absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) 
                  : absl::InternalError(fmt::format("gnuplot failed to draw {}: {}", path, output));
   } else if (!drawing_is_complete(drawing, extension == ".svg")) {
     const uintmax_t size = std::filesystem::file_size(drawing, ec);
-    result = absl::InternalError(
-        fmt::format("--plot {}: gnuplot's chart came out incomplete ({} bytes, without the end of {} file){}; {}", path,
-                    ec ? 0 : size, extension == ".svg" ? "an SVG" : "a PNG", full_disk_note(drawing),
-                    std::filesystem::exists(target, ec) ? "the file there was left as it was" : "nothing was written"));
+    const std::filesystem::path folder = std::filesystem::path(target).parent_path();
+    result = absl::InternalError(fmt::format(
+        "--plot {}: gnuplot's chart came out incomplete ({} bytes, without the end of {} file){}; {}", path,
+        ec ? 0 : size, extension == ".svg" ? "an SVG" : "a PNG", full_disk_note(folder.empty() ? "." : folder.string()),
+        std::filesystem::exists(target, ec) ? "the file there was left as it was" : "nothing was written"));
   } else if (std::rename(drawing.c_str(), target.c_str()) != 0) {
     result =
         absl::InternalError(fmt::format("--plot {}: cannot replace it with the chart: {}", path, std::strerror(errno)));

@@ -4,6 +4,8 @@
 // each asserts only what more load cannot undo.
 #include "cost/machine_load.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -50,7 +52,7 @@ TEST(MachineLoad, ABusyChildProcessIsCountedAsAnotherProgram) {
 TEST(MachineLoad, ThisProcesssOwnWorkIsNotAnotherPrograms) {
   if (!read_cpu_time().known) GTEST_SKIP() << "/proc/stat cannot be read here";
   MachineLoadMeter meter;
-  double ours_s = 0, total_s = 0;
+  double ours_s = 0, busy_s = 0, total_s = 0;
   // Two spans, summed, this thread spinning in both.
   for (int span = 0; span < 2; ++span) {
     meter.start();
@@ -59,26 +61,65 @@ TEST(MachineLoad, ThisProcesssOwnWorkIsNotAnotherPrograms) {
     const CpuTimeReading to = read_cpu_time();
     meter.stop();
     ours_s += to.process_s - from.process_s;
+    busy_s += to.machine_busy_s - from.machine_busy_s;
     total_s += to.machine_total_s - from.machine_total_s;
   }
   ASSERT_GT(total_s, 0);
-  // Whatever else runs, the CPU time this thread got is not theirs (less
-  // a fifth for the kernel's ticks).
-  EXPECT_LE(meter.others_share(), 1.0 - 0.8 * ours_s / total_s) << ours_s << " s of " << total_s << " s";
-  EXPECT_GE(meter.others_share(), 0.0);
+  ASSERT_GT(ours_s, 0);
+  // What the CPUs did less what this thread did, whatever else runs (with
+  // a few ticks' slack): a meter that counted this process as another
+  // program would be off by ours_s / total_s, a third or more.
+  const double others = std::max(0.0, busy_s - ours_s) / total_s;
+  EXPECT_NEAR(meter.others_share(), others, 0.1 + 0.25 * ours_s / total_s)
+      << ours_s << " s of ours, " << busy_s << " s busy of " << total_s << " s";
+  EXPECT_LE(meter.others_share(), 1.0 - 0.7 * ours_s / total_s);
 }
 
-TEST(MachineLoad, AMeterWithoutSpansReportsNoLoad) {
+TEST(MachineLoad, AMeterWithoutSpansDoesNotKnow) {
   MachineLoadMeter meter;
-  EXPECT_EQ(meter.others_share(), 0.0);
+  EXPECT_EQ(meter.others_share(), kUnknownShare);
   meter.start();  // started, never stopped: no span
-  EXPECT_EQ(meter.others_share(), 0.0);
+  EXPECT_EQ(meter.others_share(), kUnknownShare);
+}
+
+// Busy figures are measured again only while that can help: above the
+// busy share, fewer than kMaxBusyRemeasures times, once per process per
+// file, and only when the CPUs are idle now.
+TEST(MachineLoad, BusyFiguresAreMeasuredAgainOnlyWhileThatCanHelp) {
+  std::atomic<bool> here{false};
+  EXPECT_FALSE(measure_busy_figures_again(kBusyShare, 0, here)) << "not busy";
+  EXPECT_FALSE(measure_busy_figures_again(kUnknownShare, 0, here)) << "unknown is not busy";
+  EXPECT_FALSE(measure_busy_figures_again(0.9, kMaxBusyRemeasures, here)) << "measured again enough";
+  EXPECT_FALSE(here.load());
+  const bool idle = machine_idle_now();
+  EXPECT_EQ(measure_busy_figures_again(0.9, 0, here), idle);
+  EXPECT_FALSE(measure_busy_figures_again(0.9, 0, here)) << "at most once per process";
+  std::atomic<bool> done{true};
+  EXPECT_FALSE(measure_busy_figures_again(0.9, 1, done));
+  EXPECT_LT(kIdleShare, kBusyShare) << "idle is well below busy, so an edge case does not measure on and on";
+}
+
+TEST(MachineLoad, CacheFilesKeepTheShareAndTheCount) {
+  nlohmann::json j;
+  write_busy_fields(j, 0.25, 1);
+  double share = 0;
+  int count = 0;
+  read_busy_fields(j, share, count);
+  EXPECT_EQ(share, 0.25);
+  EXPECT_EQ(count, 1);
+  write_busy_fields(j, kUnknownShare, 0);
+  EXPECT_TRUE(j["others_busy_share"].is_null());
+  read_busy_fields(j, share, count);
+  EXPECT_EQ(share, kUnknownShare);
+  EXPECT_EQ(count, 0);
+  nlohmann::json old = {{"bandwidth_gbps", 40}};  // a file from before the share was kept
+  EXPECT_THROW(read_busy_fields(old, share, count), nlohmann::json::exception);
 }
 
 TEST(MachineLoad, TheWarningSaysHowBusyAndWhatHappensNext) {
-  const std::string text = busy_measurement_warning("this CPU's op throughput", 0.62);
-  EXPECT_NE(text.find("other programs took 62% of this machine's CPU time while fusejit measured this CPU's op "
-                      "throughput"),
+  const std::string text = busy_measurement_warning("this CPU's op throughput", 0.6234);
+  EXPECT_NE(text.find("other programs took 62.3% of the time of the CPUs fusejit runs on while it measured this "
+                      "CPU's op throughput"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("fusejit devices --remeasure"), std::string::npos) << text;
@@ -114,7 +155,13 @@ TEST(MachineLoad, AMeasurementTakenAgainKeepsEachBetterFigure) {
   EXPECT_EQ(d.class_tflops[1], 0.05);
   EXPECT_EQ(d.launch_overhead_us, 5);
   EXPECT_EQ(d.others_busy_share, 0.02);
+  EXPECT_EQ(d.busy_remeasures, 0) << "idle now: the count starts again";
   EXPECT_EQ(d.description, "the new one");
+  // Busy again: this measurement is counted.
+  busy.busy_remeasures = 1;
+  idle.others_busy_share = 0.4;
+  EXPECT_EQ(better_measured_figures(busy, idle).busy_remeasures, 2);
+  EXPECT_EQ(better_measured_figures(busy, idle).others_busy_share, 0.4);
 }
 
 }  // namespace
