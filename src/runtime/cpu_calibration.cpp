@@ -235,7 +235,6 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   // the busier of the two.
   const double copy_busy_share = d.others_busy_share;
   const int copy_busy_remeasures = d.busy_remeasures;
-  // The device shows the busier of the two measurements.
   auto with_busier_share = [&](DeviceSpec spec) {
     if (copy_busy_share > spec.others_busy_share) {
       spec.others_busy_share = copy_busy_share;

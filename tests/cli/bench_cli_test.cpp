@@ -255,17 +255,28 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/new\nline.svg"));
 }
 
+// `fusejit bench` of tiny_chain(dir) on the CPU, once, with `script` as
+// the gnuplot on its PATH (in dir/bin): the command, to which the caller
+// adds --plot and its options.
+std::string bench_with_stand_in_gnuplot(const std::string& dir, const std::string& script) {
+  std::filesystem::create_directories(dir + "/bin");
+  write_file(dir + "/bin/gnuplot", "#!/bin/sh\n" + script);
+  std::filesystem::permissions(dir + "/bin/gnuplot", std::filesystem::perms::owner_all);
+  return "PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " + tiny_chain(dir) +
+         " --backend cpu --reps 1";
+}
+
+// The line of a stand-in gnuplot that finds where the script says to draw.
+constexpr char kGnuplotOutput[] = "out=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\n";
+
 // A chart gnuplot fails to draw leaves the file it would have replaced, even
 // with --overwrite, and no temporary file behind.
 TEST(BenchCli, AFailedDrawingLeavesTheOldChart) {
   const std::string dir = make_temp_dir("fusejit-bench-badgnuplot");
-  std::filesystem::create_directory(dir + "/bin");
-  write_file(dir + "/bin/gnuplot", "#!/bin/sh\necho 'gnuplot: broken on purpose' >&2\nexit 1\n");
-  std::filesystem::permissions(dir + "/bin/gnuplot", std::filesystem::perms::owner_all);
+  const std::string bench = bench_with_stand_in_gnuplot(dir, "echo 'gnuplot: broken on purpose' >&2\nexit 1\n");
   const std::string chart = dir + "/keep.svg";
   write_file(chart, "old chart");
-  auto r = run_command("PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " +
-                       tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + chart);
+  auto r = run_command(bench + " --overwrite --plot " + chart);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "gnuplot failed to draw " + chart + ": gnuplot: broken on purpose")) << r.err;
   EXPECT_EQ(testing::read_file(chart), "old chart");
@@ -279,23 +290,18 @@ TEST(BenchCli, AFailedDrawingLeavesTheOldChart) {
 // replaced is kept. The stand-in gnuplot writes a cut-off SVG and exits 0.
 TEST(BenchCli, AChartCutShortIsAnErrorAndLeavesTheOldOne) {
   const std::string dir = make_temp_dir("fusejit-bench-cutshort");
-  std::filesystem::create_directory(dir + "/bin");
-  write_file(dir + "/bin/gnuplot",
-             "#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\nprintf '<svg><g fill=\"none\" "
-             "stro' > \"$out\"\n");
-  std::filesystem::permissions(dir + "/bin/gnuplot", std::filesystem::perms::owner_all);
+  const std::string bench = bench_with_stand_in_gnuplot(
+      dir, std::string(kGnuplotOutput) + "printf '<svg><g fill=\"none\" stro' > \"$out\"\n");
   const std::string chart = dir + "/keep.svg";
   write_file(chart, "<svg>old chart</svg>");
-  auto r = run_command("PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " +
-                       tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + chart);
+  auto r = run_command(bench + " --overwrite --plot " + chart);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "--plot " + chart +
                              ": gnuplot's chart came out incomplete (24 bytes, without the end of "
                              "an SVG file); the file there was left as it was"))
       << r.err;
   EXPECT_EQ(testing::read_file(chart), "<svg>old chart</svg>");
-  auto fresh = run_command("PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " +
-                           tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/new.png");
+  auto fresh = run_command(bench + " --plot " + dir + "/new.png");
   EXPECT_EQ(fresh.exit_code, 1);
   EXPECT_TRUE(has(fresh.err, "without the end of a PNG file); nothing was written")) << fresh.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/new.png"));
@@ -309,16 +315,12 @@ TEST(BenchCli, AChartCutShortIsAnErrorAndLeavesTheOldOne) {
 // says, so any machine runs this).
 TEST(BenchCli, PlotThroughALinkKeepsTheLink) {
   const std::string dir = make_temp_dir("fusejit-bench-plotlink");
-  std::filesystem::create_directories(dir + "/bin");
+  const std::string bench =
+      bench_with_stand_in_gnuplot(dir, std::string(kGnuplotOutput) + "echo '<svg>drawn</svg>' > \"$out\"\n");
   std::filesystem::create_directories(dir + "/charts");
-  write_file(
-      dir + "/bin/gnuplot",
-      "#!/bin/sh\nout=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\necho '<svg>drawn</svg>' > \"$out\"\n");
-  std::filesystem::permissions(dir + "/bin/gnuplot", std::filesystem::perms::owner_all);
   write_file(dir + "/charts/r.svg", "old chart");
   std::filesystem::create_symlink("charts/r.svg", dir + "/r.svg");
-  auto r = run_command("PATH=" + dir + "/bin:/usr/bin:/bin " + std::string(FUSEJIT_CLI_PATH) + " bench " +
-                       tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + dir + "/r.svg");
+  auto r = run_command(bench + " --overwrite --plot " + dir + "/r.svg");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::is_symlink(dir + "/r.svg"));
   EXPECT_EQ(testing::read_file(dir + "/charts/r.svg"), "<svg>drawn</svg>\n");

@@ -31,7 +31,17 @@ void write_calibration(const std::string& dir, const std::string& key, double tf
   std::ofstream(dir + "/cpu-device-jit.json") << nlohmann::json{{"entries", entries}}.dump();
 }
 
-TEST(CpuCalibration, KeyNamesTheProbeKernelsDigest) {
+// Each test caches in a folder of its own, with the CPU backend to calibrate.
+class CpuCalibration : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(backend.ok()) << backend.status(); }
+
+  testing::TempDir dir{"fusejit-calibration"};
+  testing::ScopedEnv cache_dir{"FUSEJIT_CACHE_DIR", dir.path()};
+  absl::StatusOr<std::unique_ptr<Backend>> backend = make_cpu_backend();
+};
+
+TEST_F(CpuCalibration, KeyNamesTheProbeKernelsDigest) {
   const std::string key = cpu_calibration_key();
   const size_t at = key.find("kernels sha256 ");
   ASSERT_NE(at, std::string::npos) << key;
@@ -40,11 +50,7 @@ TEST(CpuCalibration, KeyNamesTheProbeKernelsDigest) {
   EXPECT_EQ(key, cpu_calibration_key()) << "the key is deterministic";
 }
 
-TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
-  absl::StatusOr<std::unique_ptr<Backend>> backend = make_cpu_backend();
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  testing::TempDir dir("fusejit-calibration");
-  testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", dir.path());
+TEST_F(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
   const std::string key = cpu_calibration_key();
 
   write_calibration(dir.path(), key);
@@ -80,11 +86,7 @@ TEST(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
 // A calibration taken while other programs kept the machine busy is marked
 // so: a process that finds the machine idle measures it again, keeping the
 // better of each figure; one that finds it busy uses it, marked.
-TEST(CpuCalibration, ABusyCalibrationIsMarkedAndMeasuredAgainWhenIdle) {
-  absl::StatusOr<std::unique_ptr<Backend>> backend = make_cpu_backend();
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  testing::TempDir dir("fusejit-calibration");
-  testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", dir.path());
+TEST_F(CpuCalibration, ABusyCalibrationIsMarkedAndMeasuredAgainWhenIdle) {
   const std::string key = cpu_calibration_key();
   write_calibration(dir.path(), key, kSentinelTflops, 7.0, /*others_busy_share=*/0.75);
   absl::StatusOr<DeviceSpec> d = calibrated_cpu_device(**backend);
@@ -126,11 +128,7 @@ TEST(CpuCalibration, ABusyCalibrationIsMarkedAndMeasuredAgainWhenIdle) {
 
 // Figures no machine has (a file edited by hand, or damaged) would predict
 // "inf us" or a negative launch: they are measured again.
-TEST(CpuCalibration, ImplausibleFiguresAreMeasuredAgain) {
-  absl::StatusOr<std::unique_ptr<Backend>> backend = make_cpu_backend();
-  ASSERT_TRUE(backend.ok()) << backend.status();
-  testing::TempDir dir("fusejit-calibration");
-  testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", dir.path());
+TEST_F(CpuCalibration, ImplausibleFiguresAreMeasuredAgain) {
   const std::string key = cpu_calibration_key();
   for (const auto& [tflops, launch] : {std::pair{0.0, 7.0}, {-3.0, 7.0}, {1.0, -1.0}, {1.0, 1e308}}) {
     write_calibration(dir.path(), key, tflops, launch);
