@@ -24,6 +24,8 @@ namespace {
 // tile is kMR rows by kNR = 2 vectors. kMB and kNB are multiples of the
 // tile (kNB of 2 x 16 lanes, the widest vectors).
 constexpr int64_t kMatmulRows = 132, kMatmulCols = 256, kMatmulDepth = 256, kMicroRows = 6;
+// Rows of B packed together (see the packing loop).
+constexpr int64_t kPackRows = 8;
 
 }  // namespace
 
@@ -79,13 +81,25 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   if (k == 0) w.line("fj_fill_span(acc, 0.0f, kMB * kNB);  // no k: C is zeros");
   w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
   w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
-  w.line("// Pack B[k0 .., j0 ..] into panels, zeros beyond column nb.");
-  w.open("for (long long k = 0; k < kb; ++k)");
-  w.line("float row[kNB];");
-  w.line("fj_load_span({} + (k0 + k) * kN + j0, row, nb);", pb);
-  w.line("for (long long j = nb; j < panels * kNR; ++j) row[j] = 0.0f;");
-  w.line("for (long long p = 0; p < panels; ++p) __builtin_memcpy(bp + (p * kb + k) * kNR, row + p * kNR, "
-         "sizeof(float) * kNR);");
+  // kPackRows rows of B at a time, panel by panel, so that each panel's
+  // lines are written one after another. A row at a time wrote the
+  // panels' lines 16 KiB apart (one per panel, all in one L1 set), and
+  // packing a 1024 x 1024 B took 2.4x as long (650 against 270 us from
+  // memory on one AMD EPYC thread): it dominated a 16-row GEMM
+  // (bench/results/2026-12-06-cpu-matmul-packing.md).
+  w.line("// Pack B[k0 .., j0 ..] into panels, zeros beyond column nb: {} rows of B at a time, panel by panel.",
+         kPackRows);
+  w.open("for (long long kg = 0; kg < kb; kg += {})", kPackRows);
+  w.line("const long long rows = kb - kg < {0} ? kb - kg : {0};", kPackRows);
+  w.open("for (long long p = 0; p < panels; ++p)");
+  w.line("const long long cols = nb - p * kNR < kNR ? nb - p * kNR : kNR;");
+  w.open("for (long long r = 0; r < rows; ++r)");
+  w.line("const auto* __restrict src = {} + (k0 + kg + r) * kN + j0 + p * kNR;", pb);
+  w.line("float* __restrict dst = bp + (p * kb + kg + r) * kNR;");
+  w.line("if (cols == kNR) for (long long c = 0; c < kNR; ++c) dst[c] = fj_to_float(src[c]);");
+  w.line("else for (long long c = 0; c < kNR; ++c) dst[c] = c < cols ? fj_to_float(src[c]) : 0.0f;");
+  w.close();
+  w.close();
   w.close();
   w.line("// Pack A[i0 .., k0 ..] into slivers, zeros beyond row mb.");
   w.open("for (long long s = 0; s < slivers; ++s)");
