@@ -136,6 +136,13 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   if (kernel.kind == KernelKind::kMatmul && !tensor_matmul && device.models_instructions()) {
     compute_seconds = cost.flops / (device.peak_f32_tflops * 1e12);
   }
+  if (kernel.kind == KernelKind::kMatmul && !device.models_instructions() && device.matmul_pack_gelems > 0) {
+    // The CPU GEMM packs B once per row block of each thread's rows, over
+    // all threads as the classes' rates are (charge_idle_cpu_threads below
+    // takes the largest share).
+    compute_seconds += static_cast<double>(cpu_matmul_packed_elements(graph, kernel, device.compute_units)) /
+                       (device.matmul_pack_gelems * 1e9);
+  }
   if (kernel.kind != KernelKind::kMatmul) {
     if (device.models_instructions()) {
       cost.instructions = gpu_instructions(plan, kernel);

@@ -37,6 +37,7 @@ bool plausible_measured_figures(const DeviceSpec& d) {
   return gbps(d.bandwidth_gbps) && tflops(d.peak_f32_tflops) &&
          (d.thread_bandwidth_gbps == 0 || gbps(d.thread_bandwidth_gbps)) &&
          std::all_of(d.class_tflops.begin(), d.class_tflops.end(), tflops) && std::isfinite(d.launch_overhead_us) &&
+         std::isfinite(d.matmul_pack_gelems) && d.matmul_pack_gelems >= 0 && d.matmul_pack_gelems < 1e6 &&
          d.launch_overhead_us >= 0 && d.launch_overhead_us < 1e6 && d.overlap >= 0 && d.overlap <= 1 &&
          ((d.others_busy_share >= 0 && d.others_busy_share <= 1) || d.others_busy_share == kUnknownShare) &&
          d.busy_remeasures >= 0;
@@ -51,6 +52,7 @@ DeviceSpec better_measured_figures(const DeviceSpec& cached, const DeviceSpec& m
   for (size_t c = 0; c < d.class_tflops.size(); ++c) {
     d.class_tflops[c] = std::max(cached.class_tflops[c], measured.class_tflops[c]);
   }
+  d.matmul_pack_gelems = std::max(cached.matmul_pack_gelems, measured.matmul_pack_gelems);
   d.launch_overhead_us = std::min(cached.launch_overhead_us, measured.launch_overhead_us);
   d.others_busy_share = std::min(cached.others_busy_share, measured.others_busy_share);
   d.busy_remeasures = d.others_busy_share > kBusyShare ? cached.busy_remeasures + 1 : 0;

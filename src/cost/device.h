@@ -49,6 +49,14 @@ struct DeviceSpec {
   // (a GPU: the FP32 peak, but the tensor peak for matmul; the CPU: each
   // class measured with JIT kernels, matmul's with the generated GEMM).
   std::array<double, kNumCostClasses> class_tflops{};
+  // The CPU: elements of B its GEMM packs per second, 1e9/s, all threads
+  // together. Each thread packs all of B once per block of up to
+  // kCpuMatmulRowBlock rows (fusion/cpu_work_split.h), which a GEMM of few
+  // rows per thread pays over few rows; the matmul class is then the rate
+  // of the multiply-adds alone. Measured with two GEMMs of different row
+  // counts (runtime/cpu_calibration.cpp); 0 where it is not modelled (a
+  // GPU, or a CPU without the JIT calibration).
+  double matmul_pack_gelems = 0;
   // GPUs: thread-instructions retired per second, 1e12: SMs x FP32 lanes
   // per SM x clock. On an H100/H200 that is the issue rate (4 schedulers x
   // 32 lanes = its 128 FP32 lanes); an A100 (64 FP32 lanes per SM) takes
@@ -145,7 +153,7 @@ std::string cache_directory();
 bool plausible_measured_figures(const DeviceSpec& d);
 
 // The figures of two measurements of the same machine, each the better
-// one (the higher bandwidths, peaks and class throughputs, the lower launch
+// one (the higher bandwidths, peaks, class throughputs and packing rate, the lower launch
 // overhead and busy share): a neighbour only ever slows a probe down, so a
 // measurement taken again because the first was busy keeps what the first
 // got right. The rest is `measured`'s, and busy_remeasures counts this one

@@ -9,6 +9,7 @@
 
 #include "cost/cpu_conversions.h"
 #include "cost/machine_load.h"
+#include "fusion/cpu_work_split.h"
 #include "ir/counted.h"
 
 namespace fusejit {
@@ -71,6 +72,12 @@ std::string format_device(const DeviceSpec& d) {
                                     d.class_tflops[c], ridge));
     }
     text += fmt::format("  measured op classes: {}\n", fmt::join(classes, "; "));
+    if (d.matmul_pack_gelems > 0) {
+      text += fmt::format(
+          "  matmul: B packed at {:.3g}e9 elements/s (all threads), once per block of up to {} rows of each "
+          "thread's share; the matmul class is the multiply-adds' rate\n",
+          d.matmul_pack_gelems, kCpuMatmulRowBlock);
+    }
     const std::string native_bf16 =
         d.native_bf16_stores
             ? fmt::format(" ({:g} stored from an array, with AVX512-BF16's vcvtneps2bf16)", kCpuNarrowBf16Native)
@@ -198,6 +205,9 @@ nlohmann::json device_json(const DeviceSpec& d) {
       {"ridge_f32", d.ridge_f32()},
       {"ridge_tensor", d.ridge_tensor()},
       {"issue_tops", d.models_instructions() ? nlohmann::json(d.issue_tops) : nlohmann::json()},
+      // A CPU: elements of B its GEMM packs per second (1e9/s, all
+      // threads), null where not modelled (DeviceSpec::matmul_pack_gelems).
+      {"matmul_pack_gelems", d.matmul_pack_gelems > 0 ? nlohmann::json(d.matmul_pack_gelems) : nlohmann::json()},
       {"launch_overhead_us", d.launch_overhead_us},
       // The share of the shorter of memory and compute time hidden under
       // the longer (DeviceSpec::overlap).

@@ -42,4 +42,16 @@ CpuChunks cpu_chunks(int64_t count, int64_t grain, int threads) {
   return c;
 }
 
+int64_t cpu_matmul_packed_elements(const Graph& graph, const Kernel& kernel, int threads) {
+  if (kernel.kind != KernelKind::kMatmul || kernel.writes.empty()) return 0;  // an unused matmul does nothing
+  const Node& mm = graph.node(kernel.nodes.at(0));
+  const int64_t b_elements = graph.node(mm.operands.at(1).node).shape.numel();  // B is [K, N]
+  const CpuWorkSplit split = cpu_work_split(graph, kernel);
+  const CpuChunks c = cpu_chunks(split.count, split.grain, threads);
+  if (c.chunks == 0) return 0;
+  auto blocks = [](int64_t rows) { return (rows + kCpuMatmulRowBlock - 1) / kCpuMatmulRowBlock; };
+  const int64_t last = split.count - (c.chunks - 1) * c.chunk;
+  return ((c.chunks - 1) * blocks(c.chunk) + blocks(last)) * b_elements;
+}
+
 }  // namespace fusejit

@@ -30,4 +30,14 @@ struct CpuChunks {
 };
 CpuChunks cpu_chunks(int64_t count, int64_t grain, int threads);
 
+// The CPU GEMM (codegen/cpu/matmul.cpp) works on blocks of up to this many
+// rows of C, and packs all of B for each block of each thread's chunk.
+inline constexpr int64_t kCpuMatmulRowBlock = 132;
+
+// The elements of B that a matmul kernel packs on `threads` threads: K x N
+// for each row block of each chunk. A GEMM of few rows per thread pays
+// this over few rows: packing a 1024 x 1024 B costs as much as 12 rows of
+// multiply-adds (bench/results/2026-12-06-cpu-matmul-packing.md).
+int64_t cpu_matmul_packed_elements(const Graph& graph, const Kernel& kernel, int threads);
+
 }  // namespace fusejit

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <vector>
 
 #include <absl/strings/str_join.h>
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "cost/cost_model.h"
 #include "cost/machine_load.h"
 #include "fusejit_version.h"
+#include "fusion/cpu_work_split.h"
 #include "fusion/plan.h"
 #include "ir/error.h"
 #include "ir/text_format.h"
@@ -43,7 +45,7 @@ struct Probe {
   CostClass cost_class;
   const char* statements;
   // Where the probe is not an op chain on x: the whole graph, {} standing
-  // for its rows (128 per thread).
+  // for its rows (rows_per_thread per thread).
   const char* graph = nullptr;
   // The dtype of x and of every value of the chain.
   const char* dtype = "f32";
@@ -51,7 +53,12 @@ struct Probe {
   // them (the simple class's rate), is taken out of the probe's, since the
   // model adds it back to every kernel that converts.
   bool conversions_apart = false;
+  // A graph probe's rows per thread: one block of the CPU GEMM's rows.
+  int64_t rows_per_thread = kCpuMatmulRowBlock;
 };
+
+// The GEMM probe: B [1024, 1024], as a transformer layer's weights are.
+constexpr const char* kGemmProbe = "input x: f32[{}, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n";
 
 constexpr Probe kProbes[] = {
     {CostClass::kSimple,
@@ -76,10 +83,19 @@ constexpr Probe kProbes[] = {
     {CostClass::kPhilox, "y = dropout(x, p=0.1, seed=42)", nullptr, "bf16", /*conversions_apart=*/true},
     // The generated GEMM as it runs (packing, micro-kernel, blocks of C),
     // not the FMA units' peak: it reached about half of that on two Xeon
-    // cores, and the model predicted matmuls at twice their speed. 128 rows
-    // per thread, as many as a 256-token batch on two cores.
-    {CostClass::kMatmul, nullptr, "input x: f32[{}, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n"},
+    // cores, and the model predicted matmuls at twice their speed. One row
+    // block per thread, about a 256-token batch on two cores.
+    {CostClass::kMatmul, nullptr, kGemmProbe},
 };
+
+// The same GEMM on fewer rows per thread: each thread still packs all of
+// B once, so the two times set the packing apart from the multiply-adds
+// (gemm_figures). A 16-row GEMM on one thread took twice the time the
+// model predicted from the one-block probe alone
+// (bench/results/2026-12-06-cpu-matmul-packing.md). 36 rows: a whole
+// number of the micro-kernel's 6-row slivers, and enough for the work
+// split to give every thread a share.
+constexpr Probe kShortGemmProbe{CostClass::kMatmul, nullptr, kGemmProbe, "f32", false, 36};
 
 // Elements per thread: 8 MiB of f32 input and output per thread (4 MiB in
 // bf16), within a server L3 with two threads, and a millisecond or more of
@@ -95,27 +111,29 @@ constexpr std::chrono::milliseconds kProbeWarmup{300};
 // round's simple rate; 5: kRounds rounds, conversions taken out once from
 // the fastest times, at the final simple rate; 6: the share of the machine
 // other programs took while the probes ran is kept, and a busy
-// calibration measured again once the machine is idle).
-constexpr int kProbeMethod = 6;
+// calibration measured again once the machine is idle; 7: the GEMM probed
+// at two row counts, B's packing set apart from the multiply-adds).
+constexpr int kProbeMethod = 7;
 // Rounds over all the probes; each probe's fastest counts
 // (calibrated_cpu_device says why).
 constexpr int kRounds = 3;
 
 absl::StatusOr<Graph> probe_graph(const Probe& probe) {
   if (probe.graph != nullptr) {
-    return parse_graph(fmt::format(fmt::runtime(probe.graph), 128 * ThreadPool::global().size()));
+    return parse_graph(fmt::format(fmt::runtime(probe.graph), probe.rows_per_thread * ThreadPool::global().size()));
   }
   return parse_graph(fmt::format("input x: {}[{}, {}]\n{}\noutput y\n", probe.dtype, ThreadPool::global().size(),
                                  kElementsPerThread, probe.statements));
 }
 
 // A probe's kernel timed: the median time of its runs, and what the cost
-// model counts in it (the op table's FLOPs, 2 M N K for a matmul, and its
-// 16-bit conversions).
+// model counts in it (the op table's FLOPs, 2 M N K for a matmul, its
+// 16-bit conversions, and the elements of B a GEMM packs, all threads).
 struct ProbeTime {
   double seconds = 0;
   double flops = 0;
   double conversion_ops = 0;
+  double packed_elements = 0;
 };
 
 // `warmup`: how long to run it before timing (the first round's probes
@@ -147,7 +165,9 @@ absl::StatusOr<ProbeTime> time_probe(Backend& backend, const Probe& probe, std::
   }
   load.stop();
   const KernelCost cost = estimate_kernel(plan, plan.kernels.at(0), cpu_identity());
-  return ProbeTime{median(us) * 1e-6, cost.flops, cost.conversion_ops};
+  const auto packed =
+      static_cast<double>(cpu_matmul_packed_elements(*plan.graph, plan.kernels.at(0), ThreadPool::global().size()));
+  return ProbeTime{median(us) * 1e-6, cost.flops, cost.conversion_ops, packed};
 }
 
 // The class throughput a probe's time gives, in the model's units.
@@ -183,7 +203,9 @@ std::string calibration_key(const DeviceSpec& cpu) {
   // throughput measured, so a cached calibration of other kernels must not
   // be used.
   std::string sources;
-  for (const Probe& p : kProbes) {
+  std::vector<Probe> probes(std::begin(kProbes), std::end(kProbes));
+  probes.push_back(kShortGemmProbe);
+  for (const Probe& p : probes) {
     absl::StatusOr<Graph> g = probe_graph(p);
     if (!g.ok()) return "";  // the probes are constants: cannot happen
     for (const CpuKernelSource& k : emit_cpu(make_fused_plan(*g))) sources += k.source;
@@ -228,6 +250,18 @@ std::string cpu_calibration_cache_path() {
 
 std::string cpu_calibration_key() { return calibration_key(cpu_device()); }
 
+GemmFigures gemm_figures(double seconds, double flops, double fewer_rows_seconds, double fewer_rows_flops,
+                         double packed_elements) {
+  const GemmFigures together{flops / seconds / 1e12, 0};
+  const double extra_flops = flops - fewer_rows_flops;
+  const double extra_seconds = seconds - fewer_rows_seconds;
+  if (extra_flops <= 0 || extra_seconds <= 0 || packed_elements <= 0) return together;
+  const double seconds_per_flop = extra_seconds / extra_flops;
+  const double pack_seconds = seconds - flops * seconds_per_flop;
+  if (pack_seconds < 0.02 * seconds) return together;
+  return GemmFigures{1 / seconds_per_flop / 1e12, packed_elements / pack_seconds / 1e9};
+}
+
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   DeviceSpec d = with_pool_threads(cpu_device());
   // How busy the machine was when cpu-device.json was measured; the
@@ -263,6 +297,7 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
           cached.class_tflops[static_cast<int>(p.cost_class)] =
               entry.at("class_tflops").at(std::string(cost_class_name(p.cost_class))).get<double>();
         }
+        cached.matmul_pack_gelems = entry.at("matmul_pack_gelems").get<double>();
         cached.launch_overhead_us = entry.at("launch_overhead_us").get<double>();
         read_busy_fields(entry, cached.others_busy_share, cached.busy_remeasures);
         cached.description += "; op throughput of JIT kernels";
@@ -289,12 +324,14 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   // neighbour's burst only ever slows a probe down. The conversions' price
   // is taken out of the fastest times at the simple class's final rate,
   // the one the model adds back.
-  std::array<ProbeTime, std::size(kProbes)> fastest;
+  std::vector<Probe> probes(std::begin(kProbes), std::end(kProbes));
+  probes.push_back(kShortGemmProbe);
+  std::vector<ProbeTime> fastest(probes.size());
   MachineLoadMeter load;
   for (int round = 0; round < kRounds; ++round) {
-    for (size_t i = 0; i < std::size(kProbes); ++i) {
+    for (size_t i = 0; i < probes.size(); ++i) {
       absl::StatusOr<ProbeTime> t =
-          time_probe(backend, kProbes[i], round == 0 ? kProbeWarmup : std::chrono::milliseconds(0), load);
+          time_probe(backend, probes[i], round == 0 ? kProbeWarmup : std::chrono::milliseconds(0), load);
       if (!t.ok()) return t.status();
       if (round == 0 || t->seconds < fastest[i].seconds) fastest[i] = *t;
     }
@@ -305,6 +342,13 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   for (size_t i = 0; i < std::size(kProbes); ++i) {
     d.class_tflops[static_cast<int>(kProbes[i].cost_class)] = tflops_from_time(kProbes[i], fastest[i], simple_tflops);
   }
+  static_assert(kProbes[std::size(kProbes) - 1].cost_class == CostClass::kMatmul,
+                "the one-block GEMM probe is the last of kProbes, the shorter one after it");
+  const ProbeTime& one_block = fastest[std::size(kProbes) - 1];
+  const GemmFigures gemm = gemm_figures(one_block.seconds, one_block.flops, fastest.back().seconds,
+                                        fastest.back().flops, one_block.packed_elements);
+  d.class_tflops[static_cast<int>(CostClass::kMatmul)] = gemm.tflops;
+  d.matmul_pack_gelems = gemm.pack_gelems;
   d.launch_overhead_us = probe_launch_us();
   d.others_busy_share = load.others_share();
   d.busy_remeasures = 0;  // the count is this file's, not cpu-device.json's (better_measured_figures counts)
@@ -319,7 +363,9 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   }
   // An unwritable directory only costs the caching (replace_file writes
   // temp-then-rename, so a concurrent reader never sees half a file).
-  nlohmann::json entry{{"class_tflops", classes}, {"launch_overhead_us", d.launch_overhead_us}};
+  nlohmann::json entry{{"class_tflops", classes},
+                       {"matmul_pack_gelems", d.matmul_pack_gelems},
+                       {"launch_overhead_us", d.launch_overhead_us}};
   write_busy_fields(entry, d.others_busy_share, d.busy_remeasures);
   entries[key] = entry;
   const nlohmann::json cached{{"entries", entries}};

@@ -31,4 +31,19 @@ std::string cpu_calibration_cache_path();
 // cpu_device() with the JIT's class throughputs and launch overhead.
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& cpu_backend);
 
+// The matmul class and B's packing rate (DeviceSpec::matmul_pack_gelems)
+// from two timings of one GEMM that differ only in rows per thread, each
+// thread packing all of B once in both: seconds = packing + flops / rate,
+// the same packing in both. `packed_elements`: the elements of B packed,
+// all threads. Where the two give no packing time of at least 2% of the
+// longer GEMM's (noise, or a CPU that packs at no cost), the rate is the
+// longer GEMM's with its packing in it, and the packing rate 0 (not
+// modelled).
+struct GemmFigures {
+  double tflops = 0;
+  double pack_gelems = 0;
+};
+GemmFigures gemm_figures(double seconds, double flops, double fewer_rows_seconds, double fewer_rows_flops,
+                         double packed_elements);
+
 }  // namespace fusejit

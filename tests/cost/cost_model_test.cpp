@@ -15,6 +15,7 @@
 #include "fusejit.h"
 #include "fusion/gpu_row_shape.h"
 #include "support/error_of.h"
+#include "support/graph_variants.h"
 
 namespace fusejit {
 namespace {
@@ -84,6 +85,65 @@ TEST(CostModel, AMixedDtypeMatmulOnAGpuPaysForWideningItsOperands) {
   DeviceSpec cpu_like = h100;  // a device that does not model instructions: the CPU backend's GEMM
   cpu_like.issue_tops = 0;
   EXPECT_EQ(estimate_kernel(plan, plan.kernels[0], cpu_like).bytes(), (na + nb) * 2 + 256 * 128 * 4);
+}
+
+// The CPU's GEMM packs all of B once per row block of each thread's rows
+// (cpu_matmul_packed_elements), which the model charges at the measured
+// packing rate beside the multiply-adds: a 16-row matmul pays as much
+// packing as a 132-row one. Without a packing rate (not measured) only
+// the multiply-adds count.
+TEST(CostModel, ACpuMatmulPaysForPackingBInEachRowBlock) {
+  DeviceSpec cpu = cpu_identity();
+  cpu.bandwidth_gbps = 100;
+  cpu.thread_bandwidth_gbps = 50;
+  cpu.class_tflops.fill(0.2);
+  cpu.launch_overhead_us = 0;
+  cpu.compute_units = 2;
+  auto cost = [&](int64_t m, double pack_gelems) {
+    DeviceSpec d = cpu;
+    d.matmul_pack_gelems = pack_gelems;
+    const Graph g = testing::parse_or_throw(
+        fmt::format("input x: f32[{}, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n", m));
+    return only_kernel(g, d);
+  };
+  const double b = 1024.0 * 1024;
+  for (int64_t m : {16, 132, 264, 400}) {
+    const KernelCost without = cost(m, 0);
+    const KernelCost with = cost(m, 10);
+    // Each thread packs B once per block of its rows, at half of the
+    // machine's rate (10e9 elements/s over two threads).
+    const int threads = m < 64 ? 1 : 2;
+    const double blocks_per_thread = m == 400 ? 2 : 1;
+    EXPECT_EQ(with.threads, threads) << m;
+    EXPECT_NEAR(with.compute_us - without.compute_us, blocks_per_thread * b / (10e9 / 2) * 1e6, 1e-6) << m;
+    EXPECT_NEAR(with.predicted_us - without.predicted_us, with.compute_us - without.compute_us, 1e-6) << m;
+    EXPECT_EQ(with.flops, without.flops) << m;  // packing is not FLOPs
+  }
+  // A GPU's matmul runs in cuBLAS: no packing, whatever the figure says.
+  DeviceSpec h100 = gpu_device("h100");
+  const Graph g =
+      testing::parse_or_throw("input x: f32[16, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n");
+  const KernelCost plain = only_kernel(g, h100);
+  h100.matmul_pack_gelems = 10;
+  EXPECT_EQ(only_kernel(g, h100).predicted_us, plain.predicted_us);
+
+  // The device says so, and the figure is checked like the others.
+  cpu.matmul_pack_gelems = 12.5;
+  cpu.peak_f32_tflops = 1;
+  cpu.measured = true;
+  EXPECT_NE(format_device(cpu).find("B packed at 12.5e9 elements/s"), std::string::npos) << format_device(cpu);
+  EXPECT_EQ(device_json(cpu)["matmul_pack_gelems"], 12.5);
+  EXPECT_TRUE(device_json(cpu_identity())["matmul_pack_gelems"].is_null());
+  EXPECT_TRUE(plausible_measured_figures(cpu));
+  for (double bad : {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    DeviceSpec d = cpu;
+    d.matmul_pack_gelems = bad;
+    EXPECT_FALSE(plausible_measured_figures(d)) << bad;
+  }
+  DeviceSpec slower = cpu;
+  slower.matmul_pack_gelems = 3;
+  EXPECT_EQ(better_measured_figures(slower, cpu).matmul_pack_gelems, 12.5);
+  EXPECT_EQ(better_measured_figures(cpu, slower).matmul_pack_gelems, 12.5);
 }
 
 // A kernel of a plan of another graph names nodes this plan's graph may

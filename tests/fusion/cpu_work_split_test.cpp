@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "codegen/cpu/cpu_emitter.h"
@@ -80,6 +81,40 @@ TEST(CpuWorkSplit, TheGeneratorEmitsTheSplit) {
   EXPECT_EQ(counts.front(), 18000);
   EXPECT_EQ(counts.back(), 6);
   EXPECT_EQ(cpu_work_split(*plan.graph, plan.kernels.back()).grain, 32);
+}
+
+// The GEMM packs all of B for each block of kCpuMatmulRowBlock rows of each
+// thread's chunk: what the cost model charges a matmul for packing.
+TEST(CpuWorkSplit, AMatmulPacksBOncePerRowBlockOfEachChunk) {
+  auto packed = [](int64_t m, int threads) {
+    const Graph g = testing::parse_or_throw(
+        fmt::format("input x: f32[{}, 64]\ninput w: f32[64, 10]\ny = matmul(x, w)\noutput y\n", m));
+    const FusionPlan plan = make_fused_plan(g);
+    return cpu_matmul_packed_elements(*plan.graph, plan.kernels.at(0), threads);
+  };
+  const int64_t b = 64 * 10;
+  ASSERT_EQ(kCpuMatmulRowBlock, 132);
+  EXPECT_EQ(packed(16, 1), b);        // one block
+  EXPECT_EQ(packed(16, 2), b);        // under two grains of 32 rows: one thread
+  EXPECT_EQ(packed(132, 1), b);       // exactly one block
+  EXPECT_EQ(packed(133, 1), 2 * b);   // one row more: a second block
+  EXPECT_EQ(packed(264, 2), 2 * b);   // 132 rows per thread
+  EXPECT_EQ(packed(400, 2), 4 * b);   // 200 + 200 rows: two blocks each
+  EXPECT_EQ(packed(401, 2), 4 * b);   // 201 + 200
+  EXPECT_EQ(packed(600, 4), 8 * b);   // 150 rows each: two blocks each
+  EXPECT_EQ(packed(1000, 3), 9 * b);  // 334 + 334 + 332: three blocks each
+
+  // A matmul nothing uses does nothing; other kernels pack nothing.
+  const Graph unused =
+      testing::parse_or_throw("input x: f32[3, 64]\ninput w: f32[64, 4]\nm = matmul(x, w)\ny = sigmoid(x)\noutput y\n");
+  const FusionPlan plan = make_fused_plan(unused);
+  for (const Kernel& k : plan.kernels) EXPECT_EQ(cpu_matmul_packed_elements(*plan.graph, k, 2), 0) << k.name;
+
+  // The generator blocks the rows as the model counts them.
+  const Graph g = testing::parse_or_throw("input x: f32[8, 64]\ninput w: f32[64, 10]\ny = matmul(x, w)\noutput y\n");
+  const std::vector<CpuKernelSource> sources = emit_cpu(make_fused_plan(g));
+  ASSERT_EQ(sources.size(), 1u);
+  EXPECT_NE(sources[0].source.find(fmt::format("kMB = {},", kCpuMatmulRowBlock)), std::string::npos);
 }
 
 }  // namespace

@@ -20,14 +20,16 @@ namespace {
 constexpr double kSentinelTflops = 12345.0;  // no CPU class reaches this
 
 void write_calibration(const std::string& dir, const std::string& key, double tflops = kSentinelTflops,
-                       double launch_us = 7.0, double others_busy_share = 0.01) {
+                       double launch_us = 7.0, double others_busy_share = 0.01, double pack_gelems = 20.0) {
   nlohmann::json classes;
   for (int c = 0; c < kNumCostClasses; ++c) {
     classes[std::string(cost_class_name(static_cast<CostClass>(c)))] = tflops;
   }
   nlohmann::json entries;
-  entries[key] = {
-      {"class_tflops", classes}, {"launch_overhead_us", launch_us}, {"others_busy_share", others_busy_share}};
+  entries[key] = {{"class_tflops", classes},
+                  {"matmul_pack_gelems", pack_gelems},
+                  {"launch_overhead_us", launch_us},
+                  {"others_busy_share", others_busy_share}};
   std::ofstream(dir + "/cpu-device-jit.json") << nlohmann::json{{"entries", entries}}.dump();
 }
 
@@ -58,6 +60,7 @@ TEST_F(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(cached->class_tflops[static_cast<int>(CostClass::kErf)], kSentinelTflops) << "same key: read back";
   EXPECT_EQ(cached->launch_overhead_us, 7.0);
+  EXPECT_EQ(cached->matmul_pack_gelems, 20.0);
   EXPECT_EQ(cached->overlap, 0.0) << "a CPU's memory and compute times add";
   // The GEMM measured faster than the FMA probe raises the peak to its rate.
   EXPECT_EQ(cached->peak_f32_tflops, kSentinelTflops);
@@ -81,6 +84,45 @@ TEST_F(CpuCalibration, CacheIsUsedOnlyForTheSameKernels) {
   EXPECT_TRUE(entries.contains(key));
   EXPECT_TRUE(entries.contains(stale));
   EXPECT_EQ(entries.at(stale).at("launch_overhead_us"), 7.0);
+  // The GEMM's packing rate is measured and kept (0 where the two GEMM
+  // probes could not set it apart: gemm_figures).
+  EXPECT_GE(entries.at(key).at("matmul_pack_gelems").get<double>(), 0.0);
+  EXPECT_EQ(entries.at(key).at("matmul_pack_gelems").get<double>(), measured->matmul_pack_gelems);
+
+  // An entry without a packing rate (written before it was measured) is
+  // measured again.
+  nlohmann::json old = entries;
+  old[key].erase("matmul_pack_gelems");
+  std::ofstream(dir.path() + "/cpu-device-jit.json") << nlohmann::json{{"entries", old}}.dump();
+  ASSERT_TRUE(calibrated_cpu_device(**backend).ok());
+  std::ifstream again(dir.path() + "/cpu-device-jit.json");
+  EXPECT_TRUE(nlohmann::json::parse(again).at("entries").at(key).contains("matmul_pack_gelems"));
+}
+
+// Two timings of one GEMM that differ in rows per thread, each thread
+// packing B once in both, give the multiply-adds' rate and the packing
+// rate; where they cannot tell the packing apart, the longer GEMM's rate.
+TEST(GemmFigures, TwoRowCountsSetThePackingApartFromTheMultiplyAdds) {
+  // Made up: 1e6 elements packed at 5e9/s (200 us) and 0.25 TFLOP/s.
+  const double packed = 1e6, pack_s = 200e-6, rate = 0.25e12;
+  const double flops = 2.0 * 264 * 1024 * 1024, fewer = 2.0 * 72 * 1024 * 1024;
+  GemmFigures g = gemm_figures(pack_s + flops / rate, flops, pack_s + fewer / rate, fewer, packed);
+  EXPECT_NEAR(g.tflops, 0.25, 1e-9);
+  EXPECT_NEAR(g.pack_gelems, 5.0, 1e-9);
+
+  // Noise that leaves no packing time, or makes the shorter GEMM no faster:
+  // the longer GEMM's rate with its packing in it, and no packing rate.
+  for (double fewer_s : {fewer / rate, 2 * (flops / rate), flops / rate + pack_s}) {
+    g = gemm_figures(pack_s + flops / rate, flops, fewer_s, fewer, packed);
+    EXPECT_NEAR(g.tflops, flops / (pack_s + flops / rate) / 1e12, 1e-12) << fewer_s;
+    EXPECT_EQ(g.pack_gelems, 0) << fewer_s;
+  }
+  // Packing under 2% of the longer GEMM's time is noise.
+  const double little = 0.01 * (flops / rate);
+  g = gemm_figures(little + flops / rate, flops, little + fewer / rate, fewer, packed);
+  EXPECT_EQ(g.pack_gelems, 0);
+  // Nothing packed (no GEMM): nothing to set apart.
+  EXPECT_EQ(gemm_figures(pack_s + flops / rate, flops, pack_s + fewer / rate, fewer, 0).pack_gelems, 0);
 }
 
 // A calibration taken while other programs kept the machine busy is marked

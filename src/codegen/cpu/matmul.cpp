@@ -23,7 +23,7 @@ namespace {
 // The blocking: kMB rows of C by kNB columns, kKB deep; the micro-kernel's
 // tile is kMR rows by kNR = 2 vectors. kMB and kNB are multiples of the
 // tile (kNB of 2 x 16 lanes, the widest vectors).
-constexpr int64_t kMatmulRows = 132, kMatmulCols = 256, kMatmulDepth = 256, kMicroRows = 6;
+constexpr int64_t kMatmulRows = kCpuMatmulRowBlock, kMatmulCols = 256, kMatmulDepth = 256, kMicroRows = 6;
 // Rows of B packed together (see the packing loop).
 constexpr int64_t kPackRows = 8;
 
