@@ -12,10 +12,12 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <immintrin.h>
+#include <pwd.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -297,11 +299,27 @@ DeviceSpec cpu_identity() {
 
 std::string cache_directory() {
   if (const char* dir = std::getenv("FUSEJIT_CACHE_DIR"); dir != nullptr && *dir != '\0') return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+  // As the XDG base directory spec says, a relative $XDG_CACHE_HOME is
+  // ignored; so is an empty or relative $HOME, which would put the cache
+  // in whatever folder the program runs in. Without either, the home
+  // folder the password database gives; without that, a folder of this
+  // user's own under /tmp, which KernelCache refuses to load kernels
+  // from if another user made it first (cache_folder_problem).
+  auto absolute = [](const char* dir) { return dir != nullptr && dir[0] == '/'; };
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); absolute(xdg)) {
     return (std::filesystem::path(xdg) / "fusejit").string();
   }
-  const char* home = std::getenv("HOME");
-  return (std::filesystem::path(home != nullptr ? home : "/tmp") / ".cache" / "fusejit").string();
+  if (const char* home = std::getenv("HOME"); absolute(home)) {
+    return (std::filesystem::path(home) / ".cache" / "fusejit").string();
+  }
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (getpwuid_r(geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr &&
+      absolute(found->pw_dir) && std::string_view(found->pw_dir) != "/") {
+    return (std::filesystem::path(found->pw_dir) / ".cache" / "fusejit").string();
+  }
+  return fmt::format("/tmp/fusejit-cache-{}", geteuid());
 }
 
 DeviceSpec measure_cpu_device() {

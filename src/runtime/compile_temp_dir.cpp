@@ -99,7 +99,11 @@ absl::StatusOr<CompileTempDir> CompileTempDir::make() {
   std::call_once(swept, [&] { remove_abandoned_compile_dirs(parent); });
   std::string pattern = fmt::format("{}/{}{}-XXXXXX", parent, kPrefix, ::getpid());
   if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::UnavailableError(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
+    const int err = errno;
+    const char* tmpdir = std::getenv("TMPDIR");
+    return absl::UnavailableError(fmt::format("cannot create a temporary directory in {}{}: {}", parent,
+                                              tmpdir != nullptr && *tmpdir != '\0' ? " (from $TMPDIR)" : "",
+                                              std::strerror(err)));
   }
   // Held until the directory is removed; a failure to lock only makes the
   // directory look like an older fusejit's, which no sweep removes.

@@ -370,7 +370,7 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   entries[key] = entry;
   const nlohmann::json cached{{"entries", entries}};
   absl::Status saved = ensure_directory(path.parent_path().string());
-  if (saved.ok()) saved = replace_file(path.string(), cached.dump(2) + "\n");
+  if (saved.ok()) saved = replace_cache_file(path.string(), cached.dump(2) + "\n");
   if (!saved.ok()) {
     warn(fmt::format("cannot keep the CPU's op throughputs ({}); the next process measures them again",
                      status_text(saved)));

@@ -161,15 +161,21 @@ absl::Status write_whole_file(const std::string& path, std::string_view data) {
 }
 
 absl::StatusOr<std::string> temporary_directory() {
-  std::error_code ec;
-  const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
-  if (!ec) return dir.string();
+  // An empty $TMPDIR counts as unset, as for mktemp and glibc
+  // (std::filesystem::temp_directory_path took it for a folder named "").
   const char* tmpdir = std::getenv("TMPDIR");
-  if (tmpdir != nullptr && *tmpdir != '\0') {
+  const bool from_env = tmpdir != nullptr && *tmpdir != '\0';
+  const std::string dir = from_env ? tmpdir : "/tmp";
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) return dir;
+  const std::string why = ec                                 ? ec.message()
+                          : std::filesystem::exists(dir, ec) ? "not a directory"
+                                                             : "it does not exist";
+  if (from_env) {
     return absl::FailedPreconditionError(
-        fmt::format("the temporary directory {} (from $TMPDIR) cannot be used: {}", tmpdir, ec.message()));
+        fmt::format("the temporary directory {} (from $TMPDIR) cannot be used: {}", dir, why));
   }
-  return absl::FailedPreconditionError(fmt::format("no temporary directory: {}", ec.message()));
+  return absl::FailedPreconditionError(fmt::format("no temporary directory: {}: {}", dir, why));
 }
 
 std::string temporary_path_beside(const std::string& path, std::string_view extension) {
@@ -212,7 +218,28 @@ absl::Status check_can_create_files(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::Status replace_files(const std::map<std::string, std::string_view>& files, const FileWriter& writer) {
+absl::Status replace_cache_file(const std::string& path, std::string_view data, const FileWriter& writer) {
+  return replace_files({{path, data}}, writer, Links::kReplace);
+}
+
+std::string untrusted_folder_reason(const std::string& dir) {
+  const std::filesystem::path path(dir);
+  for (const std::filesystem::path& folder : {path, path.parent_path()}) {
+    if (folder.empty()) continue;
+    struct stat info;
+    if (::stat(folder.c_str(), &info) != 0) continue;
+    if (info.st_uid != ::geteuid() && info.st_uid != 0) {
+      return fmt::format("{} belongs to another user (uid {})", folder.string(), info.st_uid);
+    }
+    if ((info.st_mode & S_IWOTH) != 0 && (info.st_mode & S_ISVTX) == 0) {
+      return fmt::format("every user may write to {}", folder.string());
+    }
+  }
+  return "";
+}
+
+absl::Status replace_files(const std::map<std::string, std::string_view>& files, const FileWriter& writer,
+                           Links links) {
   struct Written {
     std::string temporary;
     std::string target;       // the file replaced: the path, or the end of its link chain
@@ -223,7 +250,7 @@ absl::Status replace_files(const std::map<std::string, std::string_view>& files,
     for (size_t i = from; i < written.size(); ++i) std::remove(written[i].temporary.c_str());
   };
   for (const auto& [path, data] : files) {
-    const std::string target = link_target(path);  // a link stays a link
+    const std::string target = links == Links::kFollow ? link_target(path) : path;  // a link stays a link
     const std::string destination = destination_name(path, target);
     absl::StatusOr<std::string> temporary = write_temporary(target, destination, data, writer);
     if (!temporary.ok()) {

@@ -26,9 +26,9 @@ absl::Status write_whole_file(const std::string& path, std::string_view data);
 // Writes a file; replaceable so that tests can simulate a full disk.
 using FileWriter = std::function<absl::Status(const std::string& path, std::string_view data)>;
 
-// The directory for temporary files (std::filesystem::temp_directory_path:
-// $TMPDIR, else /tmp), or an error that names $TMPDIR and its value where
-// that is what is wrong (it does not exist, or is not a directory).
+// The directory for temporary files ($TMPDIR where it is set and not
+// empty, else /tmp), or an error that names it, and $TMPDIR where that is
+// where it came from (it does not exist, or is not a directory).
 absl::StatusOr<std::string> temporary_directory();
 
 // A unique name for a temporary file beside path: path.tmp-PID-RANDOM (the
@@ -42,6 +42,11 @@ std::string temporary_path_beside(const std::string& path, std::string_view exte
 // mixture. On failure the temporary file is removed; the error names path.
 absl::Status replace_file(const std::string& path, std::string_view data, const FileWriter& writer = write_whole_file);
 
+// What replace_files does where a path is a symbolic link: a user's file
+// keeps its link (the file it points to is replaced); a cache entry is
+// replaced by a file, so that a link planted in the cache writes nowhere.
+enum class Links { kFollow, kReplace };
+
 // replace_file for several files (path -> content) as a group: each is
 // written to its temporary name first, and only once all of them are
 // written is each renamed over its path. A failed write (a full disk)
@@ -49,9 +54,19 @@ absl::Status replace_file(const std::string& path, std::string_view data, const 
 // also removes the files the group created before it (those it replaced
 // keep their new content, and the error says how many). A path that is
 // a symbolic link keeps it: the file it points to is replaced
-// (ir/link_target.h).
+// (ir/link_target.h), unless `links` is Links::kReplace.
 absl::Status replace_files(const std::map<std::string, std::string_view>& files,
-                           const FileWriter& writer = write_whole_file);
+                           const FileWriter& writer = write_whole_file, Links links = Links::kFollow);
+// replace_file of a cache's file: a link there is replaced, not followed.
+absl::Status replace_cache_file(const std::string& path, std::string_view data,
+                                const FileWriter& writer = write_whole_file);
+
+// Why a cache folder must not be used for code that is loaded and run
+// (compiled kernels): `dir`, or the folder it is in, belongs to another
+// user (root aside), or every user may write to it (without the sticky
+// bit), so another user could put a kernel there. "" where neither is
+// true, or where they do not exist yet (this process makes them its own).
+std::string untrusted_folder_reason(const std::string& dir);
 
 // Creates path with data, complete or not at all (written to a temporary
 // beside it, then hard-linked into place), and never replaces a file:

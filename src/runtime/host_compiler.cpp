@@ -28,6 +28,7 @@
 #include "runtime/compile_temp_dir.h"
 #include "runtime/file_io.h"
 #include "runtime/sha256.h"
+#include "runtime/warnings.h"
 
 extern char** environ;
 
@@ -207,7 +208,11 @@ absl::StatusOr<LoadedObject> load_object(const std::string& name, const std::str
   if (absl::Status s = replace_file(path, object); !s.ok()) return s;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    return absl::InternalError(fmt::format("cannot load the compiled kernel '{}': {}", name, dlerror()));
+    // dlerror() starts with the path, a temporary that is gone by the time
+    // anyone reads the message.
+    std::string_view why = dlerror();
+    if (why.starts_with(path + ": ")) why.remove_prefix(path.size() + 2);
+    return absl::InternalError(fmt::format("cannot load the compiled kernel '{}': {}", name, why));
   }
   return LoadedObject{handle, -1};
 }
@@ -264,57 +269,80 @@ absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::strin
   module->cache_key_ = cache_key(*compiler, source);
   dump_files_if_requested(name, {{".cpp", &source}});
 
-  std::string object;
+  // Loads the object into the module and finds its entry points.
+  auto load = [&](const std::string& object) -> absl::Status {
+    absl::StatusOr<LoadedObject> loaded = load_object(name, object);
+    if (!loaded.ok()) return loaded.status();
+    module->handle_ = loaded->handle;
+    module->fd_ = loaded->fd;
+    for (const std::string& entry : entries) {
+      auto address = reinterpret_cast<HostModule::Entry>(dlsym(module->handle_, entry.c_str()));
+      if (address == nullptr) {
+        return absl::InternalError(fmt::format("the compiled module '{}' has no entry point '{}'", name, entry));
+      }
+      module->entries_.emplace_back(entry, address);
+    }
+    return absl::OkStatus();
+  };
+  auto unload = [&] {
+    if (module->handle_ != nullptr) dlclose(module->handle_);
+    if (module->fd_ >= 0) close(module->fd_);
+    module->handle_ = nullptr;
+    module->fd_ = -1;
+    module->entries_.clear();
+  };
+
   if (cache != nullptr) {
-    if (std::optional<CacheEntry> entry = cache->lookup(module->cache_key_); entry && entry->blobs.contains(kObjectBlob)) {
-      object = entry->blobs.at(kObjectBlob);
-      module->cache_hit_ = true;
+    std::optional<CacheEntry> entry = cache->lookup(module->cache_key_);
+    if (entry && entry->blobs.contains(kObjectBlob)) {
+      // An entry whose digest is right can still hold an object this
+      // process cannot load (a cache shared with a machine of another
+      // libc or architecture): removed and compiled again, as a damaged
+      // entry is, rather than failing every later run.
+      if (absl::Status s = load(entry->blobs.at(kObjectBlob)); s.ok()) {
+        module->cache_hit_ = true;
+        module->compile_ms_ = ms_since(start);
+        return module;
+      } else {
+        warn(fmt::format("the cached kernel '{}' in {} cannot be used ({}); removed it, compiling again", name,
+                         cache->entry_path(module->cache_key_), status_text(s)));
+      }
+      unload();
+      cache->forget(module->cache_key_);
     }
   }
-  if (!module->cache_hit_) {
-    absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();
-    if (!dir.ok()) return dir.status();
-    const std::string stem = kernel_file_stem(name);
-    const std::string src_path = dir->path() + "/" + stem + ".cpp";
-    const std::string obj_path = dir->path() + "/" + stem + ".so";
-    if (absl::Status s = replace_file(src_path, source); !s.ok()) return s;
-    std::vector<std::string> argv = compiler->command;
-    for (const std::string& flag : host_compile_flags()) argv.push_back(flag);
-    argv.insert(argv.end(), {"-o", obj_path, src_path});
-    absl::StatusOr<ProcessResult> r = run_process(argv, dir->path());
-    if (!r.ok()) return r.status();
-    absl::StatusOr<std::string> built = r->exit_code == 0 ? read_whole_file(obj_path)
-                                                          : absl::StatusOr<std::string>(std::string());
-    if (r->exit_code != 0 || !built.ok()) {
-      const std::string file_name = fmt::format("{}-{}.txt", stem, module->cache_key_.substr(0, 12));
-      return compile_failure_status(
-          file_name,
-          format_compile_failure({
-              .compiler = fmt::format("the host compiler ({})", absl::StrJoin(compiler->command, " ")),
-              .extension = ".cpp",
-              .name = name,
-              .arch = "this CPU (-march=native)",
-              .error = r->exit_code != 0 ? fmt::format("exit code {}", r->exit_code)
-                                         : std::string(status_text(built.status())),
-              .options = host_compile_flags(),
-              .log = r->output,
-              .source = source,
-          }));
-    }
-    object = *std::move(built);
-    if (cache != nullptr) cache->store(module->cache_key_, CacheEntry{.blobs = {{kObjectBlob, object}, {kLogBlob, r->output}}});
+  absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();
+  if (!dir.ok()) return dir.status();
+  const std::string stem = kernel_file_stem(name);
+  const std::string src_path = dir->path() + "/" + stem + ".cpp";
+  const std::string obj_path = dir->path() + "/" + stem + ".so";
+  if (absl::Status s = replace_file(src_path, source); !s.ok()) return s;
+  std::vector<std::string> argv = compiler->command;
+  for (const std::string& flag : host_compile_flags()) argv.push_back(flag);
+  argv.insert(argv.end(), {"-o", obj_path, src_path});
+  absl::StatusOr<ProcessResult> r = run_process(argv, dir->path());
+  if (!r.ok()) return r.status();
+  absl::StatusOr<std::string> built =
+      r->exit_code == 0 ? read_whole_file(obj_path) : absl::StatusOr<std::string>(std::string());
+  if (r->exit_code != 0 || !built.ok()) {
+    const std::string file_name = fmt::format("{}-{}.txt", stem, module->cache_key_.substr(0, 12));
+    return compile_failure_status(
+        file_name, format_compile_failure({
+                       .compiler = fmt::format("the host compiler ({})", absl::StrJoin(compiler->command, " ")),
+                       .extension = ".cpp",
+                       .name = name,
+                       .arch = "this CPU (-march=native)",
+                       .error = r->exit_code != 0 ? fmt::format("exit code {}", r->exit_code)
+                                                  : std::string(status_text(built.status())),
+                       .options = host_compile_flags(),
+                       .log = r->output,
+                       .source = source,
+                   }));
   }
-  absl::StatusOr<LoadedObject> loaded = load_object(name, object);
-  if (!loaded.ok()) return loaded.status();
-  module->handle_ = loaded->handle;
-  module->fd_ = loaded->fd;
-  for (const std::string& entry : entries) {
-    auto address = reinterpret_cast<HostModule::Entry>(dlsym(module->handle_, entry.c_str()));
-    if (address == nullptr) {
-      return absl::InternalError(fmt::format("the compiled module '{}' has no entry point '{}'", name, entry));
-    }
-    module->entries_.emplace_back(entry, address);
-  }
+  if (absl::Status s = load(*built); !s.ok()) return s;
+  // Stored once it loads: an object that does not is not kept for later runs.
+  if (cache != nullptr)
+    cache->store(module->cache_key_, CacheEntry{.blobs = {{kObjectBlob, *built}, {kLogBlob, r->output}}});
   module->compile_ms_ = ms_since(start);
   return module;
 }

@@ -90,11 +90,11 @@ std::optional<CacheEntry> KernelCache::lookup(const std::string& key) {
   std::optional<CacheEntry> entry;
   if (auto it = memory_.find(key); it != memory_.end()) {
     entry = it->second;
-  } else if (!dir_.empty()) {
+  } else if (!dir_.empty() && directory_trusted()) {
     entry = read_from_disk(key);
     if (entry) remember(key, *entry);
   }
-  if (entry && !dir_.empty()) {
+  if (entry && !dir_.empty() && directory_trusted()) {
     // Recently used, from memory or disk: the last to be evicted from disk.
     // A read-only directory keeps its times.
     std::error_code ignored;
@@ -107,7 +107,33 @@ void KernelCache::store(const std::string& key, const CacheEntry& entry) {
   check_key(key);
   std::lock_guard<std::mutex> lock(mutex_);
   remember(key, entry);
-  if (disk_writable_) write_to_disk(key, entry);
+  if (disk_writable_ && directory_trusted()) write_to_disk(key, entry);
+}
+
+void KernelCache::forget(const std::string& key) {
+  check_key(key);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = memory_.find(key); it != memory_.end()) {
+    memory_bytes_ -= entry_bytes(it->second);
+    memory_.erase(it);
+    memory_order_.erase(std::find(memory_order_.begin(), memory_order_.end(), key));
+  }
+  if (!dir_.empty() && directory_trusted()) std::remove(entry_path(key).c_str());
+}
+
+bool KernelCache::directory_trusted() {
+  if (!directory_trusted_) {
+    const std::string why = untrusted_folder_reason(dir_);
+    directory_trusted_ = why.empty();
+    if (!why.empty()) {
+      disk_writable_ = false;
+      warn(
+          fmt::format("not using the kernel cache in {}: {}, and fusejit loads and runs the kernels it finds there; "
+                      "keeping kernels in memory only (set FUSEJIT_CACHE_DIR to a folder of your own)",
+                      dir_, why));
+    }
+  }
+  return *directory_trusted_;
 }
 
 void KernelCache::remember(const std::string& key, const CacheEntry& entry) {
@@ -130,7 +156,7 @@ void KernelCache::remember(const std::string& key, const CacheEntry& entry) {
 
 bool KernelCache::disk_writable() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return disk_writable_;
+  return disk_writable_ && directory_trusted_.value_or(untrusted_folder_reason(dir_).empty());
 }
 
 std::string KernelCache::entry_path(const std::string& key) const {
@@ -184,7 +210,7 @@ void KernelCache::write_to_disk(const std::string& key, const CacheEntry& entry)
   }
   const std::string file = encode_cache_entry(key, entry);
   if (file.size() > kMaxCacheEntryBytes) return;  // read_from_disk would refuse it
-  if (absl::Status written = replace_file(entry_path(key), file, writer_); !written.ok()) {
+  if (absl::Status written = replace_cache_file(entry_path(key), file, writer_); !written.ok()) {
     return stop_writing(status_text(written));
   }
   if (!disk_bytes_) {

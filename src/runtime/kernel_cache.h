@@ -61,9 +61,15 @@ class KernelCache {
   std::optional<CacheEntry> lookup(const std::string& key);
   // Keeps the entry in memory and, while the directory is writable, on disk.
   void store(const std::string& key, const CacheEntry& entry);
+  // Drops an entry from memory and disk: one whose digest is right but
+  // whose content cannot be used (a kernel object this machine cannot
+  // load, from a cache shared with another), so that it is compiled again.
+  void forget(const std::string& key);
 
   const std::string& directory() const { return dir_; }
-  // False for a memory-only cache and once a write to the directory failed.
+  // False for a memory-only cache, once a write to the directory failed,
+  // and for a directory another user can change (untrusted_folder_reason):
+  // its kernels are neither loaded nor stored.
   bool disk_writable() const;
   // The file an entry is (or would be) stored in.
   std::string entry_path(const std::string& key) const;
@@ -75,6 +81,8 @@ class KernelCache {
   std::optional<CacheEntry> read_from_disk(const std::string& key);
   void write_to_disk(const std::string& key, const CacheEntry& entry);
   void stop_writing(std::string_view reason);
+  // Whether the directory may hold kernels, checked at its first use.
+  bool directory_trusted();
   void remember(const std::string& key, const CacheEntry& entry);
   // Removes the least recently used entries but `keep` until the directory
   // holds at most 3/4 of the limit.
@@ -94,6 +102,7 @@ class KernelCache {
   bool read_failed_ = false;  // an entry could not be read (warned once)
   bool disk_writable_;
   bool directory_ready_ = false;
+  std::optional<bool> directory_trusted_;
   FileWriter writer_ = write_whole_file;
 };
 

@@ -27,8 +27,10 @@
 #include "codegen/expr.h"
 #include "fusejit.h"
 #include "runtime/host_compiler.h"
+#include "runtime/kernel_cache.h"
 #include "runtime/runtime_test_util.h"
 #include "runtime/thread_pool.h"
+#include "runtime/warnings.h"
 #include "runtime/worker_scratch.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
@@ -1087,6 +1089,55 @@ TEST(HostCompiler, OneModuleHoldsSeveralEntryPoints) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(std::string(status_text(missing.status())).find("no entry point 'three'"), std::string::npos)
       << missing.status();
+}
+
+// A cache entry whose digest is right but whose object cannot be used (a
+// cache shared with a machine of another libc or architecture, or an
+// object without the entry point) is removed with a warning naming it and
+// compiled again, rather than failing every later run.
+TEST(HostCompiler, ACachedObjectThatCannotBeLoadedIsCompiledAgain) {
+  const testing::TempDir dir("fusejit-unloadable");
+  KernelCache cache(dir.path());
+  const std::string source = "extern \"C\" int seven(void* const*, long long, long long, float*) { return 7; }\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> first = compile_host_module("seven", source, {"seven"}, &cache);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string key = (*first)->cache_key();
+  const std::string other = "extern \"C\" int eight(void* const*, long long, long long, float*) { return 8; }\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> eight = compile_host_module("eight", other, {"eight"}, &cache);
+  ASSERT_TRUE(eight.ok()) << eight.status();
+  const std::optional<CacheEntry> eight_entry = cache.lookup((*eight)->cache_key());
+  for (const std::string& object : {std::string("\x7f"
+                                                "ELF") +
+                                        std::string(4000, '\0'),
+                                    std::string(), std::string("not an object")}) {
+    KernelCache(dir.path()).store(key, CacheEntry{.blobs = {{"so", object}}});
+    ScopedWarningSink warnings;
+    KernelCache fresh(dir.path());
+    absl::StatusOr<std::unique_ptr<HostModule>> again = compile_host_module("seven", source, {"seven"}, &fresh);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_FALSE((*again)->cache_hit());
+    EXPECT_EQ((*again)->entry("seven")(nullptr, 0, 0, nullptr), 7);
+    ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+    EXPECT_NE(warnings.messages()[0].find(fresh.entry_path(key)), std::string::npos) << warnings.text();
+    EXPECT_NE(warnings.messages()[0].find("cannot be used"), std::string::npos) << warnings.text();
+    EXPECT_EQ(warnings.messages()[0].find("/tmp/fusejit-cxx-"), std::string::npos)
+        << "names no temporary file that is gone: " << warnings.text();
+    // The good object replaced it: the next process finds it.
+    KernelCache next(dir.path());
+    absl::StatusOr<std::unique_ptr<HostModule>> hit = compile_host_module("seven", source, {"seven"}, &next);
+    ASSERT_TRUE(hit.ok()) << hit.status();
+    EXPECT_TRUE((*hit)->cache_hit());
+  }
+  // A loadable object without the entry point (another kernel's).
+  ASSERT_TRUE(eight_entry.has_value());
+  KernelCache(dir.path()).store(key, *eight_entry);
+  ScopedWarningSink warnings;
+  KernelCache fresh(dir.path());
+  absl::StatusOr<std::unique_ptr<HostModule>> again = compile_host_module("seven", source, {"seven"}, &fresh);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->entry("seven")(nullptr, 0, 0, nullptr), 7);
+  ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  EXPECT_NE(warnings.messages()[0].find("no entry point 'seven'"), std::string::npos) << warnings.text();
 }
 
 TEST(HostCompiler, AMissingCompilerIsAClearErrorFromTheCommandLine) {

@@ -10,6 +10,7 @@
 #include "ir/link_target.h"
 #include "ir/npy.h"
 #include "runtime/file_io.h"
+#include "runtime/runtime_test_util.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -100,6 +101,28 @@ TEST(ReplaceFiles, ALongFileNameGetsATemporaryThatFits) {
   EXPECT_LE(fs::path(temporary).filename().string().size(), 255u) << temporary;
   ASSERT_TRUE(replace_file(path, "x").ok());
   EXPECT_EQ(*read_whole_file(path), "x");
+}
+
+// $TMPDIR set but empty counts as unset (/tmp), as for mktemp and glibc;
+// one that cannot be used is an error naming it and where it came from.
+TEST(TemporaryDirectory, AnEmptyTmpdirIsUnsetAndABadOneIsNamed) {
+  {
+    testing::ScopedEnv tmpdir("TMPDIR", "");
+    absl::StatusOr<std::string> dir = temporary_directory();
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    EXPECT_EQ(*dir, "/tmp");
+  }
+  {
+    testing::ScopedEnv tmpdir("TMPDIR", "/nonexistent/tmp");
+    absl::StatusOr<std::string> dir = temporary_directory();
+    ASSERT_FALSE(dir.ok());
+    EXPECT_NE(dir.status().message().find("/nonexistent/tmp (from $TMPDIR)"), std::string::npos) << dir.status();
+    EXPECT_NE(dir.status().message().find("No such file or directory"), std::string::npos) << dir.status();
+  }
+  testing::ScopedEnv tmpdir("TMPDIR", std::nullopt);
+  absl::StatusOr<std::string> dir = temporary_directory();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_EQ(*dir, "/tmp");
 }
 
 }  // namespace

@@ -465,8 +465,90 @@ TEST(KernelCache, DefaultDirectoryFollowsTheEnvironment) {
     EXPECT_EQ(KernelCache::default_directory(), "/some/where/kernels");
   }
   testing::ScopedEnv cache_dir("FUSEJIT_CACHE_DIR", std::nullopt);
-  testing::ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
-  EXPECT_EQ(KernelCache::default_directory(), "/xdg/fusejit/kernels");
+  {
+    testing::ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+    EXPECT_EQ(KernelCache::default_directory(), "/xdg/fusejit/kernels");
+  }
+  {
+    testing::ScopedEnv home("HOME", "/home/someone");
+    // A relative or empty $XDG_CACHE_HOME is ignored (the XDG spec), and
+    // so is a relative or empty $HOME: each would put the cache in the
+    // folder the program runs in.
+    for (const char* ignored : {"relative/cache", ""}) {
+      testing::ScopedEnv xdg("XDG_CACHE_HOME", ignored);
+      EXPECT_EQ(KernelCache::default_directory(), "/home/someone/.cache/fusejit/kernels") << ignored;
+    }
+  }
+  testing::ScopedEnv xdg("XDG_CACHE_HOME", std::nullopt);
+  for (const std::optional<std::string>& home :
+       {std::optional<std::string>(), std::optional<std::string>(""), std::optional<std::string>("relative")}) {
+    testing::ScopedEnv scoped_home("HOME", home);
+    // The password database's home folder, never a folder every user can
+    // make first (/tmp/.cache was the fallback once).
+    const std::string dir = KernelCache::default_directory();
+    EXPECT_EQ(dir.front(), '/') << dir;
+    EXPECT_FALSE(dir.starts_with("/tmp/.cache")) << dir;
+    EXPECT_TRUE(dir.ends_with("/.cache/fusejit/kernels") || dir.starts_with("/tmp/fusejit-cache-")) << dir;
+  }
+}
+
+// Kernels in the cache are loaded and run, so a folder another user can
+// change is not used: fusejit warns once and keeps kernels in memory.
+TEST(KernelCache, AFolderOtherUsersCanChangeIsNotUsed) {
+  const TempDir tmp("fusejit-kc");
+  const std::string dir = tmp.path() + "/kernels";
+  KernelCache(dir).store(kKey, sample_entry());                    // a good entry, as if another user had put it there
+  std::filesystem::permissions(dir, std::filesystem::perms::all);  // rwx for every user, no sticky bit
+  {
+    ScopedWarningSink warnings;
+    KernelCache cache(dir);
+    EXPECT_FALSE(cache.lookup(kKey).has_value()) << "not loaded from a folder every user may write to";
+    cache.store(kOtherKey, sample_entry());
+    EXPECT_TRUE(cache.lookup(kOtherKey).has_value()) << "kept in memory";
+    EXPECT_FALSE(std::filesystem::exists(cache.entry_path(kOtherKey)));
+    EXPECT_FALSE(cache.disk_writable());
+    ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+    EXPECT_TRUE(testing::contains(warnings.messages()[0], "every user may write to " + dir)) << warnings.text();
+  }
+  // The same for the folder it is in.
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  std::filesystem::permissions(tmp.path(), std::filesystem::perms::all);
+  {
+    ScopedWarningSink warnings;
+    EXPECT_FALSE(KernelCache(dir).lookup(kKey).has_value());
+    EXPECT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  }
+  // The sticky bit (as on /tmp) keeps others from replacing what is there.
+  std::filesystem::permissions(tmp.path(), std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
+  {
+    ScopedWarningSink warnings;
+    EXPECT_TRUE(KernelCache(dir).lookup(kKey).has_value());
+    EXPECT_TRUE(warnings.messages().empty()) << warnings.text();
+  }
+  std::filesystem::permissions(tmp.path(), std::filesystem::perms::owner_all);
+  // A folder of another user (only root can make one here).
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+    ScopedWarningSink warnings;
+    EXPECT_FALSE(KernelCache(dir).lookup(kKey).has_value());
+    ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+    EXPECT_TRUE(testing::contains(warnings.messages()[0], dir + " belongs to another user (uid 65534)"))
+        << warnings.text();
+  }
+}
+
+// A link under an entry's name is replaced by the entry, not written
+// through: a link planted in the cache writes nowhere else.
+TEST(KernelCache, ALinkInTheCacheIsReplacedNotFollowed) {
+  const TempDir tmp("fusejit-kc");
+  KernelCache cache(tmp.path());
+  const std::string target = tmp.path() + "/outside";
+  std::filesystem::create_directories(tmp.path());
+  std::filesystem::create_symlink(target, cache.entry_path(kKey));
+  cache.store(kKey, sample_entry());
+  EXPECT_FALSE(std::filesystem::exists(target));
+  EXPECT_FALSE(std::filesystem::is_symlink(cache.entry_path(kKey)));
+  EXPECT_EQ(KernelCache(tmp.path()).lookup(kKey), sample_entry());
 }
 
 }  // namespace
