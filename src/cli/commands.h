@@ -42,6 +42,8 @@ CLI::Validator seed_validator();
 // For counts and sizes: a whole number from min to max. CLI::Range alone
 // calls "abc" or "1.5" out of range rather than not a number.
 CLI::Validator whole_number_range(int64_t min, int64_t max);
+// For --out and --save: a folder's name, not empty.
+CLI::Validator folder_name_validator();
 
 // What `bench` and `demo` share: how to benchmark and what to print.
 struct BenchSettings {

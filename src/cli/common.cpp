@@ -35,6 +35,10 @@ CLI::Validator seed_validator() {
       "UINT64");
 }
 
+CLI::Validator folder_name_validator() {
+  return CLI::Validator([](std::string& dir) { return dir.empty() ? std::string("needs a folder") : ""; }, "DIR");
+}
+
 CLI::Validator whole_number_range(int64_t min, int64_t max) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {

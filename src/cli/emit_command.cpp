@@ -20,6 +20,7 @@ void register_emit(CLI::App& app, int& exit_code) {
   CLI::Option* arch = cmd->add_option("--arch", opt->arch, "GPU architecture: sm_XX (CUBIN) or compute_XX (PTX only)")
                           ->capture_default_str();
   cmd->add_option("--out", opt->out, "directory for the kernels, plan.txt and emitted.txt (the list of files written)")
+      ->check(folder_name_validator())
       ->capture_default_str();
   CLI::Option* access =
       cmd->add_option("--access", opt->access,

@@ -99,9 +99,10 @@ int emit_cpu_target(const EmitOptions& opt) {
   nlohmann::json kernels = nlohmann::json::array();
   // Printed once every file is written: a listing means the files are there.
   // The command, so that a kernel file can be compiled again by hand.
-  std::string listing = fmt::format("{} plan of {}: {} -> {}/\n  host compiler: {}, run as `{} {}`\n", plan.label,
-                                    graph->source_file(), counted(std::ssize(plan.kernels), "kernel"), opt.out,
-                                    compiler->identity, compiler_name, absl::StrJoin(flags, " "));
+  std::string listing =
+      fmt::format("{} plan of {}: {} -> {}\n  host compiler: {}, run as `{} {}`\n", plan.label, graph->source_file(),
+                  counted(std::ssize(plan.kernels), "kernel"), folder_with_slash(opt.out), compiler->identity,
+                  compiler_name, absl::StrJoin(flags, " "));
   const size_t name_width = name_column_width(36, plan.kernels);
   for (size_t i = 0; i < sources.size(); ++i) {
     const CpuKernelSource& source = sources[i];

@@ -108,8 +108,8 @@ int emit_cuda_target(const EmitOptions& opt) {
   compile_options.arch = opt.arch;
   nlohmann::json kernels = nlohmann::json::array();
   // Printed once every file is written: a listing means the files are there.
-  std::string listing = fmt::format("{} plan of {}: {} -> {}/\n", plan.label, graph->source_file(),
-                                    counted(std::ssize(plan.kernels), "kernel"), opt.out);
+  std::string listing = fmt::format("{} plan of {}: {} -> {}\n", plan.label, graph->source_file(),
+                                    counted(std::ssize(plan.kernels), "kernel"), folder_with_slash(opt.out));
   // Every generated kernel first, compiled together (several at a time),
   // then one line per kernel in plan order.
   const CudaAccess access = opt.access == "scalar" ? CudaAccess::kScalar : CudaAccess::kVector;

@@ -63,6 +63,14 @@ absl::StatusOr<EmitFolder> check_out_dir(const std::filesystem::path& dir, std::
       if (name == kEmitManifest && !earlier.empty()) {
         continue;  // the earlier emit's manifest: bookkeeping, rewritten below
       } else if (writing.count(name) != 0) {
+        // --overwrite replaces files, not folders: say so now, rather than
+        // advise --overwrite and fail after compiling.
+        if (std::error_code kind; entry.is_directory(kind)) {
+          return absl::FailedPreconditionError(fmt::format(
+              "--out {}: {} is a directory, where emit writes a file of that name; move it away or choose another "
+              "--out",
+              dir.string(), name));
+        }
         replaced.push_back(name);
         all_emitted = all_emitted && earlier.count(name) != 0;
       } else if (auto it = earlier.find(name); it != earlier.end() && entry.is_regular_file(ec)) {
@@ -176,5 +184,7 @@ int fail_emit(const EmitFolder& folder, const absl::Status& why) {
   remove_created_folders(folder);
   return 1;
 }
+
+std::string folder_with_slash(const std::string& dir) { return dir.ends_with('/') ? dir : dir + "/"; }
 
 }  // namespace fusejit::cli

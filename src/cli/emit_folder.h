@@ -54,4 +54,7 @@ int finish_emit(const EmitFolder& folder, const std::map<std::string, std::strin
 // so that a failed emit leaves nothing, and returns 1.
 int fail_emit(const EmitFolder& folder, const absl::Status& why);
 
+// DIR as the listing shows it: with one trailing slash ("out/", not "out//").
+std::string folder_with_slash(const std::string& dir);
+
 }  // namespace fusejit::cli

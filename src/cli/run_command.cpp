@@ -254,9 +254,8 @@ void register_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--inputs", opt->inputs_dir, "read each input NAME from DIR/NAME.npy instead")
       ->check(CLI::ExistingDirectory)
       ->excludes(seed);
-  CLI::Option* save =
-      cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy")
-          ->check(CLI::Validator([](std::string& dir) { return dir.empty() ? std::string("needs a folder") : ""; }, "DIR"));
+  CLI::Option* save = cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy")
+                          ->check(folder_name_validator());
   cmd->add_flag("--overwrite", opt->overwrite, "let --save replace existing files")->needs(save);
   CLI::Option* rounding =
       cmd->add_option("--rounding", opt->rounding,

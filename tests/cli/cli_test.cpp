@@ -1053,6 +1053,30 @@ TEST(CliEmit, NeitherOverwritesUserFilesNorCompilesWhatCannotWork) {
       << old_arch.err;
   EXPECT_EQ(std::count(old_arch.err.begin(), old_arch.err.end(), '\n'), 1) << old_arch.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/sm75"));
+
+  // A folder where a file goes cannot be replaced even with --overwrite:
+  // named as such, not met with advice that would fail.
+  std::filesystem::remove(dir + "/plan.txt");
+  std::filesystem::create_directories(dir + "/plan.txt/notes");
+  for (const char* overwrite : {"", " --overwrite"}) {
+    auto folder = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples + "/softmax.fj --out " +
+                                       dir + overwrite);
+    EXPECT_EQ(folder.exit_code, 1) << overwrite;
+    EXPECT_NE(folder.err.find("plan.txt is a directory, where emit writes a file of that name"), std::string::npos)
+        << folder.err;
+    EXPECT_EQ(folder.err.find("pass --overwrite"), std::string::npos) << folder.err;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/plan.txt/notes"));
+  }
+  // An empty --out is a usage error (exit 2), as an empty --save is; the
+  // listing shows one slash after a folder given with one.
+  auto empty = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples + "/softmax.fj --out ''");
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_NE(empty.err.find("--out: needs a folder"), std::string::npos) << empty.err;
+  auto slash = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples + "/softmax.fj --out " + dir +
+                                    "/slash/");
+  EXPECT_EQ(slash.exit_code, 0) << slash.err;
+  EXPECT_NE(slash.out.find(dir + "/slash/\n"), std::string::npos) << slash.out;
+  EXPECT_EQ(slash.out.find("//"), std::string::npos) << slash.out;
   std::filesystem::remove_all(dir);
 }
 
