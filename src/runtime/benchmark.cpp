@@ -32,21 +32,24 @@ absl::Status check(LoadedPlan& loaded, const TensorMap& inputs, const TensorMap&
   if (!outputs.ok()) return outputs.status();
   if (out.label == "fused" && options.tamper_fused_outputs) options.tamper_fused_outputs(*outputs);
   const Graph& g = *loaded.plan().graph;
+  bool any_number = false;
+  out.max_rel_error = 0;
   for (int32_t id : g.outputs()) {
     const Node& n = g.node(id);
     const Comparison c = compare_tensors(outputs->at(n.name), reference.at(n.name));
-    if (std::isnan(c.relative_error) || std::isnan(out.max_rel_error)) {
-      out.max_rel_error = std::numeric_limits<double>::quiet_NaN();
-    } else {
+    if (!std::isnan(c.relative_error)) {
+      any_number = true;
       out.max_rel_error = std::max(out.max_rel_error, c.relative_error);
     }
-    if (!c.within(n.dtype)) out.beyond_float64_tolerance = true;
+    if (!c.within(n.dtype)) out.beyond_tolerance.push_back(fmt::format("{}: {}", n.name, c.mismatch));
   }
+  if (!any_number && !g.outputs().empty()) out.max_rel_error = std::numeric_limits<double>::quiet_NaN();
   absl::StatusOr<std::string> wrong = first_wrong_output(loaded.plan(), inputs, *outputs, &reference);
   if (!wrong.ok()) return wrong.status();
   out.correct = wrong->empty();
   out.mismatch = *std::move(wrong);
-  out.beyond_float64_tolerance = out.beyond_float64_tolerance && out.correct;
+  if (!out.correct) out.beyond_tolerance.clear();  // the mismatch says what is wrong
+  out.beyond_float64_tolerance = !out.beyond_tolerance.empty();
   return absl::OkStatus();
 }
 
@@ -251,9 +254,10 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   r.fused = finish_plan(*f, predicted.fused, options);
 
   r.speedup_measured = r.fused.measured_us_median > 0 ? r.unfused.measured_us_median / r.fused.measured_us_median : 0;
-  r.max_rel_error = std::isnan(r.unfused.max_rel_error) || std::isnan(r.fused.max_rel_error)
-                        ? std::numeric_limits<double>::quiet_NaN()
-                        : std::max(r.unfused.max_rel_error, r.fused.max_rel_error);
+  // The worse plan's, of the outputs whose error is a number.
+  r.max_rel_error = std::isnan(r.unfused.max_rel_error) ? r.fused.max_rel_error
+                    : std::isnan(r.fused.max_rel_error) ? r.unfused.max_rel_error
+                                                        : std::max(r.unfused.max_rel_error, r.fused.max_rel_error);
   r.correct = r.unfused.correct && r.fused.correct;
   r.counters_note = !r.unfused.counters_note.empty() ? r.unfused.counters_note : r.fused.counters_note;
   return r;

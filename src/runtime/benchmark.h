@@ -76,12 +76,17 @@ struct PlanBench {
   // Sum of the kernels' measured_bytes, when the counters were read for all.
   std::optional<double> measured_bytes;
   std::string counters_note;  // why measured_bytes is missing, when it is
-  double max_rel_error = 0;  // over the outputs, against the reference of this plan
+  // Over the outputs whose error is a number (NaN only where none is: an
+  // output that is NaN or infinite where the reference is not is named in
+  // beyond_tolerance instead of hiding every other output's error).
+  double max_rel_error = 0;
   bool correct = false;      // every output passes first_wrong_output (plan_reference.h)
   // Some output is outside its dtype's tolerance of the float64 reference
   // yet correct: within the rounding noise of an ill-conditioned result, or
   // what float32 arithmetic gives where it overflows inside a kernel.
   bool beyond_float64_tolerance = false;
+  // Those outputs, each "NAME: where it differs most" (compare_tensors).
+  std::vector<std::string> beyond_tolerance;
   std::string mismatch;  // what was wrong, when not correct
 };
 
