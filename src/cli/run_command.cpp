@@ -150,9 +150,14 @@ struct CreatedFolder {
 // Writes every tensor as DIR/NAME.npy (check_save_targets() has run), all
 // or none, as one group of replace_files (runtime/file_io.h): a failure (a
 // full disk, a link into a missing folder) leaves DIR as it was, so that a
-// rerun does not stop at a file of the failed one. The files' bytes are all
-// in memory at once, 2 or 4 per element beside the tensors' 8.
-absl::Status save_all(const std::string& dir, const TensorMap& inputs, const TensorMap& outputs) {
+// rerun does not stop at a file of the failed one. Without --overwrite the
+// group is created with create_files, which replaces nothing: a file that
+// appeared since check_save_targets (another run saving into the same
+// folder) fails the save, where two runs used to replace each other's
+// files and could leave one's inputs beside the other's outputs. The
+// files' bytes are all in memory at once, 2 or 4 per element beside the
+// tensors' 8.
+absl::Status save_all(const std::string& dir, const TensorMap& inputs, const TensorMap& outputs, bool overwrite) {
   if (absl::Status s = ensure_directory(dir); !s.ok()) return s;
   std::map<std::string, std::string> contents;
   for (const TensorMap* map : {&inputs, &outputs}) {
@@ -166,7 +171,15 @@ absl::Status save_all(const std::string& dir, const TensorMap& inputs, const Ten
   }
   std::map<std::string, std::string_view> files;
   for (const auto& [path, bytes] : contents) files.emplace(path, bytes);
-  return replace_files(files);
+  if (overwrite) return replace_files(files);
+  absl::Status created = create_files(files);
+  if (absl::IsAlreadyExists(created)) {
+    return absl::AlreadyExistsError(
+        fmt::format("{}, made while this run ran (another run saving into the same folder?); saved nothing, pass "
+                    "--overwrite to replace it",
+                    std::string(created.message())));
+  }
+  return created;
 }
 
 int run(const RunOptions& opt) {
@@ -227,7 +240,7 @@ int run(const RunOptions& opt) {
                format_summary(summarize(outputs->at(n.name))));
   }
   if (!opt.save_dir.empty()) {
-    if (absl::Status s = save_all(opt.save_dir, *inputs, *outputs); !s.ok()) {
+    if (absl::Status s = save_all(opt.save_dir, *inputs, *outputs, opt.overwrite); !s.ok()) {
       eprint("fusejit: error: {}\n", status_text(s));
       return 1;
     }

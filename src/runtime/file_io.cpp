@@ -191,19 +191,47 @@ absl::Status replace_file(const std::string& path, std::string_view data, const 
   return replace_files({{path, data}}, writer);
 }
 
-absl::Status create_file(const std::string& path, std::string_view data) {
-  absl::StatusOr<std::string> temporary = write_temporary(path, path, data, write_whole_file);
-  if (!temporary.ok()) return temporary.status();
-  const int rc = ::link(temporary->c_str(), path.c_str());  // fails with EEXIST instead of replacing
-  const int err = errno;
-  std::remove(temporary->c_str());
-  if (rc == 0) return absl::OkStatus();
-  if (err == EEXIST) return absl::AlreadyExistsError(fmt::format("{} exists", path));
-  if (err != EPERM && err != ENOTSUP && err != EOPNOTSUPP && err != EXDEV) return errno_status(err, "create", path);
-  // A file system without hard links (FAT, some network and FUSE mounts):
-  // created exclusively and written in place, so a concurrent reader may
-  // see it partly written, but nothing is ever replaced.
-  return open_and_write(path, data, O_EXCL);
+absl::Status create_file(const std::string& path, std::string_view data) { return create_files({{path, data}}); }
+
+absl::Status create_files(const std::map<std::string, std::string_view>& files) {
+  std::vector<std::pair<std::string, std::string>> temporaries;  // (temporary, path)
+  auto remove_temporaries = [&] {
+    for (const auto& [temporary, path] : temporaries) std::remove(temporary.c_str());
+  };
+  for (const auto& [path, data] : files) {
+    absl::StatusOr<std::string> temporary = write_temporary(path, path, data, write_whole_file);
+    if (!temporary.ok()) {
+      remove_temporaries();
+      return temporary.status();
+    }
+    temporaries.emplace_back(*std::move(temporary), path);
+  }
+  std::vector<std::string> created;
+  for (const auto& [temporary, path] : temporaries) {
+    absl::Status s = absl::OkStatus();
+    if (::link(temporary.c_str(), path.c_str()) != 0) {  // fails with EEXIST instead of replacing
+      const int err = errno;
+      if (err == EEXIST) {
+        s = absl::AlreadyExistsError(fmt::format("{} exists", path));
+      } else if (err != EPERM && err != ENOTSUP && err != EOPNOTSUPP && err != EXDEV) {
+        s = errno_status(err, "create", path);
+      } else {
+        // A file system without hard links (FAT, some network and FUSE
+        // mounts): created exclusively and written in place, so a
+        // concurrent reader may see it partly written, but nothing is
+        // ever replaced.
+        s = open_and_write(path, files.at(path), O_EXCL);
+      }
+    }
+    if (!s.ok()) {
+      for (const std::string& made : created) std::remove(made.c_str());
+      remove_temporaries();
+      return s;
+    }
+    created.push_back(path);
+  }
+  remove_temporaries();
+  return absl::OkStatus();
 }
 
 absl::Status check_can_create_files(const std::string& dir) {

@@ -74,6 +74,11 @@ std::string untrusted_folder_reason(const std::string& dir);
 // between the check and the link. Where the file system has no hard links
 // the file is created exclusively (O_EXCL) and written in place.
 absl::Status create_file(const std::string& path, std::string_view data);
+// create_file for several files as a group, all or none: each is written
+// to a temporary first, then linked into place; where one exists (made by
+// another process meanwhile, say), those this group created are removed
+// again and the error (AlreadyExists) names it.
+absl::Status create_files(const std::map<std::string, std::string_view>& files);
 
 // Whether files can be created in `dir`, found by creating and removing a
 // temporary one there: checked before long work whose results go there.

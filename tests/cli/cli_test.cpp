@@ -1,6 +1,7 @@
 // The fusejit program as a user drives it: exit codes, output and files.
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <string>
 #include <thread>
@@ -749,6 +750,44 @@ TEST(Cli, RunSavesAllFilesOrNone) {
   size_t files = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir + "/out")) ++files;
   EXPECT_EQ(files, 2u) << "no temporary file is left";
+  std::filesystem::remove_all(dir);
+}
+
+// Runs saving into one folder at once, without --overwrite, replace none
+// of each other's files: the folder holds one run's inputs and outputs,
+// and the others fail saying why (they used to replace each other's files
+// and could leave one run's inputs beside another's outputs).
+TEST(Cli, ConcurrentSavesIntoOneFolderNeitherReplaceNorMix) {
+  const std::string dir = make_temp_dir("fusejit-cli-race");
+  const std::string graph = dir + "/ln.fj";
+  testing::write_file(
+      graph, "input x: f32[64, 512]\ninput g: f32[512]\ninput b: f32[512]\ny = layer_norm(x, g, b)\noutput y\n");
+  for (int round = 0; round < 3; ++round) {
+    const std::string out = dir + "/same" + std::to_string(round);
+    std::vector<std::future<testing::CommandResult>> runs;
+    for (int seed = 1; seed <= 3; ++seed) {
+      runs.push_back(std::async(std::launch::async, [&, seed] {
+        return run_fusejit("run " + graph + " --seed " + std::to_string(seed) + " --save " + out);
+      }));
+    }
+    int saved = 0;
+    for (auto& r : runs) {
+      const testing::CommandResult got = r.get();
+      if (got.exit_code == 0) {
+        ++saved;
+      } else {
+        EXPECT_EQ(got.exit_code, 1) << got.err;
+        EXPECT_TRUE(got.err.find("already exists; pass --overwrite") != std::string::npos ||
+                    got.err.find("made while this run ran") != std::string::npos)
+            << got.err;
+      }
+    }
+    EXPECT_EQ(saved, 1) << "round " << round;
+    // The saved inputs give the saved output: one run's set.
+    auto again = run_fusejit("run " + graph + " --inputs " + out + " --save " + out + "/check");
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(testing::read_file(out + "/check/y.npy"), testing::read_file(out + "/y.npy")) << "round " << round;
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -125,5 +125,28 @@ TEST(TemporaryDirectory, AnEmptyTmpdirIsUnsetAndABadOneIsNamed) {
   EXPECT_EQ(*dir, "/tmp");
 }
 
+// create_files makes a group of files all or none and replaces nothing:
+// where one of them exists (made by another process meanwhile), those it
+// created are removed again and the existing file is left as it was.
+TEST(CreateFiles, AllOrNoneAndNothingReplaced) {
+  const std::string dir = testing::make_temp_dir("fusejit-create-files");
+  const std::string a = dir + "/a.npy", b = dir + "/b.npy", c = dir + "/c.npy";
+  ASSERT_TRUE(create_files({{a, "A"}, {b, "B"}}).ok());
+  EXPECT_EQ(testing::read_file(a), "A");
+  EXPECT_EQ(testing::read_file(b), "B");
+  fs::remove(a);
+  testing::write_file(c, "theirs");  // the last of the group in order
+  const absl::Status s = create_files({{a, "A2"}, {b + "x", "B2"}, {c, "C2"}});
+  EXPECT_TRUE(absl::IsAlreadyExists(s)) << s;
+  EXPECT_NE(s.message().find(c + " exists"), std::string::npos) << s;
+  EXPECT_FALSE(fs::exists(a)) << "created by the failed group: removed";
+  EXPECT_FALSE(fs::exists(b + "x"));
+  EXPECT_EQ(testing::read_file(c), "theirs");
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 2u) << "b.npy and c.npy: no temporary file is left";
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace fusejit
