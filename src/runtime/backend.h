@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -237,6 +238,10 @@ class Backend {
   // flush is queued before the next launch and not waited for, so that the
   // host's launch work overlaps it and stays out of time_kernel's interval.
   virtual absl::Status flush_cache() = 0;
+  // What launching a kernel costs in this process, measured now, where
+  // that differs from process to process (the CPU's thread pool hand-off);
+  // nullopt where the device's figure stands (a GPU).
+  virtual std::optional<double> measure_launch_us() { return std::nullopt; }
 };
 
 // "cpu", "cuda", or "auto" (cuda when a GPU is usable, else cpu). An

@@ -143,6 +143,12 @@ std::string format_bench(const BenchResult& r) {
       r.ceiling_gbps, r.device.measured ? " (the predictions' bandwidth)" : "", r.reps,
       r.backend != "cpu" ? "device-to-device" : cpu_copy_kind(), r.reps == 1 ? "copy" : "copies",
       binary_size(r.copy_bytes), r.ceiling_best_gbps, binary_size(r.working_set_bytes), against_cache);
+  if (r.device.measured) {
+    t += fmt::format(
+        "launch: {:.1f} us per kernel (the predictions'), the thread pool's hand-off measured in this run (the "
+        "cached figure, from the process that measured this CPU, is {:.1f})\n",
+        r.device.launch_overhead_us, r.cached_launch_us);
+  }
   t += fmt::format("inputs: {}\n", r.random_inputs
                                        ? fmt::format("random, normal(0, 1) rounded to their dtypes (seed {})", r.seed)
                                    : r.inputs_from.empty() ? std::string("given by the caller")
@@ -229,6 +235,7 @@ nlohmann::json bench_json(const BenchResult& r) {
           {"device", r.description},
           {"cost_model_device", r.device.name},
           {"cost_model_bandwidth_gbps", r.device.bandwidth_gbps},  // = ceiling_gbps for a measured device (a CPU)
+          {"cost_model_launch_us", r.device.launch_overhead_us},   // measured in this run on the CPU
           {"ceiling_gbps", r.ceiling_gbps},                        // the median of the copies, one per repetition
           {"ceiling_best_gbps", r.ceiling_best_gbps},
           {"copy_bytes", r.copy_bytes},

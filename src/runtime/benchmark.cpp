@@ -247,6 +247,13 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   r.ceiling_gbps = copy_gbps(r.copy_bytes, median(copies_us));
   r.ceiling_best_gbps = copy_gbps(r.copy_bytes, *std::min_element(copies_us.begin(), copies_us.end()));
   if (r.device.measured && r.ceiling_gbps > 0) r.device.bandwidth_gbps = r.ceiling_gbps;
+  // The same for the launch overhead: a 600-kernel plan was predicted 6x
+  // slow with a cached 33 us per launch, where this process's kernels took
+  // 5.6 us each, launch included.
+  r.cached_launch_us = r.device.launch_overhead_us;
+  if (r.device.measured) {
+    if (std::optional<double> launch = backend.measure_launch_us()) r.device.launch_overhead_us = *launch;
+  }
   const PlanComparison predicted = compare_plans(unfused, fused, r.device);
   r.speedup_predicted = predicted.predicted_speedup;
   r.bytes_saved = predicted.bytes_saved;

@@ -105,6 +105,11 @@ struct BenchResult {
   // its repetitions; the best copy is beside it.
   double ceiling_gbps = 0;
   double ceiling_best_gbps = 0;
+  // The launch overhead the predictions use: on the CPU measured in this
+  // run (Backend::measure_launch_us), as the ceiling is, since the thread
+  // pool's hand-off differs from one process to the next; `cached_launch_us`
+  // is the device's figure it replaced.
+  double cached_launch_us = 0;
   int64_t copy_bytes = 0;     // size of that copy
   int64_t working_set_bytes = 0;  // the unfused plan's traffic per run
   int reps = 0;

@@ -334,6 +334,8 @@ class CpuBackend final : public Backend {
     return std::unique_ptr<CopyTimer>(new CpuCopyTimer(*std::move(src), *std::move(dst)));
   }
 
+  std::optional<double> measure_launch_us() override { return measure_pool_launch_us(); }
+
   absl::Status flush_cache() override {
     if (!flush_) {
       // Four times the last-level cache; where the system does not report

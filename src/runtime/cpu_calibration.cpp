@@ -184,18 +184,6 @@ double tflops_from_time(const Probe& probe, const ProbeTime& t, double simple_tf
   return t.flops / seconds / 1e12;
 }
 
-// What handing work to every thread of the pool and waiting for it costs.
-double probe_launch_us() {
-  ThreadPool& pool = ThreadPool::global();
-  std::vector<double> us;
-  for (int rep = 0; rep < 101; ++rep) {
-    const auto start = std::chrono::steady_clock::now();
-    pool.parallel_for(pool.size(), 1, [](int64_t, int64_t) {});
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-  }
-  return median(us);
-}
-
 // cpu_calibration_key() for the CPU as cpu_device() describes it.
 std::string calibration_key(const DeviceSpec& cpu) {
   // The probes' generated source, helpers included, and the compile flags:
@@ -249,6 +237,17 @@ std::string cpu_calibration_cache_path() {
 }
 
 std::string cpu_calibration_key() { return calibration_key(cpu_device()); }
+
+double measure_pool_launch_us() {
+  ThreadPool& pool = ThreadPool::global();
+  std::vector<double> us;
+  for (int rep = 0; rep < 101; ++rep) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.parallel_for(pool.size(), 1, [](int64_t, int64_t) {});
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median(us);
+}
 
 GemmFigures gemm_figures(double seconds, double flops, double fewer_rows_seconds, double fewer_rows_flops,
                          double packed_elements) {
@@ -349,7 +348,7 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
                                         fastest.back().flops, one_block.packed_elements);
   d.class_tflops[static_cast<int>(CostClass::kMatmul)] = gemm.tflops;
   d.matmul_pack_gelems = gemm.pack_gelems;
-  d.launch_overhead_us = probe_launch_us();
+  d.launch_overhead_us = measure_pool_launch_us();
   d.others_busy_share = load.others_share();
   d.busy_remeasures = 0;  // the count is this file's, not cpu-device.json's (better_measured_figures counts)
   d.description += "; op throughput of JIT kernels";

@@ -31,6 +31,14 @@ std::string cpu_calibration_cache_path();
 // cpu_device() with the JIT's class throughputs and launch overhead.
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& cpu_backend);
 
+// What handing work to every thread of the pool and waiting for it costs,
+// in microseconds (the median of 101 hand-offs of nothing): the CPU's
+// launch overhead. It differs from one process to the next (1.8 us in
+// one, 50-90 in another on the development VM, as the pool's threads
+// share a vCPU with the caller or wake a halted one), so `bench` measures
+// it again in its own process.
+double measure_pool_launch_us();
+
 // The matmul class and B's packing rate (DeviceSpec::matmul_pack_gelems)
 // from two timings of one GEMM that differ only in rows per thread, each
 // thread packing all of B once in both: seconds = packing + flops / rate,

@@ -40,6 +40,12 @@ class ScriptedCopyBackend : public Backend {
     log_ += 'f';
     return inner_->flush_cache();
   }
+  // A launch overhead unlike any a CPU measures, logged as 'l'.
+  std::optional<double> measure_launch_us() override {
+    log_ += 'l';
+    return kScriptedLaunchUs;
+  }
+  static constexpr double kScriptedLaunchUs = 123.0;
 
   size_t copies_prepared() const { return prepared_; }
   const std::string& log() const { return log_; }
@@ -95,8 +101,12 @@ TEST(Benchmark, TheCeilingIsTheMedianOfACopyTimedInEachRepetition) {
   const FusionPlan unfused = make_unfused_plan(g, fusion_options_for(r->device));
   const FusionPlan fused = make_fused_plan(g, fusion_options_for(r->device));
   const std::string both(unfused.kernels.size() + fused.kernels.size(), 'f');
-  EXPECT_EQ(backend.log(), both + "cc" + both + both + "cc" + both + both + "cc" + both)
-      << "warm-up, then 5 repetitions";
+  EXPECT_EQ(backend.log(), both + "cc" + both + both + "cc" + both + both + "cc" + both + "l")
+      << "warm-up, then 5 repetitions, then the launch overhead";
+  // The launch overhead measured in the run replaces the cached one, as the
+  // ceiling replaces the cached bandwidth.
+  EXPECT_EQ(r->device.launch_overhead_us, ScriptedCopyBackend::kScriptedLaunchUs);
+  EXPECT_EQ(r->cached_launch_us, backend.device().launch_overhead_us);
 
   const PlanComparison expected = compare_plans(unfused, fused, r->device);
   EXPECT_DOUBLE_EQ(r->speedup_predicted, expected.predicted_speedup);
@@ -119,7 +129,14 @@ TEST(Benchmark, TheCeilingIsTheMedianOfACopyTimedInEachRepetition) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find(fmt::format("(best {:.1f} GB/s)", r->ceiling_best_gbps)), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("launch: 123.0 us per kernel (the predictions'), the thread pool's hand-off "
+                                  "measured in this run (the cached figure, from the process that measured this "
+                                  "CPU, is {:.1f})",
+                                  r->cached_launch_us)),
+            std::string::npos)
+      << text;
   const nlohmann::json j = bench_json(*r);
+  EXPECT_EQ(j.at("cost_model_launch_us").get<double>(), 123.0);
   EXPECT_DOUBLE_EQ(j.at("ceiling_gbps").get<double>(), r->ceiling_gbps);
   EXPECT_DOUBLE_EQ(j.at("ceiling_best_gbps").get<double>(), r->ceiling_best_gbps);
 }
