@@ -146,6 +146,34 @@ TEST(CostModel, ACpuMatmulPaysForPackingBInEachRowBlock) {
   EXPECT_EQ(better_measured_figures(cpu, slower).matmul_pack_gelems, 12.5);
 }
 
+// A CPU kernel of one chunk runs on the calling thread and wakes no pool
+// thread, so it does not pay the launch overhead (the pool's hand-off);
+// one split over threads does. A GPU kernel always pays its launch.
+TEST(CostModel, OnlyACpuKernelSplitOverThreadsPaysTheLaunch) {
+  DeviceSpec cpu = cpu_identity();
+  cpu.compute_units = 2;
+  cpu.bandwidth_gbps = 100;
+  cpu.class_tflops.fill(0.01);
+  cpu.launch_overhead_us = 40;
+  auto exp_of = [](int64_t n) {
+    Graph g;
+    g.output("y", exp(g.input("x", DType::kF32, {n})));
+    return g;
+  };
+  const KernelCost small = only_kernel(exp_of(4096), cpu);  // under two grains of 16384: one chunk
+  EXPECT_EQ(small.threads, 1);
+  EXPECT_NEAR(small.predicted_us, small.memory_us + small.compute_us, 1e-9);
+  const KernelCost large = only_kernel(exp_of(1 << 20), cpu);
+  EXPECT_EQ(large.threads, 2);
+  EXPECT_NEAR(large.predicted_us, large.memory_us + large.compute_us + 40, 1e-9);
+  cpu.compute_units = 1;  // one thread: every kernel runs on the caller
+  const KernelCost alone = only_kernel(exp_of(1 << 20), cpu);
+  EXPECT_NEAR(alone.predicted_us, alone.memory_us + alone.compute_us, 1e-9);
+  const DeviceSpec h100 = gpu_device("h100");
+  const KernelCost gpu = only_kernel(exp_of(4096), h100);
+  EXPECT_GE(gpu.predicted_us, h100.launch_overhead_us);
+}
+
 // A kernel of a plan of another graph names nodes this plan's graph may
 // lack: an error naming the kernel, not a read past the graph's nodes. A
 // kernel of the other plan of the same graph is fine.
@@ -273,7 +301,7 @@ TEST(CostModel, TheShareOfTheShorterTimeNotOverlappedAddsToTheLonger) {
   auto x = g.input("x", DType::kF32, {1024, 1024});
   g.output("y", exp(x));
   DeviceSpec cpu = cpu_identity();
-  cpu.compute_units = 1;  // no thread left idle on any machine (fusion/cpu_work_split.h)
+  cpu.compute_units = 2;  // 1M elements split evenly: no thread left idle (fusion/cpu_work_split.h)
   cpu.bandwidth_gbps = 100;
   cpu.class_tflops.fill(0.01);
   cpu.launch_overhead_us = 5;
