@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
 #include <immintrin.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -304,7 +305,7 @@ std::string cache_directory() {
   // in whatever folder the program runs in. Without either, the home
   // folder the password database gives; without that, a folder of this
   // user's own under /tmp, which KernelCache refuses to load kernels
-  // from if another user made it first (cache_folder_problem).
+  // from if another user made it (untrusted_folder_reason).
   auto absolute = [](const char* dir) { return dir != nullptr && dir[0] == '/'; };
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); absolute(xdg)) {
     return (std::filesystem::path(xdg) / "fusejit").string();
@@ -409,12 +410,21 @@ DeviceSpec cpu_device() {
   std::filesystem::create_directories(path.parent_path(), ec);
   const std::string tmp = fmt::format("{}.tmp.{}", path.string(), ::getpid());
   {
-    errno = 0;
-    std::ofstream out(tmp);
-    out << to_json(d, model).dump(2) << "\n";
-    out.flush();
-    if (!out) {
-      const int err = errno != 0 ? errno : EIO;
+    // Created afresh, never through a link another user planted under
+    // that predictable name (O_EXCL refuses an existing name, links
+    // included); a leftover of a killed process of this pid is removed
+    // first, and a link there is what remove() removes.
+    std::filesystem::remove(tmp, ec);
+    const std::string text = to_json(d, model).dump(2) + "\n";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int err = fd < 0 ? errno : 0;
+    for (size_t done = 0; fd >= 0 && err == 0 && done < text.size();) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n <= 0) err = n < 0 ? errno : EIO;
+      done += n > 0 ? static_cast<size_t>(n) : 0;
+    }
+    if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+    if (err != 0) {
       std::filesystem::remove(tmp, ec);
       // Caching is an optimisation; an unwritable directory only costs time.
       std::fprintf(stderr, "fusejit: warning: cannot write %s (%s); the next process measures this CPU again\n",

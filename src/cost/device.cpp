@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cost/machine_load.h"
+#include "fusion/cpu_work_split.h"
 #include "ir/error.h"
 
 namespace fusejit {
@@ -52,7 +53,18 @@ DeviceSpec better_measured_figures(const DeviceSpec& cached, const DeviceSpec& m
   for (size_t c = 0; c < d.class_tflops.size(); ++c) {
     d.class_tflops[c] = std::max(cached.class_tflops[c], measured.class_tflops[c]);
   }
-  d.matmul_pack_gelems = std::max(cached.matmul_pack_gelems, measured.matmul_pack_gelems);
+  // The GEMM's rate and packing rate are one fit of two timings (a rate
+  // with packing in it where the packing rate is 0): both come from the
+  // measurement that predicts a GEMM of one row block per thread faster,
+  // never one figure from each.
+  const int gemm = static_cast<int>(CostClass::kMatmul);
+  auto block_seconds = [gemm](const DeviceSpec& m) {  // per K x N, up to the thread count
+    return 2.0 * kCpuMatmulRowBlock / (m.class_tflops[gemm] * 1e12) +
+           (m.matmul_pack_gelems > 0 ? 1 / (m.matmul_pack_gelems * 1e9) : 0.0);
+  };
+  const DeviceSpec& faster_gemm = block_seconds(cached) < block_seconds(measured) ? cached : measured;
+  d.class_tflops[gemm] = faster_gemm.class_tflops[gemm];
+  d.matmul_pack_gelems = faster_gemm.matmul_pack_gelems;
   d.launch_overhead_us = std::min(cached.launch_overhead_us, measured.launch_overhead_us);
   d.others_busy_share = std::min(cached.others_busy_share, measured.others_busy_share);
   d.busy_remeasures = d.others_busy_share > kBusyShare ? cached.busy_remeasures + 1 : 0;

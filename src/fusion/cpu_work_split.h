@@ -35,7 +35,9 @@ CpuChunks cpu_chunks(int64_t count, int64_t grain, int threads);
 inline constexpr int64_t kCpuMatmulRowBlock = 132;
 
 // The elements of B that a matmul kernel packs on `threads` threads: K x N
-// for each row block of each chunk. A GEMM of few rows per thread pays
+// for each row block of each chunk (the zeros that fill a last panel
+// narrower than the micro-kernel's are not counted: nothing is read for
+// them). A GEMM of few rows per thread pays
 // this over few rows: packing a 1024 x 1024 B costs as much as 12 rows of
 // multiply-adds (bench/results/2026-12-06-cpu-matmul-packing.md).
 int64_t cpu_matmul_packed_elements(const Graph& graph, const Kernel& kernel, int threads);

@@ -76,9 +76,10 @@ struct PlanBench {
   // Sum of the kernels' measured_bytes, when the counters were read for all.
   std::optional<double> measured_bytes;
   std::string counters_note;  // why measured_bytes is missing, when it is
-  // Over the outputs whose error is a number (NaN only where none is: an
-  // output that is NaN or infinite where the reference is not is named in
-  // beyond_tolerance instead of hiding every other output's error).
+  // Over the outputs whose error is a number (NaN only where none is), so
+  // that an output that is NaN or infinite where the reference is not
+  // hides no other output's error; it is named in beyond_tolerance where
+  // the plan is correct, in mismatch where it is not.
   double max_rel_error = 0;
   bool correct = false;      // every output passes first_wrong_output (plan_reference.h)
   // Some output is outside its dtype's tolerance of the float64 reference

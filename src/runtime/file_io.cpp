@@ -259,8 +259,17 @@ std::string untrusted_folder_reason(const std::string& dir) {
     if (info.st_uid != ::geteuid() && info.st_uid != 0) {
       return fmt::format("{} belongs to another user (uid {})", folder.string(), info.st_uid);
     }
-    if ((info.st_mode & S_IWOTH) != 0 && (info.st_mode & S_ISVTX) == 0) {
+    // In the folder itself another user must not create files (the keys
+    // are predictable), so even the sticky bit does not help there; in the
+    // folder it is in, the sticky bit (as on /tmp) keeps others from
+    // replacing this one. A group other than this user's own may not write
+    // either (a user-private group, as umask 002 makes, may).
+    const bool own = folder == path;
+    if ((info.st_mode & S_IWOTH) != 0 && (own || (info.st_mode & S_ISVTX) == 0)) {
       return fmt::format("every user may write to {}", folder.string());
+    }
+    if ((info.st_mode & S_IWGRP) != 0 && info.st_gid != ::getegid() && (own || (info.st_mode & S_ISVTX) == 0)) {
+      return fmt::format("the users of group {} may write to {}", info.st_gid, folder.string());
     }
   }
   return "";

@@ -63,9 +63,10 @@ absl::Status replace_cache_file(const std::string& path, std::string_view data,
 
 // Why a cache folder must not be used for code that is loaded and run
 // (compiled kernels): `dir`, or the folder it is in, belongs to another
-// user (root aside), or every user may write to it (without the sticky
-// bit), so another user could put a kernel there. "" where neither is
-// true, or where they do not exist yet (this process makes them its own).
+// user (root aside), or users other than this one may write to it (every
+// user, or a group not this user's own; in the folder `dir` is in, the
+// sticky bit makes that safe), so another user could put a kernel there.
+// "" where none is true, or where they do not exist yet.
 std::string untrusted_folder_reason(const std::string& dir);
 
 // Creates path with data, complete or not at all (written to a temporary

@@ -297,18 +297,19 @@ absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::strin
     if (entry && entry->blobs.contains(kObjectBlob)) {
       // An entry whose digest is right can still hold an object this
       // process cannot load (a cache shared with a machine of another
-      // libc or architecture): removed and compiled again, as a damaged
-      // entry is, rather than failing every later run.
+      // libc or architecture): compiled again, and replaced once the new
+      // object loads, rather than failing every later run. Where the new
+      // one does not load either (the machine's fault: no memory, a
+      // noexec $TMPDIR), the entry is left as it was.
       if (absl::Status s = load(entry->blobs.at(kObjectBlob)); s.ok()) {
         module->cache_hit_ = true;
         module->compile_ms_ = ms_since(start);
         return module;
       } else {
-        warn(fmt::format("the cached kernel '{}' in {} cannot be used ({}); removed it, compiling again", name,
+        warn(fmt::format("the cached kernel '{}' in {} cannot be used ({}); compiling it again", name,
                          cache->entry_path(module->cache_key_), status_text(s)));
       }
       unload();
-      cache->forget(module->cache_key_);
     }
   }
   absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();

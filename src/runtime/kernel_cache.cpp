@@ -110,19 +110,13 @@ void KernelCache::store(const std::string& key, const CacheEntry& entry) {
   if (disk_writable_ && directory_trusted()) write_to_disk(key, entry);
 }
 
-void KernelCache::forget(const std::string& key) {
-  check_key(key);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (auto it = memory_.find(key); it != memory_.end()) {
-    memory_bytes_ -= entry_bytes(it->second);
-    memory_.erase(it);
-    memory_order_.erase(std::find(memory_order_.begin(), memory_order_.end(), key));
-  }
-  if (!dir_.empty() && directory_trusted()) std::remove(entry_path(key).c_str());
-}
-
 bool KernelCache::directory_trusted() {
   if (!directory_trusted_) {
+    // A folder that does not exist yet holds nothing to load: judged once
+    // it exists (write_to_disk judges it again right after making it, in
+    // case another user made it first).
+    std::error_code ec;
+    if (!std::filesystem::exists(dir_, ec)) return true;
     const std::string why = untrusted_folder_reason(dir_);
     directory_trusted_ = why.empty();
     if (!why.empty()) {
@@ -207,6 +201,7 @@ void KernelCache::write_to_disk(const std::string& key, const CacheEntry& entry)
   if (!directory_ready_) {
     if (absl::Status made = ensure_directory(dir_); !made.ok()) return stop_writing(status_text(made));
     directory_ready_ = true;
+    if (!directory_trusted()) return;  // made by another user meanwhile
   }
   const std::string file = encode_cache_entry(key, entry);
   if (file.size() > kMaxCacheEntryBytes) return;  // read_from_disk would refuse it

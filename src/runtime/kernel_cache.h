@@ -61,10 +61,6 @@ class KernelCache {
   std::optional<CacheEntry> lookup(const std::string& key);
   // Keeps the entry in memory and, while the directory is writable, on disk.
   void store(const std::string& key, const CacheEntry& entry);
-  // Drops an entry from memory and disk: one whose digest is right but
-  // whose content cannot be used (a kernel object this machine cannot
-  // load, from a cache shared with another), so that it is compiled again.
-  void forget(const std::string& key);
 
   const std::string& directory() const { return dir_; }
   // False for a memory-only cache, once a write to the directory failed,
@@ -81,7 +77,8 @@ class KernelCache {
   std::optional<CacheEntry> read_from_disk(const std::string& key);
   void write_to_disk(const std::string& key, const CacheEntry& entry);
   void stop_writing(std::string_view reason);
-  // Whether the directory may hold kernels, checked at its first use.
+  // Whether the directory may hold kernels (untrusted_folder_reason),
+  // judged once it exists; a missing one is trusted until then.
   bool directory_trusted();
   void remember(const std::string& key, const CacheEntry& entry);
   // Removes the least recently used entries but `keep` until the directory

@@ -140,10 +140,26 @@ TEST(CostModel, ACpuMatmulPaysForPackingBInEachRowBlock) {
     d.matmul_pack_gelems = bad;
     EXPECT_FALSE(plausible_measured_figures(d)) << bad;
   }
+  // The better of two measurements keeps the GEMM's two figures together,
+  // from the one that runs a row block faster: never a packing rate from
+  // one beside a rate with packing in it from the other.
+  const int gemm = static_cast<int>(CostClass::kMatmul);
   DeviceSpec slower = cpu;
   slower.matmul_pack_gelems = 3;
   EXPECT_EQ(better_measured_figures(slower, cpu).matmul_pack_gelems, 12.5);
   EXPECT_EQ(better_measured_figures(cpu, slower).matmul_pack_gelems, 12.5);
+  DeviceSpec together = cpu;  // no packing rate: the multiply-adds' rate has the packing in it
+  together.matmul_pack_gelems = 0;
+  together.class_tflops[gemm] = 0.18;  // 0.2 and packing at 12.5e9/s run a block as 0.1886 with packing in it
+  for (const DeviceSpec& d : {better_measured_figures(together, cpu), better_measured_figures(cpu, together)}) {
+    EXPECT_EQ(d.class_tflops[gemm], 0.2);
+    EXPECT_EQ(d.matmul_pack_gelems, 12.5);
+  }
+  together.class_tflops[gemm] = 0.19;  // now a block runs faster so
+  for (const DeviceSpec& d : {better_measured_figures(together, cpu), better_measured_figures(cpu, together)}) {
+    EXPECT_EQ(d.class_tflops[gemm], 0.19);
+    EXPECT_EQ(d.matmul_pack_gelems, 0) << "not 12.5 beside a rate that has the packing in it";
+  }
 }
 
 // A CPU kernel of one chunk runs on the calling thread and wakes no pool

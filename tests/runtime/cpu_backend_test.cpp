@@ -26,6 +26,7 @@
 #include "codegen/cpu/cpu_emitter.h"
 #include "codegen/expr.h"
 #include "fusejit.h"
+#include "runtime/file_io.h"
 #include "runtime/host_compiler.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/runtime_test_util.h"
@@ -1120,9 +1121,11 @@ TEST(HostCompiler, ACachedObjectThatCannotBeLoadedIsCompiledAgain) {
     ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
     EXPECT_NE(warnings.messages()[0].find(fresh.entry_path(key)), std::string::npos) << warnings.text();
     EXPECT_NE(warnings.messages()[0].find("cannot be used"), std::string::npos) << warnings.text();
-    EXPECT_EQ(warnings.messages()[0].find("/tmp/fusejit-cxx-"), std::string::npos)
+    const absl::StatusOr<std::string> temporary = temporary_directory();
+    ASSERT_TRUE(temporary.ok()) << temporary.status();
+    EXPECT_EQ(warnings.messages()[0].find(*temporary + "/fusejit-cxx-"), std::string::npos)
         << "names no temporary file that is gone: " << warnings.text();
-    // The good object replaced it: the next process finds it.
+    // The good object replaced it once it loaded: the next process finds it.
     KernelCache next(dir.path());
     absl::StatusOr<std::unique_ptr<HostModule>> hit = compile_host_module("seven", source, {"seven"}, &next);
     ASSERT_TRUE(hit.ok()) << hit.status();

@@ -526,6 +526,31 @@ TEST(KernelCache, AFolderOtherUsersCanChangeIsNotUsed) {
     EXPECT_TRUE(warnings.messages().empty()) << warnings.text();
   }
   std::filesystem::permissions(tmp.path(), std::filesystem::perms::owner_all);
+  // In the cache folder itself the sticky bit does not help: other users
+  // could still create an entry (the keys are predictable).
+  std::filesystem::permissions(dir, std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
+  {
+    ScopedWarningSink warnings;
+    EXPECT_FALSE(KernelCache(dir).lookup(kKey).has_value());
+    EXPECT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  }
+  // A group may write where it is this user's own (umask 002's private
+  // groups), not where it is another.
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_all);
+  {
+    ScopedWarningSink warnings;
+    EXPECT_TRUE(KernelCache(dir).lookup(kKey).has_value());
+    EXPECT_TRUE(warnings.messages().empty()) << warnings.text();
+  }
+  if (::geteuid() == 0) {  // only root can give a folder to another group here
+    ASSERT_EQ(::chown(dir.c_str(), 0, 65534), 0);
+    ScopedWarningSink warnings;
+    EXPECT_FALSE(KernelCache(dir).lookup(kKey).has_value());
+    ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+    EXPECT_TRUE(testing::contains(warnings.messages()[0], "the users of group 65534 may write to " + dir))
+        << warnings.text();
+  }
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
   // A folder of another user (only root can make one here).
   if (::geteuid() == 0) {
     ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
@@ -535,6 +560,24 @@ TEST(KernelCache, AFolderOtherUsersCanChangeIsNotUsed) {
     EXPECT_TRUE(testing::contains(warnings.messages()[0], dir + " belongs to another user (uid 65534)"))
         << warnings.text();
   }
+}
+
+// A folder that does not exist yet is judged once it does: one another
+// user made between the first lookup and the first store is not used.
+TEST(KernelCache, AFolderMadeByAnotherUserMeanwhileIsNotUsed) {
+  const TempDir tmp("fusejit-kc");
+  const std::string dir = tmp.path() + "/kernels";
+  ScopedWarningSink warnings;
+  KernelCache cache(dir);
+  EXPECT_FALSE(cache.lookup(kKey).has_value());  // missing: nothing to load, nothing judged yet
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::all);  // as if another user had made it so
+  cache.store(kKey, sample_entry());
+  EXPECT_FALSE(std::filesystem::exists(cache.entry_path(kKey)));
+  EXPECT_FALSE(cache.disk_writable());
+  ASSERT_EQ(warnings.messages().size(), 1u) << warnings.text();
+  EXPECT_TRUE(testing::contains(warnings.messages()[0], "every user may write to " + dir)) << warnings.text();
+  EXPECT_TRUE(cache.lookup(kKey).has_value()) << "kept in memory";
 }
 
 // A link under an entry's name is replaced by the entry, not written
