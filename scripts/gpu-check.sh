@@ -61,7 +61,8 @@ pack() {
   tar -czf "$final_out/details.tar.gz.part" -C "$out" . 2>/dev/null &&
     mv "$final_out/details.tar.gz.part" "$final_out/details.tar.gz"
 }
-trap 'pack; rm -rf "$out" "$tools"' EXIT
+own_cache=""  # a copy of the carried kernel cache, below
+trap 'pack; rm -rf "$out" "$tools" ${own_cache:+"$own_cache"}' EXIT
 section() {
   pack
   echo "## $1 (at $((SECONDS - started)) s)" >>"$report"
@@ -115,9 +116,15 @@ build=$(realpath "$build")
 
 # Kernels compiled before the lease (scripts/prefill-gpu-cache.sh), unless
 # the caller chose a cache.
+# Copied into a folder of this user's own: the carried files may belong to
+# another uid on the device, and fusejit loads no kernels from a folder
+# another user owns or may write to (runtime/kernel_cache.h).
 if [[ -z "${FUSEJIT_CACHE_DIR:-}" && -d "$build/kernel-cache/kernels" ]]; then
-  export FUSEJIT_CACHE_DIR="$build/kernel-cache"
-  echo "kernel cache: $(find "$build/kernel-cache/kernels" -name '*.fjkc' | wc -l) kernels compiled before the lease" \
+  own_cache=$(mktemp -d "${TMPDIR:-/tmp}/fusejit-gpu-cache.XXXXXX")
+  cp -r "$build/kernel-cache/." "$own_cache/"
+  chmod -R go-w "$own_cache"
+  export FUSEJIT_CACHE_DIR="$own_cache"
+  echo "kernel cache: $(find "$own_cache/kernels" -name '*.fjkc' | wc -l) kernels compiled before the lease" \
     >>"$report"
 fi
 
