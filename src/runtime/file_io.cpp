@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <random>
@@ -169,8 +170,8 @@ absl::StatusOr<std::string> temporary_directory() {
   std::error_code ec;
   if (std::filesystem::is_directory(dir, ec)) return dir;
   const std::string why = ec                                 ? ec.message()
-                          : std::filesystem::exists(dir, ec) ? "not a directory"
-                                                             : "it does not exist";
+                          : std::filesystem::exists(dir, ec) ? std::strerror(ENOTDIR)
+                                                             : std::strerror(ENOENT);
   if (from_env) {
     return absl::FailedPreconditionError(
         fmt::format("the temporary directory {} (from $TMPDIR) cannot be used: {}", dir, why));
