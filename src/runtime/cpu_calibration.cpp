@@ -97,6 +97,13 @@ constexpr Probe kProbes[] = {
 // split to give every thread a share.
 constexpr Probe kShortGemmProbe{CostClass::kMatmul, nullptr, kGemmProbe, "f32", false, 36};
 
+// Every probe timed: one per class, then the shorter GEMM.
+std::vector<Probe> all_probes() {
+  std::vector<Probe> probes(std::begin(kProbes), std::end(kProbes));
+  probes.push_back(kShortGemmProbe);
+  return probes;
+}
+
 // Elements per thread: 8 MiB of f32 input and output per thread (4 MiB in
 // bf16), within a server L3 with two threads, and a millisecond or more of
 // work per run, so that waking the pool's threads (tens of microseconds)
@@ -191,9 +198,7 @@ std::string calibration_key(const DeviceSpec& cpu) {
   // throughput measured, so a cached calibration of other kernels must not
   // be used.
   std::string sources;
-  std::vector<Probe> probes(std::begin(kProbes), std::end(kProbes));
-  probes.push_back(kShortGemmProbe);
-  for (const Probe& p : probes) {
+  for (const Probe& p : all_probes()) {
     absl::StatusOr<Graph> g = probe_graph(p);
     if (!g.ok()) return "";  // the probes are constants: cannot happen
     for (const CpuKernelSource& k : emit_cpu(make_fused_plan(*g))) sources += k.source;
@@ -323,8 +328,7 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   // neighbour's burst only ever slows a probe down. The conversions' price
   // is taken out of the fastest times at the simple class's final rate,
   // the one the model adds back.
-  std::vector<Probe> probes(std::begin(kProbes), std::end(kProbes));
-  probes.push_back(kShortGemmProbe);
+  const std::vector<Probe> probes = all_probes();
   std::vector<ProbeTime> fastest(probes.size());
   MachineLoadMeter load;
   for (int round = 0; round < kRounds; ++round) {

@@ -264,9 +264,15 @@ absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::strin
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<HostCompiler> compiler = find_host_compiler();
   if (!compiler.ok()) return compiler.status();
-  std::unique_ptr<HostModule> module(new HostModule());
-  module->name_ = name;
-  module->cache_key_ = cache_key(*compiler, source);
+  const std::string key = cache_key(*compiler, source);
+  // A module with nothing loaded yet; dropping one unloads what it holds.
+  auto empty_module = [&] {
+    std::unique_ptr<HostModule> m(new HostModule());
+    m->name_ = name;
+    m->cache_key_ = key;
+    return m;
+  };
+  std::unique_ptr<HostModule> module = empty_module();
   dump_files_if_requested(name, {{".cpp", &source}});
 
   // Loads the object into the module and finds its entry points.
@@ -283,13 +289,6 @@ absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::strin
       module->entries_.emplace_back(entry, address);
     }
     return absl::OkStatus();
-  };
-  auto unload = [&] {
-    if (module->handle_ != nullptr) dlclose(module->handle_);
-    if (module->fd_ >= 0) close(module->fd_);
-    module->handle_ = nullptr;
-    module->fd_ = -1;
-    module->entries_.clear();
   };
 
   if (cache != nullptr) {
@@ -309,7 +308,7 @@ absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::strin
         warn(fmt::format("the cached kernel '{}' in {} cannot be used ({}); compiling it again", name,
                          cache->entry_path(module->cache_key_), status_text(s)));
       }
-      unload();
+      module = empty_module();
     }
   }
   absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();

@@ -88,13 +88,14 @@ std::optional<CacheEntry> KernelCache::lookup(const std::string& key) {
   check_key(key);
   std::lock_guard<std::mutex> lock(mutex_);
   std::optional<CacheEntry> entry;
+  const bool on_disk = !dir_.empty() && directory_trusted();
   if (auto it = memory_.find(key); it != memory_.end()) {
     entry = it->second;
-  } else if (!dir_.empty() && directory_trusted()) {
+  } else if (on_disk) {
     entry = read_from_disk(key);
     if (entry) remember(key, *entry);
   }
-  if (entry && !dir_.empty() && directory_trusted()) {
+  if (entry && on_disk) {
     // Recently used, from memory or disk: the last to be evicted from disk.
     // A read-only directory keeps its times.
     std::error_code ignored;

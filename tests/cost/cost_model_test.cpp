@@ -20,6 +20,17 @@
 namespace fusejit {
 namespace {
 
+// The `cpu` device with made-up figures: `threads` threads, 100 GB/s, every
+// op class at `tflops`, `launch_us` per launch.
+DeviceSpec made_up_cpu(int threads, double tflops, double launch_us) {
+  DeviceSpec cpu = cpu_identity();
+  cpu.compute_units = threads;
+  cpu.bandwidth_gbps = 100;
+  cpu.class_tflops.fill(tflops);
+  cpu.launch_overhead_us = launch_us;
+  return cpu;
+}
+
 KernelCost only_kernel(const Graph& g, const DeviceSpec& device) {
   const FusionPlan plan = make_fused_plan(g, fusion_options_for(device));
   EXPECT_EQ(plan.kernels.size(), 1u) << describe(plan);
@@ -93,12 +104,8 @@ TEST(CostModel, AMixedDtypeMatmulOnAGpuPaysForWideningItsOperands) {
 // packing as a 132-row one. Without a packing rate (not measured) only
 // the multiply-adds count.
 TEST(CostModel, ACpuMatmulPaysForPackingBInEachRowBlock) {
-  DeviceSpec cpu = cpu_identity();
-  cpu.bandwidth_gbps = 100;
+  DeviceSpec cpu = made_up_cpu(/*threads=*/2, /*tflops=*/0.2, /*launch_us=*/0);
   cpu.thread_bandwidth_gbps = 50;
-  cpu.class_tflops.fill(0.2);
-  cpu.launch_overhead_us = 0;
-  cpu.compute_units = 2;
   auto cost = [&](int64_t m, double pack_gelems) {
     DeviceSpec d = cpu;
     d.matmul_pack_gelems = pack_gelems;
@@ -166,11 +173,7 @@ TEST(CostModel, ACpuMatmulPaysForPackingBInEachRowBlock) {
 // thread, so it does not pay the launch overhead (the pool's hand-off);
 // one split over threads does. A GPU kernel always pays its launch.
 TEST(CostModel, OnlyACpuKernelSplitOverThreadsPaysTheLaunch) {
-  DeviceSpec cpu = cpu_identity();
-  cpu.compute_units = 2;
-  cpu.bandwidth_gbps = 100;
-  cpu.class_tflops.fill(0.01);
-  cpu.launch_overhead_us = 40;
+  DeviceSpec cpu = made_up_cpu(/*threads=*/2, /*tflops=*/0.01, /*launch_us=*/40);
   auto exp_of = [](int64_t n) {
     Graph g;
     g.output("y", exp(g.input("x", DType::kF32, {n})));
@@ -316,11 +319,8 @@ TEST(CostModel, TheShareOfTheShorterTimeNotOverlappedAddsToTheLonger) {
   Graph g;
   auto x = g.input("x", DType::kF32, {1024, 1024});
   g.output("y", exp(x));
-  DeviceSpec cpu = cpu_identity();
-  cpu.compute_units = 2;  // 1M elements split evenly: no thread left idle (fusion/cpu_work_split.h)
-  cpu.bandwidth_gbps = 100;
-  cpu.class_tflops.fill(0.01);
-  cpu.launch_overhead_us = 5;
+  // 2 threads: 1M elements split evenly, no thread left idle (fusion/cpu_work_split.h)
+  DeviceSpec cpu = made_up_cpu(/*threads=*/2, /*tflops=*/0.01, /*launch_us=*/5);
   const double memory_us = 8.0 * 1024 * 1024 / 100e3;                 // 83.9
   const double compute_us = 8.0 * 1024 * 1024 / (0.01 * 1e12) * 1e6;  // 838.9, exp weighs 8
   for (double overlap : {0.0, 0.25, 1.0}) {
@@ -709,11 +709,8 @@ TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
 // what one thread gets of the bandwidth, min(its copy alone, bandwidth /
 // threads copying). An even split keeps the whole machine's figures.
 TEST(CostModel, ACpuKernelOnFewerThreadsThanTheMachinePaysForTheIdleOnes) {
-  DeviceSpec cpu = cpu_identity();
-  cpu.bandwidth_gbps = 100;
+  DeviceSpec cpu = made_up_cpu(/*threads=*/cpu_identity().compute_units, /*tflops=*/0.01, /*launch_us=*/0);
   cpu.thread_bandwidth_gbps = 40;
-  cpu.class_tflops.fill(0.01);
-  cpu.launch_overhead_us = 0;
   auto softmax_of = [](int64_t rows) {
     Graph g;
     g.output("y", softmax(g.input("x", DType::kF32, {rows, 16384})));
