@@ -6,6 +6,7 @@
 
 #include "cost/cpu_conversions.h"
 #include "cost/gpu_instructions.h"
+#include "fusion/cpu_output_stores.h"
 #include "fusion/cpu_work_split.h"
 #include "fusion/kernel_bytes.h"
 #include "fusion/plan_verify.h"
@@ -107,6 +108,10 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   const KernelBytes bytes = kernel_bytes(graph, kernel);  // fusion/kernel_bytes.h
   cost.bytes_read = bytes.read;
   cost.bytes_written = bytes.written;
+  if (!device.models_instructions()) {
+    cost.write_allocate_bytes = cpu_write_allocated_bytes(graph, kernel);
+    cost.bytes_read += cost.write_allocate_bytes;
+  }
   // The widening kernels run before the GEMM, each memory-bound: their time
   // adds to the GEMM's rather than hiding under its compute.
   int launches = 1;

@@ -233,27 +233,30 @@ nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const Kernel
     for (int32_t id : ids) out.push_back(plan.graph->node(id).name);
     return out;
   };
-  nlohmann::json j = {{"name", k.name},
-                      {"kind", kernel_kind_name(k.kind)},
-                      {"ops", k.user_ops},
-                      {"reads", names(k.reads)},
-                      {"writes", names(k.writes)},
-                      {"iteration", std::vector<int64_t>(k.iteration.begin(), k.iteration.end())},
-                      {"bytes", c.bytes()},
-                      {"bytes_read", c.bytes_read},
-                      {"bytes_written", c.bytes_written},
-                      {"flops", c.flops},
-                      {"intensity", c.intensity},
-                      {"unit", c.unit},
-                      {"bound", bound_name(c)},
-                      {"instructions", c.instructions > 0 ? nlohmann::json(c.instructions) : nlohmann::json()},
-                      // CPU: 16-bit widen/narrow operations, charged beside the FLOPs.
-                      {"conversion_ops", c.conversion_ops > 0 ? nlohmann::json(c.conversion_ops) : nlohmann::json()},
-                      // CPU: threads its work is split over; null on a GPU.
-                      {"threads", c.threads > 0 ? nlohmann::json(c.threads) : nlohmann::json()},
-                      {"memory_us", c.memory_us},
-                      {"compute_us", c.compute_us},
-                      {"predicted_us", c.predicted_us}};
+  nlohmann::json j = {
+      {"name", k.name},
+      {"kind", kernel_kind_name(k.kind)},
+      {"ops", k.user_ops},
+      {"reads", names(k.reads)},
+      {"writes", names(k.writes)},
+      {"iteration", std::vector<int64_t>(k.iteration.begin(), k.iteration.end())},
+      {"bytes", c.bytes()},
+      {"bytes_read", c.bytes_read},
+      {"bytes_written", c.bytes_written},
+      // CPU: the part of bytes_read that is outputs read before they are written; null on a GPU.
+      {"write_allocate_bytes", c.threads > 0 ? nlohmann::json(c.write_allocate_bytes) : nlohmann::json()},
+      {"flops", c.flops},
+      {"intensity", c.intensity},
+      {"unit", c.unit},
+      {"bound", bound_name(c)},
+      {"instructions", c.instructions > 0 ? nlohmann::json(c.instructions) : nlohmann::json()},
+      // CPU: 16-bit widen/narrow operations, charged beside the FLOPs.
+      {"conversion_ops", c.conversion_ops > 0 ? nlohmann::json(c.conversion_ops) : nlohmann::json()},
+      // CPU: threads its work is split over; null on a GPU.
+      {"threads", c.threads > 0 ? nlohmann::json(c.threads) : nlohmann::json()},
+      {"memory_us", c.memory_us},
+      {"compute_us", c.compute_us},
+      {"predicted_us", c.predicted_us}};
   if (k.kind == KernelKind::kRow) {
     j["row_strategy"] = row_strategy_name(k.row_strategy);
     j["reduction_stages"] = k.reduction_stages;

@@ -18,6 +18,23 @@ inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
 
 inline bool cpu_streams_output(const Node& n) { return n.shape.numel() * dtype_size(n.dtype) >= kCpuStreamingStoreBytes; }
 
+// The bytes of `kernel`'s outputs that are written with ordinary stores:
+// the core reads every line such a store writes before writing it
+// (write-allocate, a "read for ownership"), from memory when the line is
+// not in the cache, as after `fusejit bench`'s flush before each kernel.
+// That read is traffic the cost model charges on a CPU. Streamed outputs
+// skip it; a matmul stores C ordinarily (fj_store_span) at any size. A
+// relu of 4194000 f32 elements (just under 16 MiB) ran 1.27-1.35x its
+// prediction where the one of 4194304, streamed, ran 0.88-0.99x.
+inline int64_t cpu_write_allocated_bytes(const Graph& graph, const Kernel& kernel) {
+  int64_t bytes = 0;
+  for (int32_t id : kernel.writes) {
+    const Node& n = graph.node(id);
+    if (kernel.kind == KernelKind::kMatmul || !cpu_streams_output(n)) bytes += n.shape.numel() * dtype_size(n.dtype);
+  }
+  return bytes;
+}
+
 // Whether output `id` of `kernel` is stored from an f32 array by a span
 // helper (fj_stream_span, fj_store_span), which rounds a bf16 or f16 one
 // a vector at a time with vcvtneps2bf16 (AVX512-BF16) or vcvtps2ph (F16C)

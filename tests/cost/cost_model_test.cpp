@@ -95,7 +95,10 @@ TEST(CostModel, AMixedDtypeMatmulOnAGpuPaysForWideningItsOperands) {
   }
   DeviceSpec cpu_like = h100;  // a device that does not model instructions: the CPU backend's GEMM
   cpu_like.issue_tops = 0;
-  EXPECT_EQ(estimate_kernel(plan, plan.kernels[0], cpu_like).bytes(), (na + nb) * 2 + 256 * 128 * 4);
+  // C is written with ordinary stores, so read first (write-allocate).
+  const KernelCost on_cpu = estimate_kernel(plan, plan.kernels[0], cpu_like);
+  EXPECT_EQ(on_cpu.write_allocate_bytes, 256 * 128 * 4);
+  EXPECT_EQ(on_cpu.bytes(), (na + nb) * 2 + 2 * 256 * 128 * 4);
 }
 
 // The CPU's GEMM packs all of B once per row block of each thread's rows
@@ -191,6 +194,30 @@ TEST(CostModel, OnlyACpuKernelSplitOverThreadsPaysTheLaunch) {
   const DeviceSpec h100 = gpu_device("h100");
   const KernelCost gpu = only_kernel(exp_of(4096), h100);
   EXPECT_GE(gpu.predicted_us, h100.launch_overhead_us);
+}
+
+// A CPU store of an ordinary (not streaming) kind first reads the line it
+// writes: an output under 16 MiB is charged again as a read; a streamed
+// one of 16 MiB or more, and any output on a GPU, is not.
+TEST(CostModel, ACpuOutputStoredOrdinarilyIsAlsoRead) {
+  const DeviceSpec cpu = made_up_cpu(/*threads=*/2, /*tflops=*/1, /*launch_us=*/0);
+  const DeviceSpec h100 = gpu_device("h100");
+  auto relu_of = [](int64_t n) {
+    Graph g;
+    g.output("y", relu(g.input("x", DType::kF32, {n})));
+    return g;
+  };
+  for (int64_t n : {int64_t{4194000}, int64_t{4194304}}) {
+    const bool streamed = n * 4 >= kCpuStreamingStoreBytes;
+    const KernelCost c = only_kernel(relu_of(n), cpu);
+    EXPECT_EQ(c.write_allocate_bytes, streamed ? 0 : n * 4) << n;
+    EXPECT_EQ(c.bytes_read, (streamed ? 1 : 2) * n * 4) << n;
+    EXPECT_EQ(c.bytes_written, n * 4) << n;
+    EXPECT_NEAR(c.memory_us, static_cast<double>(c.bytes()) / 100e3, 1e-9) << n;
+    const KernelCost g = only_kernel(relu_of(n), h100);
+    EXPECT_EQ(g.write_allocate_bytes, 0) << n;
+    EXPECT_EQ(g.bytes(), 2 * n * 4) << n;
+  }
 }
 
 // A kernel of a plan of another graph names nodes this plan's graph may
@@ -321,7 +348,8 @@ TEST(CostModel, TheShareOfTheShorterTimeNotOverlappedAddsToTheLonger) {
   g.output("y", exp(x));
   // 2 threads: 1M elements split evenly, no thread left idle (fusion/cpu_work_split.h)
   DeviceSpec cpu = made_up_cpu(/*threads=*/2, /*tflops=*/0.01, /*launch_us=*/5);
-  const double memory_us = 8.0 * 1024 * 1024 / 100e3;                 // 83.9
+  // x read, y (4 MiB, stored ordinarily) read for ownership and written
+  const double memory_us = 12.0 * 1024 * 1024 / 100e3;                // 125.8
   const double compute_us = 8.0 * 1024 * 1024 / (0.01 * 1e12) * 1e6;  // 838.9, exp weighs 8
   for (double overlap : {0.0, 0.25, 1.0}) {
     cpu.overlap = overlap;
