@@ -24,7 +24,7 @@ int run_command_line(int argc, char** argv) {
   CLI::App app{"fusejit: a kernel-fusion code generator and JIT for memory-bound tensor ops"};
   app.name("fusejit");
   app.set_version_flag("--version", fmt::format("fusejit {} (CUDA toolkit at build time: {})", FUSEJIT_VERSION,
-                                                FUSEJIT_HAVE_CUDA_BUILD));
+                                                FUSEJIT_HAVE_CUDA_BUILD ? "ON" : "OFF"));
   app.require_subcommand(1);
   int exit_code = 0;
   fusejit::cli::register_check(app, exit_code);

@@ -118,13 +118,15 @@ Value Graph::input(std::string_view requested_name, DType dtype, const Shape& sh
   };
   if (!is_valid_dtype(dtype)) fail(fmt::format("dtype {} is none of f32, f16, bf16", static_cast<int>(dtype)));
   if (!is_identifier(name)) fail("the name is not an identifier (letters, digits, '_'; not 'input' or 'output')");
-  if (!claim_name(name)) fail("the name is already used in this graph");
   if (shape.rank() < 1 || shape.rank() > kMaxRank) fail("rank must be 1 to 4");
   for (int64_t d : shape) {
     if (d <= 0) fail("extents must be positive");
   }
   if (shape.numel_overflows()) fail("the number of elements overflows a 64-bit integer");
   if (exceeds_value_limit(dtype, shape)) fail("takes more than the 256 TiB (2^48 bytes) a value may take");
+  // Last: claiming the name renames an automatic name it collides with,
+  // which a refused input must leave as it was.
+  if (!claim_name(name)) fail("the name is already used in this graph");
   Node n;
   n.op = Op::kInput;
   n.name = std::string(name);

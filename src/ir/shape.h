@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <optional>
 #include <string>
 
 #include <absl/container/inlined_vector.h>
+
 #include <fmt/format.h>
 
 namespace fusejit {
@@ -17,7 +19,9 @@ class Shape {
  public:
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
-  template <typename It>
+  // Iterators only: Shape(2, 3) would otherwise take 2 and 3 as a range
+  // (std::vector's count-and-value constructor) and build [3, 3].
+  template <std::input_iterator It>
   Shape(It begin, It end) : dims_(begin, end) {}
 
   int rank() const { return static_cast<int>(dims_.size()); }

@@ -40,7 +40,8 @@ absl::StatusOr<std::string> read_graph_text(const std::string& path);
 // How diagnostics name the graph read from `path`: "<stdin>" for "-".
 std::string graph_source_name(const std::string& path);
 
-// The canonical text of a graph.
+// The canonical text of a graph. An id the graph has no node for (in a
+// graph verify() refuses) prints as `<no node ID>`.
 std::string print_graph(const Graph& graph);
 // The canonical text of one node's statement, without the newline.
 std::string print_statement(const Graph& graph, const Node& node);

@@ -19,10 +19,18 @@ bool is_default(const AttrSpec& spec, const AttrValue& value) {
   return default_value.ok() && *default_value == value;
 }
 
+// A graph built with Graph::add_output or edited by hand may name a node it
+// lacks until verify() refuses it; printing it is how a user looks for
+// what went wrong, so the missing node is shown, not read past the end.
+std::string name_of(const Graph& graph, int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= graph.nodes().size()) return fmt::format("<no node {}>", id);
+  return graph.node(id).name;
+}
+
 std::string call_text(const Graph& graph, const Node& node) {
   std::vector<std::string> args;
   for (const Operand& o : node.operands) {
-    args.push_back(o.is_literal() ? fmt::format("{}", o.literal) : graph.node(o.node).name);
+    args.push_back(o.is_literal() ? fmt::format("{}", o.literal) : name_of(graph, o.node));
   }
   for (const AttrSpec& spec : node.info().attrs) {
     const AttrValue* value = node.attrs.find(spec.name);
@@ -47,8 +55,8 @@ std::string print_graph(const Graph& graph) {
     out += '\n';
   }
   if (!graph.outputs().empty()) {
-    std::vector<std::string_view> names;
-    for (int32_t id : graph.outputs()) names.push_back(graph.node(id).name);
+    std::vector<std::string> names;
+    for (int32_t id : graph.outputs()) names.push_back(name_of(graph, id));
     fmt::format_to(std::back_inserter(out), "output {}\n", fmt::join(names, ", "));
   }
   return out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -183,7 +184,17 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
     }
   }
   TensorMap generated;
-  if (options.inputs == nullptr) generated = random_inputs(graph, options.seed);
+  if (options.inputs == nullptr) {
+    // random_inputs throws, like the graph builder, where the inputs do not
+    // fit in memory; run_benchmark returns statuses.
+    try {
+      generated = random_inputs(graph, options.seed);
+    } catch (const Error& e) {
+      return absl::ResourceExhaustedError(fmt::format("run_benchmark: {}", e.what()));
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError("run_benchmark: out of host memory for the random inputs");
+    }
+  }
   const TensorMap& inputs = options.inputs != nullptr ? *options.inputs : generated;
   BenchResult r;
   r.backend = std::string(backend.name());

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -267,6 +268,13 @@ GemmFigures gemm_figures(double seconds, double flops, double fewer_rows_seconds
 }
 
 absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
+  // One calibration at a time in a process. Three CPU backends made on
+  // three threads calibrated together, timed each other's probes (and
+  // counted them as other programs' load) and came out 2x apart (an FP32
+  // peak of 0.088, 0.099 and 0.197 TFLOP/s); one after another, the later
+  // ones read what the first one cached.
+  static std::mutex one_at_a_time;
+  std::lock_guard<std::mutex> lock(one_at_a_time);
   DeviceSpec d = with_pool_threads(cpu_device());
   // How busy the machine was when cpu-device.json was measured; the
   // calibration's own share is kept in its entry, and the device shows

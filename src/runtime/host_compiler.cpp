@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -241,9 +242,17 @@ std::vector<std::string> host_compile_flags() {
 }
 
 absl::StatusOr<HostCompiler> find_host_compiler() {
-  // Probed once per process ($CXX is read at the first use).
-  static const absl::StatusOr<HostCompiler> compiler = probe_compiler();
-  return compiler;
+  // Probed once per value of $CXX in a process, failures included: every
+  // kernel compiled does not pay a `--version`, and a program that found
+  // no compiler can set $CXX and try again.
+  static std::mutex mutex;
+  static std::map<std::optional<std::string>, absl::StatusOr<HostCompiler>> probed;
+  const char* cxx = std::getenv("CXX");
+  const std::optional<std::string> key = cxx != nullptr ? std::optional<std::string>(cxx) : std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = probed.find(key);
+  if (it == probed.end()) it = probed.emplace(key, probe_compiler()).first;
+  return it->second;
 }
 
 HostModule::~HostModule() {

@@ -1,8 +1,9 @@
+#include <optional>
+#include <type_traits>
+#include <vector>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-
-#include <optional>
-#include <vector>
 
 #include "fusejit.h"
 #include "support/error_of.h"
@@ -151,6 +152,17 @@ TEST(GraphLowLevel, MistakesAreErrorsNotCrashes) {
               fmt::format("error: w uses node {}, which does not exist (the graph has 3 nodes)", missing));
   }
 
+  // A graph verify() refuses still prints, naming the node it lacks.
+  Graph with_bad_output = g;
+  with_bad_output.add_output(999);
+  EXPECT_EQ(print_graph(with_bad_output), "input x2: f32[4]\ny = relu(x2)\noutput y, <no node 999>\n");
+  Node dangling_print = g.node(y.id());
+  dangling_print.name = "w";
+  dangling_print.operands[0].node = 7;
+  Graph with_dangling_print = g;
+  with_dangling_print.append(dangling_print);
+  EXPECT_EQ(print_statement(with_dangling_print, with_dangling_print.node(2)), "w = relu(<no node 7>)");
+
   Node duplicate = g.node(y.id());  // append() keeps no names unique; find() keeps to the first
   Graph with_duplicate = g;
   with_duplicate.append(duplicate);
@@ -172,6 +184,12 @@ TEST(HostTensorStorage, MistakesAreErrorsNotCrashes) {
   EXPECT_EQ(storage, std::vector<uint16_t>(40)) << "nothing written";
 }
 
+// Shape(2, 3) is not a shape: it would have been read as a range of
+// iterators (std::vector's count-and-value constructor) and built [3, 3].
+static_assert(!std::is_constructible_v<Shape, int, int>);
+static_assert(!std::is_constructible_v<Shape, int64_t, int64_t>);
+static_assert(std::is_constructible_v<Shape, const int64_t*, const int64_t*>);
+
 // The builder's own names (relu_1) never keep a user from a name: the
 // node that had it is renamed, and its Values still work. A name the user
 // gave stays taken.
@@ -181,6 +199,9 @@ TEST(GraphBuilder, NamesTheBuilderChoseGiveWayToTheUsers) {
   auto r = relu(x);
   const std::string auto_name = r.name();
   EXPECT_EQ(auto_name, "relu_1");
+  // A refused input takes no name: the node keeps its own.
+  EXPECT_THROW(g.input(auto_name, DType::kF32, {0}), Error);
+  EXPECT_EQ(r.name(), auto_name);
   auto shadow = g.input(auto_name, DType::kF32, {4, 8});  // an input named like it
   EXPECT_NE(r.name(), auto_name);
   EXPECT_TRUE(r.name().starts_with("relu_")) << r.name();

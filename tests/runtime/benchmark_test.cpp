@@ -162,6 +162,16 @@ TEST(Benchmark, AGraphThatDoesNotVerifyOrNoRepetitionsAreAStatus) {
               fmt::format("run_benchmark: BenchOptions::reps must be at least 1, got {}", reps));
   }
   EXPECT_EQ(backend.copies_prepared(), 0u);
+
+  // Random inputs that cannot fit in memory: a status, as for the run
+  // functions, not the exception random_inputs throws.
+  Graph huge;
+  huge.output("y", relu(huge.input("x", DType::kF32, {int64_t{1} << 23, int64_t{1} << 22})));
+  r = run_benchmark(backend, huge, {.reps = 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_TRUE(status_text(r.status()).starts_with("run_benchmark: out of host memory")) << r.status();
+  EXPECT_EQ(backend.copies_prepared(), 0u);
 }
 
 // Inputs the caller gives are what both plans run on (the fused outputs

@@ -1162,5 +1162,22 @@ TEST(HostCompiler, AMissingCompilerIsAClearErrorFromTheCommandLine) {
   EXPECT_EQ(std::count(not_cxx.err.begin(), not_cxx.err.end(), '\n'), 1) << not_cxx.err;
 }
 
+// The compiler is probed once per value of $CXX: a program that found
+// none can set $CXX and try again.
+TEST(HostCompiler, AProgramCanSetCxxAfterAFailedProbe) {
+  const absl::StatusOr<HostCompiler> before = find_host_compiler();
+  ASSERT_TRUE(before.ok()) << before.status();
+  {
+    testing::ScopedEnv cxx("CXX", "false");
+    const absl::StatusOr<HostCompiler> failed = find_host_compiler();
+    ASSERT_FALSE(failed.ok());
+    EXPECT_NE(status_text(failed.status()).find("`false (from $CXX) --version` failed"), std::string::npos)
+        << failed.status();
+  }
+  const absl::StatusOr<HostCompiler> after = find_host_compiler();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->identity, before->identity);
+}
+
 }  // namespace
 }  // namespace fusejit
