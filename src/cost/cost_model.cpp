@@ -112,6 +112,8 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
     cost.write_allocate_bytes = cpu_write_allocated_bytes(graph, kernel);
     cost.bytes_read += cost.write_allocate_bytes;
   }
+  cost.broadcast_reread_bytes = broadcast_reread_bytes(graph, kernel, device.cache_bytes);
+  cost.bytes_read += cost.broadcast_reread_bytes;
   // The widening kernels run before the GEMM, each memory-bound: their time
   // adds to the GEMM's rather than hiding under its compute.
   int launches = 1;

@@ -6,7 +6,9 @@
 // writes. A row kernel that cannot keep its row on chip re-reads the
 // row-shaped inputs once per reduction stage plus once for the output.
 // On a CPU an output written with ordinary stores is also read, once
-// (write-allocate; fusion/cpu_output_stores.h).
+// (write-allocate; fusion/cpu_output_stores.h). A broadcast operand whose
+// next use lies beyond the device's cache is read again on each use
+// (broadcast_reread_bytes).
 // FLOPs = sum over the kernel's nodes of elements x the op table's weight
 // (a reduction counts its input elements; a matmul 2 x M x N x K; work a
 // re-reading row kernel recomputes counts again, but a reduction once).
@@ -36,7 +38,9 @@ struct KernelCost {
   std::string name;
   int64_t bytes_read = 0;  // on a CPU including write_allocate_bytes
   int64_t bytes_written = 0;
-  int64_t write_allocate_bytes = 0;  // CPU: outputs read before written (cpu_write_allocated_bytes); 0 on a GPU
+  int64_t write_allocate_bytes = 0;
+  int64_t broadcast_reread_bytes = 0;  // part of bytes_read: broadcast reads the cache loses (kernel_bytes.h)  // CPU:
+                                       // outputs read before written (cpu_write_allocated_bytes); 0 on a GPU
   double flops = 0;
   std::array<double, kNumCostClasses> class_flops{};  // flops split by cost class
   double instructions = 0;  // GPU thread-instructions (gpu_instructions.h); 0 where not modelled

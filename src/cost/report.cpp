@@ -245,6 +245,8 @@ nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const Kernel
       {"bytes_written", c.bytes_written},
       // CPU: the part of bytes_read that is outputs read before they are written; null on a GPU.
       {"write_allocate_bytes", c.threads > 0 ? nlohmann::json(c.write_allocate_bytes) : nlohmann::json()},
+      // The part of bytes_read that is broadcast reads read again (kernel_bytes.h).
+      {"broadcast_reread_bytes", c.broadcast_reread_bytes},
       {"flops", c.flops},
       {"intensity", c.intensity},
       {"unit", c.unit},

@@ -44,4 +44,34 @@ KernelBytes kernel_bytes(const Graph& graph, const Kernel& kernel) {
   return bytes;
 }
 
+int64_t broadcast_reread_bytes(const Graph& graph, const Kernel& kernel, int64_t cache_bytes) {
+  if (cache_bytes <= 0 || kernel.kind == KernelKind::kMatmul) return 0;
+  const Shape& iteration = kernel.iteration;
+  const int rank = iteration.rank();
+  const double elements = static_cast<double>(iteration.numel());
+  // The kernel's traffic per element of its iteration: what passes through
+  // the cache between two uses of a broadcast element, per element apart.
+  const double bytes_per_element = static_cast<double>(kernel_bytes(graph, kernel).total()) / elements;
+  int64_t extra = 0;
+  for (int32_t id : kernel.reads) {
+    const Node& n = graph.node(id);
+    if (n.shape.numel() >= iteration.numel() || n.shape.rank() > rank) continue;
+    const int pad = rank - n.shape.rank();  // NumPy broadcasting aligns the last dimensions
+    auto extent = [&](int d) { return d < pad ? int64_t{1} : n.shape[d - pad]; };
+    int64_t reads = 1;
+    for (int d = 0; d < rank; ++d) {
+      if (extent(d) != 1 || iteration[d] == 1) continue;
+      bool varies_inside = false;
+      double apart = 1;  // iteration elements between two uses of one element along d
+      for (int e = d + 1; e < rank; ++e) {
+        varies_inside = varies_inside || extent(e) > 1;
+        apart *= static_cast<double>(iteration[e]);
+      }
+      if (varies_inside && apart * bytes_per_element > static_cast<double>(cache_bytes)) reads *= iteration[d];
+    }
+    extra += (reads - 1) * n.shape.numel() * dtype_size(n.dtype);
+  }
+  return extra;
+}
+
 }  // namespace fusejit

@@ -30,4 +30,18 @@ struct KernelBytes {
 };
 KernelBytes kernel_bytes(const Graph& graph, const Kernel& kernel);
 
+// What a device with `cache_bytes` of last-level cache (L2 on a GPU) reads
+// on top of kernel_bytes() because a broadcast read does not stay cached
+// until its next use. kernel_bytes() charges a broadcast operand once:
+// each later use finds it in cache. That holds while the traffic between
+// two uses of an element fits the cache: a [4096] bias over [M, 4096] is
+// used again 4096 elements later. A [4096, 4096] positional table added
+// to [4, 4096, 4096] is used again 16M elements later, 144 MiB of the
+// kernel's traffic, and is read from memory 4 times (measured on the CPU:
+// 1.72x the time charged for one read). For each dimension the operand is
+// broadcast along, outside a dimension it varies in, whose next use lies
+// beyond the cache, the operand is charged once more per step of that
+// dimension. 0 where `cache_bytes` is 0 (not known) or for a matmul.
+int64_t broadcast_reread_bytes(const Graph& graph, const Kernel& kernel, int64_t cache_bytes);
+
 }  // namespace fusejit

@@ -220,6 +220,43 @@ TEST(CostModel, ACpuOutputStoredOrdinarilyIsAlsoRead) {
   }
 }
 
+// A broadcast read is charged once while its next use is within the
+// device's cache, and once per use where it is not: a [4096, 4096] table
+// over [4, 4096, 4096] is used again 144 MiB of traffic later, beyond a
+// 32 MiB cache and an H100's 50 MiB L2; a [4096] bias 4096 elements later.
+TEST(CostModel, ABroadcastReadTheCacheCannotKeepIsChargedOnEachUse) {
+  auto add_of = [](Shape x_shape, Shape b_shape) {
+    Graph g;
+    g.output("y", g.input("x", DType::kF32, x_shape) + g.input("b", DType::kF32, b_shape));
+    return g;
+  };
+  DeviceSpec cpu = made_up_cpu(/*threads=*/2, /*tflops=*/1, /*launch_us=*/0);
+  cpu.cache_bytes = int64_t{32} << 20;
+  const int64_t table = int64_t{4096} * 4096 * 4;
+  for (const DeviceSpec& device : {cpu, gpu_device("h100")}) {
+    const KernelCost c = only_kernel(add_of({4, 4096, 4096}, {4096, 4096}), device);
+    EXPECT_EQ(c.broadcast_reread_bytes, 3 * table) << device.name;
+    EXPECT_EQ(c.bytes_read, 4 * table + 4 * table) << device.name;  // x, then the table 4 times
+    // A larger cache keeps it: read once.
+    DeviceSpec big = device;
+    big.cache_bytes = int64_t{1} << 30;
+    EXPECT_EQ(only_kernel(add_of({4, 4096, 4096}, {4096, 4096}), big).broadcast_reread_bytes, 0) << device.name;
+    // A cache of unknown size charges nothing extra.
+    DeviceSpec unknown = device;
+    unknown.cache_bytes = 0;
+    EXPECT_EQ(only_kernel(add_of({4, 4096, 4096}, {4096, 4096}), unknown).broadcast_reread_bytes, 0);
+    // A bias along rows, a per-row scalar: next uses close by.
+    EXPECT_EQ(only_kernel(add_of({16384, 4096}, {4096}), device).broadcast_reread_bytes, 0) << device.name;
+    EXPECT_EQ(only_kernel(add_of({16384, 4096}, {16384, 1}), device).broadcast_reread_bytes, 0) << device.name;
+  }
+  // Broadcast along two dimensions, an outer one beyond the cache and an
+  // inner one within it: [64, 1, 1 << 20] over [8, 64, 4, 1 << 20] is
+  // used 4 times in a row, 1M elements (about 8 MiB of traffic) apart,
+  // kept; and again 64 x 4 x 1M elements (2 GiB) later, beyond: read 8 times.
+  const KernelCost two = only_kernel(add_of({8, 64, 4, 1 << 20}, {64, 1, 1 << 20}), cpu);
+  EXPECT_EQ(two.broadcast_reread_bytes, 7 * int64_t{64} * (1 << 20) * 4);
+}
+
 // A kernel of a plan of another graph names nodes this plan's graph may
 // lack: an error naming the kernel, not a read past the graph's nodes. A
 // kernel of the other plan of the same graph is fine.
