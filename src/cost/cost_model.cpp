@@ -8,6 +8,7 @@
 #include "cost/gpu_instructions.h"
 #include "fusion/cpu_output_stores.h"
 #include "fusion/cpu_work_split.h"
+#include "fusion/gpu_row_shape.h"
 #include "fusion/kernel_bytes.h"
 #include "fusion/plan_verify.h"
 #include "ir/error.h"
@@ -153,7 +154,16 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
   if (kernel.kind != KernelKind::kMatmul) {
     if (device.models_instructions()) {
       cost.instructions = gpu_instructions(plan, kernel);
-      compute_seconds = cost.instructions / (device.issue_tops * 1e12);
+      // Only SMs with a block issue: a softmax over 4 rows of 1M elements
+      // runs 4 blocks, and 128 of an H100's 132 SMs stay idle. The memory
+      // time is left at the whole chip's bandwidth: what a few SMs can draw
+      // is unmeasured here.
+      const int64_t blocks = gpu_kernel_blocks(graph, kernel);
+      cost.active_sm_share =
+          device.compute_units > 0 && blocks > 0
+              ? std::min(1.0, static_cast<double>(blocks) / static_cast<double>(device.compute_units))
+              : 1.0;
+      compute_seconds = cost.instructions / (device.issue_tops * cost.active_sm_share * 1e12);
     } else {
       // The CPU: storage conversions run on the vector units beside the
       // arithmetic, at about the rate of simple arithmetic. Not FLOPs, so

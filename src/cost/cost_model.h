@@ -44,6 +44,9 @@ struct KernelCost {
   double flops = 0;
   std::array<double, kNumCostClasses> class_flops{};  // flops split by cost class
   double instructions = 0;  // GPU thread-instructions (gpu_instructions.h); 0 where not modelled
+  // GPU: the share of the SMs the kernel's blocks occupy (gpu_kernel_blocks), which its
+  // instructions issue on; 0 on a CPU and for a matmul.
+  double active_sm_share = 0;
   double conversion_ops = 0;  // CPU: 16-bit widen/narrow operations (cpu_conversions.h); 0 on a GPU
   double intensity = 0;    // flops / bytes
   std::string unit;        // "fp32" (CUDA cores / SIMD) or "tensor" (bf16/f16 matmul)

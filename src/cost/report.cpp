@@ -252,6 +252,8 @@ nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const Kernel
       {"unit", c.unit},
       {"bound", bound_name(c)},
       {"instructions", c.instructions > 0 ? nlohmann::json(c.instructions) : nlohmann::json()},
+      // GPU: the share of SMs its blocks occupy, which its instructions issue on; null elsewhere.
+      {"active_sm_share", c.active_sm_share > 0 ? nlohmann::json(c.active_sm_share) : nlohmann::json()},
       // CPU: 16-bit widen/narrow operations, charged beside the FLOPs.
       {"conversion_ops", c.conversion_ops > 0 ? nlohmann::json(c.conversion_ops) : nlohmann::json()},
       // CPU: threads its work is split over; null on a GPU.

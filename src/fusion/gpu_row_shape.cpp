@@ -31,6 +31,26 @@ GpuRowShape gpu_row_shape(const Graph& graph, const Kernel& kernel) {
   return gpu_row_shape(kernel.iteration.last(), kernel.row_strategy, chunk);
 }
 
+int64_t gpu_kernel_blocks(const Graph& graph, const Kernel& kernel) {
+  const int64_t count = kernel.iteration.numel();
+  switch (kernel.kind) {
+    case KernelKind::kMatmul: return 0;
+    case KernelKind::kPointwise: {
+      const int64_t width = gpu_has_vector_path(graph, kernel) ? gpu_vector_width(graph, kernel) : 1;
+      const int64_t steps = (count + width - 1) / width;
+      return (steps + kGpuPointwiseBlockThreads - 1) / kGpuPointwiseBlockThreads;
+    }
+    case KernelKind::kRow: {
+      const int64_t rows = kernel.iteration.last() > 0 ? count / kernel.iteration.last() : 0;
+      const GpuRowShape shape = gpu_row_shape(graph, kernel);
+      if (!shape.warp_per_row) return rows;
+      const int64_t rows_per_block = kGpuWarpRowBlockThreads / shape.threads;
+      return (rows + rows_per_block - 1) / rows_per_block;
+    }
+  }
+  return 0;
+}
+
 GpuRowVectors gpu_row_vectors(const Graph& graph, const Kernel& kernel) {
   GpuRowVectors vectors;
   if (kernel.kind != KernelKind::kRow || kernel.row_strategy == RowStrategy::kReread) return vectors;

@@ -17,6 +17,11 @@ namespace fusejit {
 // the same row with 16 per thread.
 inline constexpr int64_t kGpuWarpRowLimit = 512;
 
+// Threads in a block of a warp-per-row kernel (several rows to a block)
+// and of a pointwise kernel, as the CUDA generator emits them.
+inline constexpr int kGpuWarpRowBlockThreads = 128;
+inline constexpr int kGpuPointwiseBlockThreads = 256;
+
 struct GpuRowShape {
   // A warp, or a part of one, per row: `threads` lanes share a row and a
   // warp holds 32 / threads rows, several warps to a block.
@@ -39,6 +44,13 @@ struct GpuRowShape {
 GpuRowShape gpu_row_shape(int64_t row_length, RowStrategy strategy, int chunk);
 // The same for a kernel of a plan, with its own chunk.
 GpuRowShape gpu_row_shape(const Graph& graph, const Kernel& kernel);
+
+// The thread blocks a generated GPU kernel's work makes (before the launch
+// caps the grid at one wave of resident blocks, which never lowers it
+// below the SM count): a pointwise kernel's vector steps over 256-thread
+// blocks (it assumes the vector path); a row per block, or as many rows as
+// a block of warp-per-row holds. 0 for a matmul (cuBLAS chooses).
+int64_t gpu_kernel_blocks(const Graph& graph, const Kernel& kernel);
 
 // How many [N] vectors (gamma, beta, a bias: the same columns in every row)
 // a persistent row kernel loads once per thread and keeps in registers for

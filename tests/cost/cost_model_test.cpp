@@ -257,6 +257,30 @@ TEST(CostModel, ABroadcastReadTheCacheCannotKeepIsChargedOnEachUse) {
   EXPECT_EQ(two.broadcast_reread_bytes, 7 * int64_t{64} * (1 << 20) * 4);
 }
 
+// A GPU kernel's instructions issue only on the SMs its blocks occupy: a
+// softmax over 4 long rows (a block each) uses 4 of an H100's 132 SMs; a
+// bf16 add of 196608 elements (8 per step, 256 steps a block) 96.
+TEST(CostModel, AGpuKernelOfFewBlocksIssuesOnlyOnTheSmsItOccupies) {
+  const DeviceSpec h100 = gpu_device("h100");
+  Graph few_rows;
+  few_rows.output("y", softmax(few_rows.input("x", DType::kF32, {4, 1 << 20})));
+  const KernelCost rows = only_kernel(few_rows, h100);
+  EXPECT_DOUBLE_EQ(rows.active_sm_share, 4.0 / 132);
+  EXPECT_NEAR(rows.compute_us, rows.instructions / (h100.issue_tops * 4.0 / 132) / 1e6, 1e-9);
+  EXPECT_TRUE(rows.compute_bound);
+
+  Graph small_add;
+  small_add.output("y", small_add.input("x", DType::kBF16, {256, 768}) + small_add.input("b", DType::kBF16, {768}));
+  EXPECT_DOUBLE_EQ(only_kernel(small_add, h100).active_sm_share, 96.0 / 132);
+
+  Graph many_rows;
+  many_rows.output("y", softmax(many_rows.input("x", DType::kF32, {16384, 4096})));
+  const KernelCost full = only_kernel(many_rows, h100);
+  EXPECT_EQ(full.active_sm_share, 1.0);
+  EXPECT_NEAR(full.compute_us, full.instructions / h100.issue_tops / 1e6, 1e-9);
+  EXPECT_EQ(only_kernel(many_rows, made_up_cpu(2, 1, 0)).active_sm_share, 0.0) << "not a GPU";
+}
+
 // A kernel of a plan of another graph names nodes this plan's graph may
 // lack: an error naming the kernel, not a read past the graph's nodes. A
 // kernel of the other plan of the same graph is fine.

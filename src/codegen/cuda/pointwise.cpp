@@ -13,6 +13,7 @@
 #include "codegen/expr.h"
 #include "codegen/tensor_access.h"
 #include "fusion/gelu_dropout.h"
+#include "fusion/gpu_row_shape.h"
 #include "fusion/gpu_vector_width.h"
 
 namespace fusejit::cuda_emit {
@@ -119,7 +120,7 @@ CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel, Cu
   out.vector_width = gpu_vector_width(*plan.graph, kernel);
   out.has_vector_path = gpu_has_vector_path(*plan.graph, kernel);
   choose_access(out, kernel, access);
-  out.block_threads = 256;
+  out.block_threads = kGpuPointwiseBlockThreads;
   // 64-bit indices once a 32-bit index could pass 2^31 - 1, the grid stride included.
   out.index_64bit = out.count >= (int64_t{1} << 31) - (int64_t{1} << 26);
   const std::string index_type = out.index_64bit ? "long long" : "int";

@@ -81,9 +81,6 @@ bool row_prefetch_enabled() {
   return false;
 }
 
-// Threads of a block of a warp-per-row kernel: 4 warps.
-constexpr int kWarpRowBlockThreads = 128;
-
 class RowEmitter {
  public:
   RowEmitter(const FusionPlan& plan, const Kernel& kernel, CudaAccess access, const CudaRowShape& requested)
@@ -104,7 +101,7 @@ class RowEmitter {
       out_.variant = CudaVariant::kReread;
     } else if (shape.warp_per_row) {
       out_.variant = CudaVariant::kWarpPerRow;
-      out_.rows_per_block = kWarpRowBlockThreads / threads_;
+      out_.rows_per_block = kGpuWarpRowBlockThreads / threads_;
       rows_per_warp_ = 32 / threads_;
     } else {
       out_.variant = CudaVariant::kBlockPerRow;
