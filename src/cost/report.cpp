@@ -1,6 +1,7 @@
 #include "cost/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -105,6 +106,12 @@ std::string format_device(const DeviceSpec& d) {
 
 namespace {
 
+// Two decimals, or two significant digits below 0.01 us: a plan of a few
+// elements showed "0.00 us -> 0.00 us" beside a speedup.
+std::string microseconds(double us) {
+  return us == 0 || std::abs(us) >= 0.01 ? fmt::format("{:.2f}", us) : fmt::format("{:.2g}", us);
+}
+
 // The kernel's ops for the table's 34-character column: as many as fit,
 // then "+N more" (a kernel of a 2,000-op graph made an 8,000-character
 // line). --json lists them all.
@@ -145,13 +152,13 @@ std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
       per_element = c.instructions > 0 ? fmt::format("{:>10.1f} ", c.instructions / k.iteration.numel())
                                        : fmt::format("{:>10} ", "-");
     }
-    text += fmt::format("  {:<{}} {:<9} {:<34} {:>15} {:>15.4g} {:>9.3g} {}{:<8} {:>12.2f}\n", k.name, name_width, kind,
+    text += fmt::format("  {:<{}} {:<9} {:<34} {:>15} {:>15.4g} {:>9.4g} {}{:<8} {:>12}\n", k.name, name_width, kind,
                         ops_column(k.user_ops), group_digits(c.bytes()), c.flops, c.intensity, per_element,
-                        bound_name(c), c.predicted_us);
+                        bound_name(c), microseconds(c.predicted_us));
   }
-  text += fmt::format("  {:<{}} {:<9} {:<34} {:>15} {:>15.4g} {:>9} {}{:<8} {:>12.2f}\n", "total", name_width, "", "",
+  text += fmt::format("  {:<{}} {:<9} {:<34} {:>15} {:>15.4g} {:>9} {}{:<8} {:>12}\n", "total", name_width, "", "",
                       group_digits(cost.bytes), cost.flops, "", instructions ? std::string(11, ' ') : "", "",
-                      cost.predicted_us);
+                      microseconds(cost.predicted_us));
   return text;
 }
 
@@ -159,10 +166,11 @@ std::string format_saving(const PlanComparison& c) {
   const double percent = c.unfused.bytes > 0 ? 100.0 * static_cast<double>(c.bytes_saved) /
                                                    static_cast<double>(c.unfused.bytes)
                                              : 0.0;
-  return fmt::format("fusion saves {} bytes ({:.1f}% of the unfused traffic) and {} kernel launch{}; "
-                     "predicted speedup {:.2f}x ({:.2f} us -> {:.2f} us)\n",
-                     group_digits(c.bytes_saved), percent, c.kernels_saved, c.kernels_saved == 1 ? "" : "es",
-                     c.predicted_speedup, c.unfused.predicted_us, c.fused.predicted_us);
+  return fmt::format(
+      "fusion saves {} bytes ({:.1f}% of the unfused traffic) and {} kernel launch{}; "
+      "predicted speedup {:.2f}x ({} us -> {} us)\n",
+      group_digits(c.bytes_saved), percent, c.kernels_saved, c.kernels_saved == 1 ? "" : "es", c.predicted_speedup,
+      microseconds(c.unfused.predicted_us), microseconds(c.fused.predicted_us));
 }
 
 std::string format_idle_threads(const PlanComparison& c, const DeviceSpec& device) {

@@ -12,6 +12,7 @@
 #include "support/run_command.h"
 
 #include "cost/gpu_instructions.h"
+#include "cost/report.h"
 #include "fusejit.h"
 #include "fusion/gpu_row_shape.h"
 #include "support/error_of.h"
@@ -279,6 +280,27 @@ TEST(CostModel, AGpuKernelOfFewBlocksIssuesOnlyOnTheSmsItOccupies) {
   EXPECT_EQ(full.active_sm_share, 1.0);
   EXPECT_NEAR(full.compute_us, full.instructions / h100.issue_tops / 1e6, 1e-9);
   EXPECT_EQ(only_kernel(many_rows, made_up_cpu(2, 1, 0)).active_sm_share, 0.0) << "not a GPU";
+}
+
+// Times under 0.01 us keep two significant digits, not "0.00 us -> 0.00
+// us" beside a speedup; an intensity over 1000 prints as a number.
+TEST(CostReport, TinyTimesAndLargeIntensitiesAreLegible) {
+  PlanComparison c;
+  c.unfused.predicted_us = 0.003;
+  c.fused.predicted_us = 0.0016;
+  c.predicted_speedup = 1.875;
+  EXPECT_NE(format_saving(c).find("predicted speedup 1.88x (0.003 us -> 0.0016 us)"), std::string::npos)
+      << format_saving(c);
+  c.unfused.predicted_us = 12.5;
+  c.fused.predicted_us = 0;
+  EXPECT_NE(format_saving(c).find("(12.50 us -> 0.00 us)"), std::string::npos) << format_saving(c);
+
+  Graph g;
+  g.output("y", matmul(g.input("a", DType::kBF16, {4096, 4096}), g.input("b", DType::kBF16, {4096, 4096})));
+  const FusionPlan plan = make_fused_plan(g);
+  const std::string table = format_plan_table(plan, estimate_plan(plan, gpu_device("h100")));
+  EXPECT_NE(table.find(" 1365 "), std::string::npos) << table;
+  EXPECT_EQ(table.find("e+03"), std::string::npos) << table;
 }
 
 // A kernel of a plan of another graph names nodes this plan's graph may

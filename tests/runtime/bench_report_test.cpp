@@ -55,6 +55,35 @@ TEST(BenchReport, AnUnknownCacheSizeIsSaidToBeUnknown) {
   EXPECT_TRUE(bench_json(r)["last_level_cache_bytes"].is_null());
 }
 
+// A working set under the cache's size is not rounded up to it.
+TEST(BenchReport, AWorkingSetJustUnderTheCacheIsNotRoundedToIt) {
+  BenchResult r = result_with_cache(int64_t{32} << 20);
+  r.working_set_bytes = 32086016;  // 30.6 MiB: 0.96x, not "1.0x"
+  EXPECT_NE(format_bench(r).find("(0.96x the 32 MiB last-level cache)"), std::string::npos) << format_bench(r);
+}
+
+// The roof a kernel is measured against is the time the cost model gives
+// it: on a device that adds memory and compute time (a CPU, overlap 0),
+// 1 / (1 / compute roof + 1 / (ceiling x intensity)); on one that overlaps
+// them (a GPU), the lower of the two. A kernel at that rate is at 100%.
+TEST(BenchReport, TheRoofAddsMemoryAndComputeTimeWhereTheDeviceDoes) {
+  BenchResult r = result_with_cache(int64_t{32} << 20);  // ceiling 40 GB/s
+  KernelBench k;
+  k.name = "k0_gelu";
+  k.intensity = 2;             // memory roof 80 GFLOP/s
+  k.compute_roof_gflops = 80;  // as high: each takes half the time on a CPU
+  k.achieved_gflops = 40;
+  r.fused.kernels = {k};
+  r.device.overlap = 0;
+  std::string text = format_roofline(r);
+  EXPECT_NE(text.find("40.00        40.00   100.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory and compute times added"), std::string::npos) << text;
+  r.device.overlap = 1;
+  text = format_roofline(r);
+  EXPECT_NE(text.find("40.00        80.00    50.0%"), std::string::npos) << text;
+  EXPECT_EQ(text.find("times added"), std::string::npos) << text;
+}
+
 // Repetitions of uneven length (a busy machine) are called out, plan by
 // plan; even ones are not. The JSON names the graph and the inputs' seed.
 TEST(BenchReport, UnevenRepetitionsAreCalledOut) {
