@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "fusejit.h"
@@ -52,22 +53,30 @@ int plan(const PlanOptions& opt) {
   const FusionPlan fused = make_fused_plan(*graph, options);
   const PlanComparison comparison = compare_plans(unfused, fused, *device);
   if (opt.json) {
-    fmt::print("{}\n", comparison_json(*device, unfused, fused, comparison).dump(2));
+    nlohmann::json j = comparison_json(*device, unfused, fused, comparison);
+    j["fusion_boundaries"] = boundaries_json(fused, options);
+    fmt::print("{}\n", j.dump(2));
     return 0;
   }
   fmt::print("graph {}:\n{}\n", graph->source_file(), print_graph(*graph));
   fmt::print("device {}\n", format_device(*device));
   fmt::print("{}\n", format_plan_table(unfused, comparison.unfused));
   fmt::print("{}\n", format_plan_table(fused, comparison.fused));
+  if (const std::string apart = format_boundaries(fused, options); !apart.empty()) fmt::print("{}\n", apart);
   fmt::print("{}", format_saving(comparison));
   fmt::print("{}", format_idle_threads(comparison, *device));
-  bool reread = false;
-  for (const Kernel& k : fused.kernels) reread = reread || k.row_strategy == RowStrategy::kReread;
-  if (reread) {
+  std::vector<std::string> passes;
+  for (const FusionPlan* p : {&unfused, &fused}) {
+    for (const Kernel& k : p->kernels) {
+      if (k.row_strategy == RowStrategy::kReread)
+        passes.push_back(fmt::format("{} {} {}", p->label, k.name, k.row_passes));
+    }
+  }
+  if (!passes.empty()) {
     fmt::print(
         "row* = the row exceeds {} elements and is read from memory once per reduction stage and, where the kernel "
-        "writes row-length outputs, once more to write them (3 passes for LayerNorm and softmax)\n",
-        device->persistent_row_limit);
+        "writes row-length outputs, once more to write them; passes: {}\n",
+        device->persistent_row_limit, fmt::join(passes, ", "));
   }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "cost/cpu_conversions.h"
 #include "cost/machine_load.h"
 #include "fusion/cpu_work_split.h"
+#include "fusion/fusion_boundaries.h"
 #include "ir/counted.h"
 
 namespace fusejit {
@@ -275,6 +276,28 @@ nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& k, const Kernel
     j["row_passes"] = k.row_passes;
   }
   return j;
+}
+
+std::string format_boundaries(const FusionPlan& fused, const FusionOptions& options) {
+  const std::vector<FusionBoundary> boundaries = fusion_boundaries(fused, options);
+  if (boundaries.empty()) return "";
+  std::string text = "why the fused kernels are apart:\n";
+  for (const FusionBoundary& b : boundaries) {
+    text += fmt::format("  {} -> {} ({}): {}\n", fused.kernels[static_cast<size_t>(b.producer)].name,
+                        fused.kernels[static_cast<size_t>(b.consumer)].name, fmt::join(b.tensors, ", "), b.reason);
+  }
+  return text;
+}
+
+nlohmann::json boundaries_json(const FusionPlan& fused, const FusionOptions& options) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const FusionBoundary& b : fusion_boundaries(fused, options)) {
+    out.push_back({{"from", fused.kernels[static_cast<size_t>(b.producer)].name},
+                   {"to", fused.kernels[static_cast<size_t>(b.consumer)].name},
+                   {"tensors", b.tensors},
+                   {"reason", b.reason}});
+  }
+  return out;
 }
 
 nlohmann::json plan_json(const FusionPlan& plan, const PlanCost& cost) {

@@ -39,6 +39,10 @@ std::string group_digits(int64_t value);
 nlohmann::json device_json(const DeviceSpec& device);
 nlohmann::json kernel_json(const FusionPlan& plan, const Kernel& kernel, const KernelCost& cost);
 nlohmann::json plan_json(const FusionPlan& plan, const PlanCost& cost);
+// Why the fused plan's kernels are apart (fusion/fusion_boundaries.h), a
+// line per pair of kernels a tensor passes between; empty for one kernel.
+std::string format_boundaries(const FusionPlan& fused, const FusionOptions& options);
+nlohmann::json boundaries_json(const FusionPlan& fused, const FusionOptions& options);
 // The object `fusejit plan --json` prints.
 nlohmann::json comparison_json(const DeviceSpec& device, const FusionPlan& unfused, const FusionPlan& fused,
                                const PlanComparison& comparison);

@@ -898,6 +898,25 @@ TEST(CliPlan, JsonHasTheDocumentedSchema) {
   // A GPU counts conversions in its instructions; the CPU lists them apart.
   EXPECT_TRUE(j["fused"]["kernels"][0]["conversion_ops"].is_null());
   EXPECT_TRUE(j["fused"]["kernels"][0]["instructions"].is_number());
+  EXPECT_EQ(j["fusion_boundaries"], nlohmann::json::array()) << "one kernel: nothing apart";
+}
+
+// Under the fused plan, why its kernels are apart, in text and JSON.
+TEST(CliPlan, SaysWhyTheFusedKernelsAreApart) {
+  auto r = testing::run_fusejit("plan " + kExamples + "/mlp_block.fj");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("why the fused kernels are apart:\n  k0_matmul -> k1_add_gelu (h): a matmul runs as a "
+                       "library call"),
+            std::string::npos)
+      << r.out;
+  auto j = testing::run_fusejit("plan " + kExamples + "/mlp_block.fj --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json b = nlohmann::json::parse(j.out)["fusion_boundaries"];
+  ASSERT_EQ(b.size(), 3u) << b;
+  EXPECT_EQ(b[0]["from"], "k0_matmul");
+  EXPECT_EQ(b[0]["to"], "k1_add_gelu");
+  EXPECT_EQ(b[0]["tensors"], nlohmann::json({"h"}));
+  EXPECT_TRUE(b[0]["reason"].get<std::string>().starts_with("a matmul runs as a library call")) << b[0];
 }
 
 TEST(CliPlan, CpuKernelsListTheirConversions) {

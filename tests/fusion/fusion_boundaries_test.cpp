@@ -1,0 +1,85 @@
+// Why the kernels of a fused plan are apart: each rule of the fusion pass
+// that can keep two kernels apart, named for a graph it applies to.
+#include "fusion/fusion_boundaries.h"
+
+#include <gtest/gtest.h>
+
+#include "fusejit.h"
+
+namespace fusejit {
+namespace {
+
+std::vector<FusionBoundary> boundaries_of(const std::string& text, const FusionOptions& options = {}) {
+  const Graph g = parse_graph(text).value();
+  return fusion_boundaries(make_fused_plan(g, options), options);
+}
+
+TEST(FusionBoundaries, OneKernelHasNone) {
+  EXPECT_TRUE(boundaries_of("input x: f32[8, 16]\ne = exp(x)\ny = softmax(e)\noutput y\n").empty());
+}
+
+TEST(FusionBoundaries, AMatmulRunsByItself) {
+  const auto b = boundaries_of("input a: f32[16, 32]\ninput w: f32[32, 8]\nh = matmul(a, w)\ny = relu(h)\noutput y\n");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].producer, 0);
+  EXPECT_EQ(b[0].consumer, 1);
+  EXPECT_EQ(b[0].tensors, std::vector<std::string>{"h"});
+  EXPECT_TRUE(b[0].reason.starts_with("a matmul runs as a library call")) << b[0].reason;
+}
+
+TEST(FusionBoundaries, AnotherIterationSpaceIsNamed) {
+  const auto b = boundaries_of(
+      "input x: f32[1024, 512]\ninput y: f32[1024, 300]\ns = sum(x)\nt = add(y, s)\nu = mul(x, s)\noutput t, u\n");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].tensors, std::vector<std::string>{"s"});
+  EXPECT_EQ(b[0].reason,
+            "add 't' runs over [1024, 300]; k0_sum_mul runs over [1024, 512] and its per-row values over [1024, 1]");
+}
+
+TEST(FusionBoundaries, TheLimitsOfAKernelAreNamed) {
+  FusionOptions options;
+  options.max_kernel_tensors = 4;
+  const auto b = boundaries_of(
+      "input a: f32[64]\ninput b: f32[64]\ninput c: f32[64]\ninput d: f32[64]\nx = add(a, b)\ny = add(x, c)\n"
+      "z = add(y, d)\noutput z\n",
+      options);
+  ASSERT_FALSE(b.empty());
+  EXPECT_NE(b[0].reason.find("more than a kernel may take (max_kernel_tensors 4)"), std::string::npos) << b[0].reason;
+
+  options = {};
+  options.max_kernel_nodes = 2;
+  const auto n = boundaries_of("input a: f32[64]\nx = exp(a)\ny = exp(x)\nz = exp(y)\noutput z\n", options);
+  ASSERT_FALSE(n.empty());
+  EXPECT_NE(n[0].reason.find("nodes, more than a kernel may hold (max_kernel_nodes 2)"), std::string::npos)
+      << n[0].reason;
+}
+
+// exp(x) and the add could share a kernel by shape, but the matmul runs
+// between them: it needs a, and the add needs its result.
+TEST(FusionBoundaries, AKernelInBetweenIsNamed) {
+  const auto b = boundaries_of(
+      "input x: f32[64, 32]\ninput w: f32[32, 32]\na = exp(x)\nm = matmul(a, w)\ny = add(a, m)\noutput y\n");
+  ASSERT_EQ(b.size(), 3u);
+  const FusionBoundary& apart = b[1];  // k0 -> k2, after k0 -> k1
+  EXPECT_EQ(apart.producer, 0);
+  EXPECT_EQ(apart.consumer, 2);
+  EXPECT_EQ(apart.tensors, std::vector<std::string>{"a"});
+  EXPECT_TRUE(apart.reason.starts_with("k1_matmul runs between them")) << apart.reason;
+}
+
+// Rows too long to keep on chip: the adds before three LayerNorms are left
+// out of the re-reading kernel, which would load their inputs in each pass.
+TEST(FusionBoundaries, ARereadingRowKernelGivesUpOpsThatWouldBeLoadedInEachPass) {
+  const auto b = boundaries_of(
+      "input x: f32[64, 32768]\ninput h1: f32[64, 32768]\ninput h2: f32[64, 32768]\na = add(x, h1)\n"
+      "b = add(a, h2)\nl1 = layer_norm(b)\nl2 = layer_norm(l1)\nl3 = layer_norm(l2)\noutput l3\n");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].tensors, std::vector<std::string>{"b"});
+  EXPECT_NE(b[0].reason.find("rows of 32768 elements are longer than the device keeps on chip (16384)"),
+            std::string::npos)
+      << b[0].reason;
+  EXPECT_NE(b[0].reason.find("in 7 passes"), std::string::npos) << b[0].reason;
+}
+
+}  // namespace
+}  // namespace fusejit
