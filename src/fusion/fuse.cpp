@@ -91,13 +91,7 @@ class Partitioner {
     return s;
   }
 
-  bool hosts(const Group& g, const Node& n) const {
-    if (g.kind == KernelKind::kMatmul) return false;
-    const bool is_reduce = n.info().kind == OpKind::kReduce;
-    const Shape& space = is_reduce ? graph_.node(n.operands[0].node).shape : n.shape;
-    if (g.kind == KernelKind::kPointwise) return space == g.iteration;
-    return space == g.iteration || (!is_reduce && space == per_row(g.iteration));
-  }
+  bool hosts(const Group& g, const Node& n) const { return kernel_space_hosts(g.kind, g.iteration, graph_, n); }
 
   // Merging a and b is safe when no third group lies on a path between them.
   bool can_merge(int a, int b) const { return !dag_.joined_through_third(a, b); }

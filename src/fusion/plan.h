@@ -38,6 +38,13 @@ enum class RowStrategy : uint8_t {
 };
 std::string_view row_strategy_name(RowStrategy s);
 
+// Whether a kernel of `kind` over `iteration` can compute node `n` of
+// `graph`: a pointwise kernel what runs over its shape; a row kernel that,
+// a reduction of rows of that shape, or a per-row value ([..., 1]); a
+// matmul nothing else. The fusion pass joins by it (fuse.cpp), and
+// fusion_boundaries explains by it.
+bool kernel_space_hosts(KernelKind kind, const Shape& iteration, const Graph& graph, const Node& n);
+
 struct Kernel {
   std::string name;  // deterministic: "k{index}_{user ops}"
   KernelKind kind = KernelKind::kPointwise;

@@ -31,6 +31,16 @@ std::string_view row_strategy_name(RowStrategy s) {
   return "?";
 }
 
+bool kernel_space_hosts(KernelKind kind, const Shape& iteration, const Graph& graph, const Node& n) {
+  if (kind == KernelKind::kMatmul) return false;
+  const bool is_reduce = n.info().kind == OpKind::kReduce;
+  const Shape& space = is_reduce ? graph.node(n.operands[0].node).shape : n.shape;
+  if (kind == KernelKind::kPointwise) return space == iteration;
+  Shape per_row = iteration;
+  per_row[per_row.rank() - 1] = 1;
+  return space == iteration || (!is_reduce && space == per_row);
+}
+
 namespace {
 
 std::string kernel_name(int index, const std::vector<std::string>& user_ops) {

@@ -67,6 +67,25 @@ TEST(FusionBoundaries, AKernelInBetweenIsNamed) {
   EXPECT_TRUE(apart.reason.starts_with("k1_matmul runs between them")) << apart.reason;
 }
 
+// Two row kernels over rows of different lengths never share a kernel,
+// though the add that joins their sums could run in either.
+TEST(FusionBoundaries, KernelsOfSpacesThatNeverMeetAreNamed) {
+  const auto b =
+      boundaries_of("input a: f32[64, 512]\ninput b: f32[64, 300]\ns = sum(a)\nt = sum(b)\nu = add(s, t)\noutput u\n");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_NE(b[0].reason.find("no kernel runs over both"), std::string::npos) << b[0].reason;
+}
+
+// A row* kernel kept apart by a matmul between is blamed on the matmul,
+// not on its long rows (it gave up nothing).
+TEST(FusionBoundaries, ARowStarKernelIsNotBlamedForWhatAnotherRuleDid) {
+  const auto b = boundaries_of(
+      "input x: f32[8, 32768]\ninput w: f32[32768, 32768]\na = layer_norm(x)\nm = matmul(a, w)\ny = add(a, m)\n"
+      "output y\n");
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_TRUE(b[1].reason.starts_with("k1_matmul runs between them")) << b[1].reason;
+}
+
 // Rows too long to keep on chip: the adds before three LayerNorms are left
 // out of the re-reading kernel, which would load their inputs in each pass.
 TEST(FusionBoundaries, ARereadingRowKernelGivesUpOpsThatWouldBeLoadedInEachPass) {
