@@ -36,11 +36,12 @@ namespace fusejit {
 
 struct KernelCost {
   std::string name;
-  int64_t bytes_read = 0;  // on a CPU including write_allocate_bytes
+  int64_t bytes_read = 0;  // including the two below
   int64_t bytes_written = 0;
+  // CPU: outputs read before they are written (cpu_write_allocated_bytes); 0 on a GPU.
   int64_t write_allocate_bytes = 0;
-  int64_t broadcast_reread_bytes = 0;  // part of bytes_read: broadcast reads the cache loses (kernel_bytes.h)  // CPU:
-                                       // outputs read before written (cpu_write_allocated_bytes); 0 on a GPU
+  // Broadcast reads the cache loses before their next use (broadcast_reread_bytes).
+  int64_t broadcast_reread_bytes = 0;
   double flops = 0;
   std::array<double, kNumCostClasses> class_flops{};  // flops split by cost class
   double instructions = 0;  // GPU thread-instructions (gpu_instructions.h); 0 where not modelled

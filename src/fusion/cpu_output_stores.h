@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 
 #include "fusion/plan.h"
 #include "ir/graph.h"
@@ -18,6 +19,15 @@ inline constexpr int64_t kCpuStreamingStoreBytes = int64_t{16} << 20;
 
 inline bool cpu_streams_output(const Node& n) { return n.shape.numel() * dtype_size(n.dtype) >= kCpuStreamingStoreBytes; }
 
+// A CPU row kernel streams a row-shaped output a block of this many
+// elements at a time (fj_stream_block; codegen/cpu/cpu_emitter.h's
+// kCpuReduceLanes, which cpu_emitter.cpp asserts equal), and only a block
+// that starts on a line of this many bytes (the AVX-512 vector; 32 with
+// AVX2 alone): a row that starts elsewhere is stored ordinarily, and so is
+// each row's last partial block.
+inline constexpr int64_t kCpuStreamBlockElements = 32;
+inline constexpr int64_t kCpuStreamAlignBytes = 64;
+
 // The bytes of `kernel`'s outputs that are written with ordinary stores:
 // the core reads every line such a store writes before writing it
 // (write-allocate, a "read for ownership"), from memory when the line is
@@ -26,11 +36,35 @@ inline bool cpu_streams_output(const Node& n) { return n.shape.numel() * dtype_s
 // skip it; a matmul stores C ordinarily (fj_store_span) at any size. A
 // relu of 4194000 f32 elements (just under 16 MiB) ran 1.27-1.35x its
 // prediction where the one of 4194304, streamed, ran 0.88-0.99x.
+// A row kernel stores per-row values (and everything, in rows of one
+// element) ordinarily; of a streamed row-shaped output, the rows that do
+// not start on a line and each streamed row's tail (rows of 1000 f32:
+// every other row, and 8 elements of the rest, ran 1.33-1.44x their
+// prediction before these were charged).
 inline int64_t cpu_write_allocated_bytes(const Graph& graph, const Kernel& kernel) {
   int64_t bytes = 0;
   for (int32_t id : kernel.writes) {
     const Node& n = graph.node(id);
-    if (kernel.kind == KernelKind::kMatmul || !cpu_streams_output(n)) bytes += n.shape.numel() * dtype_size(n.dtype);
+    const int64_t size = dtype_size(n.dtype);
+    const int64_t total = n.shape.numel() * size;
+    if (kernel.kind == KernelKind::kMatmul || !cpu_streams_output(n)) {
+      bytes += total;
+      continue;
+    }
+    if (kernel.kind != KernelKind::kRow) continue;  // fj_stream_span aligns each span itself
+    const int64_t row = kernel.iteration.last();
+    if (row == 1 || !(n.shape == kernel.iteration)) {
+      bytes += total;
+      continue;
+    }
+    const int64_t rows = n.shape.numel() / row;
+    const int64_t row_bytes = row * size;
+    // Row r starts at r * row_bytes from an aligned base: on a line every
+    // `period` rows.
+    const int64_t period = kCpuStreamAlignBytes / std::gcd(row_bytes, kCpuStreamAlignBytes);
+    const int64_t aligned_rows = (rows + period - 1) / period;
+    const int64_t tail_bytes = (row % kCpuStreamBlockElements) * size;
+    bytes += (rows - aligned_rows) * row_bytes + aligned_rows * tail_bytes;
   }
   return bytes;
 }

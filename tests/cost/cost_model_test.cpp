@@ -221,6 +221,26 @@ TEST(CostModel, ACpuOutputStoredOrdinarilyIsAlsoRead) {
   }
 }
 
+// A row kernel streams a row-shaped output only in blocks that start on a
+// line: rows of 1000 f32 (4000 bytes) start on one every other row, and
+// each of those stores its last 8 elements ordinarily; rows of 1024 are
+// all streamed. A per-row output is stored ordinarily at any size.
+TEST(CostModel, ACpuRowKernelPaysWriteAllocateForRowsItCannotStream) {
+  const DeviceSpec cpu = made_up_cpu(/*threads=*/2, /*tflops=*/1, /*launch_us=*/0);
+  auto scaled_rows = [](int64_t n) {
+    Graph g;
+    auto x = g.input("x", DType::kF32, {8192, n});
+    g.output("y", x * sum(x));
+    return g;
+  };
+  EXPECT_EQ(only_kernel(scaled_rows(1000), cpu).write_allocate_bytes, 4096 * 4000 + 4096 * 8 * 4);
+  EXPECT_EQ(only_kernel(scaled_rows(1008), cpu).write_allocate_bytes, 8192 * 16 * 4);  // every row aligned; tails
+  EXPECT_EQ(only_kernel(scaled_rows(1024), cpu).write_allocate_bytes, 0);
+  Graph sums;
+  sums.output("s", sum(sums.input("x", DType::kF32, {4194304, 8})));  // 16 MiB of per-row sums
+  EXPECT_EQ(only_kernel(sums, cpu).write_allocate_bytes, 4194304 * 4);
+}
+
 // A broadcast read is charged once while its next use is within the
 // device's cache, and once per use where it is not: a [4096, 4096] table
 // over [4, 4096, 4096] is used again 144 MiB of traffic later, beyond a

@@ -44,6 +44,8 @@ namespace cpu_emit {
 
 bool streams(const Graph& graph, int32_t id) { return cpu_streams_output(graph.node(id)); }
 
+static_assert(kCpuStreamBlockElements == kCpuReduceLanes, "the cost model's streamed block is the generator's");
+
 void write_helpers(SourceWriter& w) {
   w.line("{}", kCpuHelpersBegin);
   // A kernel calls a few of the helpers; clang would name every other one
