@@ -168,10 +168,15 @@ std::string format_saving(const PlanComparison& c) {
                                                    static_cast<double>(c.unfused.bytes)
                                              : 0.0;
   return fmt::format(
-      "fusion saves {} bytes ({:.1f}% of the unfused traffic) and {} kernel launch{}; "
-      "predicted speedup {:.2f}x ({} us -> {} us)\n",
-      group_digits(c.bytes_saved), percent, c.kernels_saved, c.kernels_saved == 1 ? "" : "es", c.predicted_speedup,
-      microseconds(c.unfused.predicted_us), microseconds(c.fused.predicted_us));
+             "fusion saves {} bytes ({:.1f}% of the unfused traffic) and {} kernel launch{}; "
+             "predicted speedup {:.2f}x ({} us -> {} us)\n",
+             group_digits(c.bytes_saved), percent, c.kernels_saved, c.kernels_saved == 1 ? "" : "es",
+             c.predicted_speedup, microseconds(c.unfused.predicted_us), microseconds(c.fused.predicted_us)) +
+         (c.predicted_speedup > 0 && c.predicted_speedup < 1
+              ? "note: the fused plan is predicted slower than the unfused one on this device: the fusion pass "
+                "weighs bytes, and here what fusion costs (ops recomputed in each pass of a row* kernel, fewer busy "
+                "SMs or threads) outweighs what it saves\n"
+              : "");
 }
 
 std::string format_idle_threads(const PlanComparison& c, const DeviceSpec& device) {
