@@ -314,6 +314,10 @@ TEST(CostReport, TinyTimesAndLargeIntensitiesAreLegible) {
   c.unfused.predicted_us = 12.5;
   c.fused.predicted_us = 0;
   EXPECT_NE(format_saving(c).find("(12.50 us -> 0.00 us)"), std::string::npos) << format_saving(c);
+  EXPECT_EQ(format_saving(c).find("predicted slower"), std::string::npos) << format_saving(c);
+  c.predicted_speedup = 0.46;
+  EXPECT_NE(format_saving(c).find("note: the fused plan is predicted slower than the unfused one"), std::string::npos)
+      << format_saving(c);
 
   Graph g;
   g.output("y", matmul(g.input("a", DType::kBF16, {4096, 4096}), g.input("b", DType::kBF16, {4096, 4096})));
