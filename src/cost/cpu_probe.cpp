@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -358,7 +359,9 @@ std::string cpu_device_cache_path() {
   return (std::filesystem::path(cache_directory()) / "cpu-device.json").string();
 }
 
-DeviceSpec cpu_device() {
+namespace {
+
+DeviceSpec cpu_device_one_at_a_time() {
   const std::string model = host_cpu_model();
   const std::filesystem::path path = cpu_device_cache_path();
   std::error_code ec;
@@ -435,6 +438,17 @@ DeviceSpec cpu_device() {
   std::filesystem::rename(tmp, path, ec);
   if (ec) std::filesystem::remove(tmp, ec);
   return d;
+}
+
+}  // namespace
+
+DeviceSpec cpu_device() {
+  // One measurement at a time in a process: threads measuring together
+  // would time each other's copies, and share the temporary file's name.
+  // The later ones read what the first one cached.
+  static std::mutex one_at_a_time;
+  std::lock_guard<std::mutex> lock(one_at_a_time);
+  return cpu_device_one_at_a_time();
 }
 
 }  // namespace fusejit

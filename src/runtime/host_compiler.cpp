@@ -142,20 +142,20 @@ std::string cache_key(const HostCompiler& compiler, const std::string& source) {
   return hash.hex_digest();
 }
 
-std::vector<std::string> compiler_command() {
-  const char* cxx = std::getenv("CXX");
+// `cxx`: $CXX as read once by find_host_compiler, which caches by it.
+std::vector<std::string> compiler_command(const std::optional<std::string>& cxx) {
   std::vector<std::string> command;
-  if (cxx != nullptr) {
-    for (auto part : absl::StrSplit(cxx, ' ', absl::SkipWhitespace())) command.emplace_back(part.data(), part.size());
+  if (cxx) {
+    for (auto part : absl::StrSplit(*cxx, ' ', absl::SkipWhitespace())) command.emplace_back(part.data(), part.size());
   }
   if (command.empty()) command.push_back("c++");
   return command;
 }
 
-absl::StatusOr<HostCompiler> probe_compiler() {
-  HostCompiler compiler{compiler_command(), ""};
-  const std::string described = fmt::format("{}{}", absl::StrJoin(compiler.command, " "),
-                                            std::getenv("CXX") != nullptr ? " (from $CXX)" : "");
+absl::StatusOr<HostCompiler> probe_compiler(const std::optional<std::string>& cxx) {
+  HostCompiler compiler{compiler_command(cxx), ""};
+  const std::string described =
+      fmt::format("{}{}", absl::StrJoin(compiler.command, " "), cxx.has_value() ? " (from $CXX)" : "");
   absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();
   if (!dir.ok()) return dir.status();
   std::vector<std::string> argv = compiler.command;
@@ -251,7 +251,7 @@ absl::StatusOr<HostCompiler> find_host_compiler() {
   const std::optional<std::string> key = cxx != nullptr ? std::optional<std::string>(cxx) : std::nullopt;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = probed.find(key);
-  if (it == probed.end()) it = probed.emplace(key, probe_compiler()).first;
+  if (it == probed.end()) it = probed.emplace(key, probe_compiler(key)).first;
   return it->second;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -802,6 +803,22 @@ TEST(CostModel, FusionSavingOfTheDemoChain) {
   const PlanComparison h200 = compare_plans(make_unfused_plan(g), make_fused_plan(g), gpu_device("h200"));
   EXPECT_NEAR(h200.unfused.predicted_us, 115.85, 0.05);
   EXPECT_NEAR(h200.fused.predicted_us, 36.11, 0.05);
+}
+
+// Threads that find no cached figures take turns: the later one reads
+// what the first one measured and cached.
+TEST(CostModel, CpuDeviceMeasurementsTakeTurns) {
+  const std::string dir = testing::make_temp_dir("fusejit-cost-cache");
+  setenv("FUSEJIT_CACHE_DIR", dir.c_str(), 1);
+  DeviceSpec a, b;
+  std::thread first([&] { a = cpu_device(); });
+  std::thread second([&] { b = cpu_device(); });
+  first.join();
+  second.join();
+  EXPECT_EQ(a.bandwidth_gbps, b.bandwidth_gbps);
+  EXPECT_EQ(a.peak_f32_tflops, b.peak_f32_tflops);
+  EXPECT_EQ(a.class_tflops, b.class_tflops);
+  unsetenv("FUSEJIT_CACHE_DIR");
 }
 
 TEST(CostModel, CpuDeviceIsMeasuredAndCached) {
