@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -45,16 +46,22 @@ namespace {
 // The directories make_temp_dir made, removed when the test process exits
 // (each test runs in a process of its own under ctest), so that a test run
 // leaves nothing in the temp directory. FUSEJIT_KEEP_TEST_DIRS=1 keeps them,
-// to look at after a failure.
+// to look at after a failure. Tests run commands from several threads at
+// once (Cli.ConcurrentSavesIntoOneFolderNeitherReplaceNorMix), so adding
+// is locked: unlocked, two push_backs raced (ASan: heap-use-after-free).
 class TempDirRegistry {
  public:
-  void add(const std::string& dir) { dirs_.push_back(dir); }
+  void add(const std::string& dir) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dirs_.push_back(dir);
+  }
   ~TempDirRegistry() {
     if (std::getenv("FUSEJIT_KEEP_TEST_DIRS") != nullptr) return;
     for (const std::string& dir : dirs_) remove_temp_dir(dir);
   }
 
  private:
+  std::mutex mutex_;
   std::vector<std::string> dirs_;
 };
 
