@@ -86,11 +86,6 @@ class Partitioner {
   }
 
  private:
-  static Shape per_row(Shape s) {
-    s[s.rank() - 1] = 1;
-    return s;
-  }
-
   bool hosts(const Group& g, const Node& n) const { return kernel_space_hosts(g.kind, g.iteration, graph_, n); }
 
   // Merging a and b is safe when no third group lies on a path between them.

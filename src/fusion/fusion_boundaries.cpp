@@ -10,11 +10,6 @@
 namespace fusejit {
 namespace {
 
-Shape per_row(Shape s) {
-  s[s.rank() - 1] = 1;
-  return s;
-}
-
 // Whether kernels of these two spaces could ever be one: the same space,
 // or a row kernel and what runs over its rows or its per-row values.
 bool spaces_meet(const Kernel& a, const Kernel& b) {

@@ -38,6 +38,12 @@ enum class RowStrategy : uint8_t {
 };
 std::string_view row_strategy_name(RowStrategy s);
 
+// The per-row space of a row space [..., N]: [..., 1].
+inline Shape per_row(Shape s) {
+  s[s.rank() - 1] = 1;
+  return s;
+}
+
 // Whether a kernel of `kind` over `iteration` can compute node `n` of
 // `graph`: a pointwise kernel what runs over its shape; a row kernel that,
 // a reduction of rows of that shape, or a per-row value ([..., 1]); a

@@ -36,9 +36,7 @@ bool kernel_space_hosts(KernelKind kind, const Shape& iteration, const Graph& gr
   const bool is_reduce = n.info().kind == OpKind::kReduce;
   const Shape& space = is_reduce ? graph.node(n.operands[0].node).shape : n.shape;
   if (kind == KernelKind::kPointwise) return space == iteration;
-  Shape per_row = iteration;
-  per_row[per_row.rank() - 1] = 1;
-  return space == iteration || (!is_reduce && space == per_row);
+  return space == iteration || (!is_reduce && space == per_row(iteration));
 }
 
 namespace {
