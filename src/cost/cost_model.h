@@ -84,7 +84,8 @@ PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device);
 // Throws fusejit::Error when the two plans are plans of different graphs.
 PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device);
 
-// FusionOptions that match the device (its persistent row limit).
+// FusionOptions that match the device: its persistent row limit, and
+// kernels weighed by their predicted time on it (FusionOptions::kernel_weight).
 FusionOptions fusion_options_for(const DeviceSpec& device);
 
 }  // namespace fusejit

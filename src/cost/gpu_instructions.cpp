@@ -77,9 +77,10 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
   // step holds: per element, less the more elements a thread takes at once.
   const int step = gpu_has_vector_path(graph, kernel) ? gpu_vector_width(graph, kernel) : 1;
   double per_element = row ? kLoopRow * passes : kLoopPointwiseStep / step;
-  const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
+  const std::vector<int> passes_needing = row_pass_counts(graph, kernel).reads;
   const std::vector<int32_t> reloaded = gpu_row_vectors(graph, kernel).reloaded;
-  for (int32_t id : kernel.reads) {
+  for (size_t r = 0; r < kernel.reads.size(); ++r) {
+    const int32_t id = kernel.reads[r];
     const Node& n = graph.node(id);
     // A persistent kernel loads an [N] vector once per thread, but for
     // those beyond the ones it keeps, which it loads again in every row.
@@ -89,7 +90,7 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
       per_element += stream_cost(n) + (broadcast ? kBroadcastIndex : 0);
     } else if (reread ? n.shape.last() == kernel.iteration.last()
                       : is_streamed_along_row(n, kernel) || reloaded_vector) {
-      per_element += stream_cost(n) * (reread ? std::max(1, passes_needing(needs, id)) : 1);
+      per_element += stream_cost(n) * (reread ? std::max(1, passes_needing[r]) : 1);
     }
   }
   for (int32_t id : kernel.writes) {

@@ -174,8 +174,9 @@ std::string format_saving(const PlanComparison& c) {
              c.predicted_speedup, microseconds(c.unfused.predicted_us), microseconds(c.fused.predicted_us)) +
          (c.predicted_speedup > 0 && c.predicted_speedup < 1
               ? "note: the fused plan is predicted slower than the unfused one on this device: the fusion pass "
-                "weighs bytes, and here what fusion costs (ops recomputed in each pass of a row* kernel, fewer busy "
-                "SMs or threads) outweighs what it saves\n"
+                "joins ops by its rules and weighs predicted time only in choosing what a row* kernel gives up, "
+                "and here what fusion costs (work on fewer busy SMs or threads, ops recomputed in each pass of a "
+                "row* kernel) outweighs what it saves\n"
               : "");
 }
 

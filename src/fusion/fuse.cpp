@@ -23,10 +23,12 @@
 //    FusionOptions::max_kernel_tensors tensors (reads plus writes, each
 //    dropout counting as kDropoutKeySlots more), nor hold more than
 //    FusionOptions::max_kernel_nodes nodes.
+// 7. Last, a kernel that re-reads its rows (longer than the persistent row
+//    limit) is cut into runs of its ops, each a kernel, where that weighs
+//    less (FusionOptions::kernel_weight; reread_split.h).
 // Nothing is recomputed in two kernels, so no duplication decision arises.
-// The result is deterministic: it depends only on node order.
+// The result is deterministic: it depends only on node order and the options.
 #include <algorithm>
-#include <functional>
 #include <optional>
 #include <queue>
 #include <set>
@@ -34,9 +36,9 @@
 #include <absl/container/flat_hash_set.h>
 
 #include "fusion/group_dag.h"
-#include "fusion/kernel_bytes.h"
 #include "fusion/plan.h"
 #include "fusion/plan_builder.h"
+#include "fusion/reread_split.h"
 #include "ir/composites.h"
 
 namespace fusejit {
@@ -353,147 +355,43 @@ class Partitioner {
   GroupDag dag_;  // group i of groups_ is group i of dag_
 };
 
-// The ops of `group` one kernel each, as the unfused plan runs them. A user
-// op's nodes are consecutive in the expanded graph (a composite expands in
-// place), so ordering the kernels by first node keeps a launch order.
-std::vector<KernelGroup> split_by_user_op(const KernelGroup& group, const Graph& user_graph,
-                                          const std::vector<int32_t>& origin) {
-  std::vector<KernelGroup> out;
-  std::vector<int32_t> op_of_kernel;
-  for (int32_t id : group.nodes) {
-    if (op_of_kernel.empty() || op_of_kernel.back() != origin[id]) {
-      op_of_kernel.push_back(origin[id]);
-      out.push_back(user_op_group(user_graph, user_graph.node(origin[id])));
-    }
-    out.back().nodes.push_back(id);
-  }
-  return out;
-}
-
-// Consecutive ops of one elementwise shape, as one pointwise kernel (the
-// ops a re-reading kernel leaves out at one end); each op its own kernel
-// when their shapes differ.
-std::vector<KernelGroup> elementwise_run(std::vector<KernelGroup>::const_iterator begin,
-                                         std::vector<KernelGroup>::const_iterator end, const Graph& expanded) {
-  std::vector<KernelGroup> out(begin, end);
-  if (out.size() < 2) return out;
-  KernelGroup run{KernelKind::kPointwise, out.front().iteration, {}};
-  for (const KernelGroup& op : out) {
-    if (op.kind != KernelKind::kPointwise || op.iteration != run.iteration) return out;
-    for (int32_t id : op.nodes) {
-      if (expanded.node(id).shape != run.iteration) return out;
-      run.nodes.push_back(id);
-    }
-  }
-  return {run};
-}
-
-// Whether every kernel of `plan` keeps to the options' limits, as the
-// partitioner's groups do (fits()).
-bool within_limits(const FusionPlan& plan, const FusionOptions& options) {
-  for (const Kernel& k : plan.kernels) {
-    int64_t dropouts = 0;
-    for (int32_t id : k.nodes) dropouts += plan.graph->node(id).op == Op::kDropout ? 1 : 0;
-    const int64_t tensors = static_cast<int64_t>(k.reads.size() + k.writes.size()) + kDropoutKeySlots * dropouts;
-    if (tensors > options.max_kernel_tensors || std::ssize(k.nodes) > options.max_kernel_nodes) return false;
-  }
-  return true;
-}
-
-int64_t plan_bytes(const FusionPlan& plan) {
-  int64_t bytes = 0;
-  for (const Kernel& k : plan.kernels) bytes += kernel_bytes(*plan.graph, k).total();
-  return bytes;
-}
-
 }  // namespace
 
 FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
   require_plannable(graph, options);
-  std::vector<int32_t> origin;
-  auto expanded = std::make_shared<const Graph>(expand_composites(graph, &origin));
-  std::vector<KernelGroup> groups = Partitioner(*expanded, options.max_kernel_tensors, options.max_kernel_nodes).run();
-  FusionPlan plan = build_plan("fused", expanded, graph, origin, groups, options);
-  // A row too long to keep on chip is walked once per reduction stage, and
-  // each pass loads what it needs again: an op fused early into a long
-  // chain has its inputs loaded in every later pass, where its own kernel
-  // would read them once. Such a kernel gives up ops at either end, each to
-  // a kernel of its own as in the unfused plan (elementwise ops of one
-  // shape left out at one end sharing one), while that saves bytes (x + h1
-  // + h2 under three layer_norms: fused, 22 tensors' bytes; the adds apart,
-  // 12; every op apart, 16; unfused, 18).
-  int64_t bytes = plan_bytes(plan);
+  ExpandedGraph expanded{nullptr, &graph, {}};
+  expanded.graph = std::make_shared<const Graph>(expand_composites(graph, &expanded.origin));
+  const Graph& g = *expanded.graph;
+  std::vector<KernelGroup> groups = Partitioner(g, options.max_kernel_tensors, options.max_kernel_nodes).run();
+  FusionPlan plan = build_plan("fused", expanded.graph, graph, expanded.origin, groups, options);
+  // A kernel that re-reads its rows gives up ops to kernels of their own
+  // where that weighs less (reread_split.h).
+  std::vector<std::vector<int32_t>> users;
+  std::vector<bool> is_output;
+  std::vector<KernelGroup> split;
   for (size_t k = 0; k < groups.size(); ++k) {
-    if (plan.kernels[k].row_strategy != RowStrategy::kReread) continue;
-    const std::vector<KernelGroup> ops = split_by_user_op(groups[k], graph, origin);
-    if (ops.size() < 2) continue;  // one op: nothing to leave out
-    const KernelGroup whole = groups[k];
-    // The groups with ops [lo, hi) of kernel k kept together (a row kernel
-    // still, so it must keep a reduction) and the others apart; empty when
-    // [lo, hi) has no reduction.
-    auto with_kept = [&](size_t lo, size_t hi) -> std::optional<std::vector<KernelGroup>> {
-      KernelGroup kept{whole.kind, whole.iteration, {}};
-      bool reduces = false;
-      for (size_t i = lo; i < hi; ++i) {
-        for (int32_t id : ops[i].nodes) {
-          kept.nodes.push_back(id);
-          reduces = reduces || expanded->node(id).info().kind == OpKind::kReduce;
+    if (plan.kernels[k].row_strategy != RowStrategy::kReread) {
+      split.push_back(std::move(groups[k]));
+      continue;
+    }
+    if (users.empty()) {
+      users.resize(static_cast<size_t>(g.num_nodes()));
+      is_output.assign(static_cast<size_t>(g.num_nodes()), false);
+      for (int32_t id : g.outputs()) is_output[static_cast<size_t>(id)] = true;
+      const std::vector<bool> live = g.reaches_outputs();
+      for (int32_t id = 0; id < g.num_nodes(); ++id) {
+        if (!live[static_cast<size_t>(id)]) continue;
+        for (const Operand& o : g.node(id).operands) {
+          if (!o.is_literal()) users[static_cast<size_t>(o.node)].push_back(id);
         }
       }
-      if (!reduces && hi > lo) return std::nullopt;
-      std::vector<KernelGroup> out(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(k));
-      const auto at = [&](size_t i) { return ops.begin() + static_cast<std::ptrdiff_t>(i); };
-      for (KernelGroup& g : elementwise_run(ops.begin(), at(lo), *expanded)) out.push_back(std::move(g));
-      if (hi > lo) out.push_back(std::move(kept));
-      for (KernelGroup& g : elementwise_run(at(hi), ops.end(), *expanded)) out.push_back(std::move(g));
-      out.insert(out.end(), groups.begin() + static_cast<std::ptrdiff_t>(k) + 1, groups.end());
-      return out;
-    };
-    size_t lo = 0, hi = ops.size();
-    std::vector<KernelGroup> best_groups;  // empty while kernel k whole is best
-    FusionPlan best_plan;
-    int64_t best_bytes = bytes;
-    bool improved = true;
-    while (improved && hi - lo >= 2) {
-      improved = false;
-      size_t next_lo = lo, next_hi = hi;
-      for (auto [l, h] : {std::pair{lo + 1, hi}, std::pair{lo, hi - 1}}) {
-        std::optional<std::vector<KernelGroup>> candidate = with_kept(l, h);
-        if (!candidate) continue;
-        FusionPlan candidate_plan = build_plan("fused", expanded, graph, origin, *candidate, options);
-        const int64_t candidate_bytes = plan_bytes(candidate_plan);
-        if (candidate_bytes < best_bytes && within_limits(candidate_plan, options)) {
-          best_groups = *std::move(candidate);
-          best_plan = std::move(candidate_plan);
-          best_bytes = candidate_bytes;
-          next_lo = l;
-          next_hi = h;
-          improved = true;
-        }
-      }
-      lo = next_lo;
-      hi = next_hi;
     }
-    // Every op apart (elementwise ones of one shape together), should that
-    // be better still.
-    if (std::optional<std::vector<KernelGroup>> apart = with_kept(0, 0)) {
-      FusionPlan apart_plan = build_plan("fused", expanded, graph, origin, *apart, options);
-      if (const int64_t apart_bytes = plan_bytes(apart_plan);
-          apart_bytes < best_bytes && within_limits(apart_plan, options)) {
-        best_groups = *std::move(apart);
-        best_plan = std::move(apart_plan);
-        best_bytes = apart_bytes;
-      }
-    }
-    if (!best_groups.empty()) {
-      // Kernel k is now several; continue after them.
-      k += best_groups.size() - groups.size();
-      groups = std::move(best_groups);
-      plan = std::move(best_plan);
-      bytes = best_bytes;
+    for (KernelGroup& run : split_rereading_group(groups[k], expanded, users, is_output, options)) {
+      split.push_back(std::move(run));
     }
   }
-  return plan;
+  if (split.size() == groups.size()) return plan;  // no kernel was split
+  return build_plan("fused", expanded.graph, graph, expanded.origin, std::move(split), options);
 }
 
 }  // namespace fusejit

@@ -121,9 +121,10 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
     if (k->row_strategy == RowStrategy::kReread) {
       return fmt::format(
           "{}'s rows of {} elements are longer than the device keeps on chip ({}), so it walks each row in {} "
-          "passes and loads what it needs in each; ops apart from it load their inputs once, which moves fewer "
-          "bytes",
-          k->name, k->iteration.last(), options.persistent_row_limit, k->row_passes);
+          "passes and loads what it needs in each (and computes it again); ops apart from it load their inputs "
+          "and compute once, which {}",
+          k->name, k->iteration.last(), options.persistent_row_limit, k->row_passes,
+          options.kernel_weight ? "the cost model predicts faster on this device" : "moves fewer bytes");
     }
   }
   return "no rule of the fusion pass joins them: each node joins the kernel of one producer, and kernels of one "

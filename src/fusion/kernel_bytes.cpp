@@ -29,16 +29,16 @@ KernelBytes kernel_bytes(const Graph& graph, const Kernel& kernel) {
   KernelBytes bytes;
   const bool reread = kernel.row_strategy == RowStrategy::kReread;
   // A re-reading kernel loads its row-shaped reads again in each pass that
-  // needs them (row_pass_needs); a broadcast [N] vector is charged once, as
+  // needs them (row_pass_counts); a broadcast [N] vector is charged once, as
   // later rows find it in cache. A kernel of a single row shares nothing
   // between rows: its [1, N] reads and [N] vectors are that row, loaded in
   // each pass that needs them (a [1, 128256] log_softmax over a vocabulary
   // was charged one pass of its three, where [2, 128256] was charged all).
-  const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
-  for (int32_t id : kernel.reads) {
-    const Node& n = graph.node(id);
+  const std::vector<int> passes = row_pass_counts(graph, kernel).reads;
+  for (size_t r = 0; r < kernel.reads.size(); ++r) {
+    const Node& n = graph.node(kernel.reads[r]);
     const bool each_pass = is_streamed_along_row(n, kernel);
-    bytes.read += tensor_bytes(n) * (reread && each_pass ? std::max(1, passes_needing(needs, id)) : 1);
+    bytes.read += tensor_bytes(n) * (reread && each_pass ? std::max(1, passes[r]) : 1);
   }
   for (int32_t id : kernel.writes) bytes.written += tensor_bytes(graph.node(id));
   return bytes;

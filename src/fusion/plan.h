@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -99,6 +100,15 @@ struct FusionOptions {
   // kernels of at most this many, at the price of a write and a read per
   // split; the transformer blocks fusejit is for fuse far below it.
   int max_kernel_nodes = 256;
+  // What the pass minimizes where it weighs alternatives (which ops a
+  // re-reading row kernel gives up to kernels of their own): a kernel's
+  // weight, summed over the kernels an alternative makes. Empty: its bytes
+  // (kernel_bytes). fusion_options_for (cost/cost_model.h) sets it to the
+  // kernel's predicted time on the target device, which the fusion pass
+  // cannot compute itself (it does not know the cost model): fewer bytes
+  // are not always less time, as when a re-reading kernel recomputes a
+  // GeLU in each pass on the few SMs its rows occupy.
+  std::function<double(const FusionPlan& plan, const Kernel& kernel)> kernel_weight;
 };
 
 // For each node of `kernel` (in kernel.nodes order), the number of the
@@ -121,13 +131,21 @@ std::vector<std::set<int32_t>> row_pass_needs(const Graph& graph, const Kernel& 
 
 // How many times `kernel` computes each of its nodes, in kernel.nodes
 // order: once, except in a re-reading row kernel, which computes an
-// elementwise node of the row in each pass that needs it (row_pass_needs)
+// elementwise node of the row in each pass that needs it (row_pass_counts)
 // and combines a reduction once, in its own pass. The cost model counts
 // FLOPs and GPU instructions with it.
 std::vector<int> compute_counts(const Graph& graph, const Kernel& kernel);
 
-// The passes of row_pass_needs() that need `id`.
-int passes_needing(const std::vector<std::set<int32_t>>& needs, int32_t id);
+// row_pass_needs() counted: how many passes need each node of the kernel
+// and each of its reads, indexed like kernel.nodes and kernel.reads (0 for
+// what no pass needs). Empty vectors for a kernel that does not re-read.
+// What the cost model asks, without a set per pass: the fusion pass weighs
+// thousands of candidate kernels with it.
+struct RowPassCounts {
+  std::vector<int> nodes;
+  std::vector<int> reads;
+};
+RowPassCounts row_pass_counts(const Graph& graph, const Kernel& kernel);
 
 // Whether the kernel must round node `id` to its dtype right where it is
 // computed: the node is stored in a 16-bit dtype and also used by another

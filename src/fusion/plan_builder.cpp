@@ -78,59 +78,129 @@ std::vector<int> reduction_levels(const Graph& graph, const Kernel& kernel) {
   return levels;
 }
 
-std::vector<std::set<int32_t>> row_pass_needs(const Graph& graph, const Kernel& kernel) {
-  if (kernel.row_strategy != RowStrategy::kReread) return {};
+namespace {
+
+// What each pass of a re-reading kernel needs: calls on_need(pass, l) once
+// for each node and read it needs, by local index (node i is i, read r is
+// nodes + r). Flat arrays and a pass stamp rather than maps and sets, so
+// that weighing the candidate cuts of a long kernel stays cheap.
+template <typename OnNeed>
+void walk_row_passes(const Graph& graph, const Kernel& kernel, OnNeed on_need) {
+  const size_t num_nodes = kernel.nodes.size();
+  const size_t size = num_nodes + kernel.reads.size();
+  absl::flat_hash_map<int32_t, int> local;
+  local.reserve(size);
+  for (size_t i = 0; i < num_nodes; ++i) local[kernel.nodes[i]] = static_cast<int>(i);
+  for (size_t r = 0; r < kernel.reads.size(); ++r) local[kernel.reads[r]] = static_cast<int>(num_nodes + r);
   const std::vector<int> levels = reduction_levels(graph, kernel);
-  absl::flat_hash_map<int32_t, int> level_of;
-  for (size_t i = 0; i < kernel.nodes.size(); ++i) level_of[kernel.nodes[i]] = levels[i];
-  auto is_reduce = [&](int32_t id) { return graph.node(id).info().kind == OpKind::kReduce; };
-  // Elementwise over the row: what a pass computes element by element.
-  // Other nodes of the kernel are reductions, whose results are per-row
-  // values from their pass on, or per-row values computed once per row.
-  auto of_the_row = [&](int32_t id) { return graph.node(id).shape == kernel.iteration && !is_reduce(id); };
+  const int passes = std::max(1, kernel.row_passes);
   const int64_t n = kernel.iteration.last();
-  std::vector<std::set<int32_t>> needs(static_cast<size_t>(std::max(1, kernel.row_passes)));
-  for (int pass = 0; pass < static_cast<int>(needs.size()); ++pass) {
-    std::set<int32_t>& need = needs[static_cast<size_t>(pass)];
-    std::vector<int32_t> pending;
-    for (int32_t id : kernel.nodes) {
-      if (is_reduce(id) && level_of[id] == pass) pending.push_back(graph.node(id).operands[0].node);
+  // Per node: whether it is elementwise over the row (what a pass computes
+  // element by element; the kernel's other nodes are reductions, whose
+  // results are per-row values from their pass on, or per-row values
+  // computed once per row), and its operands' local indices. A read is
+  // loaded in a pass that needs it when it varies along the row.
+  std::vector<char> of_the_row(size, 0);
+  std::vector<std::vector<int>> operands(num_nodes);
+  std::vector<std::vector<int>> reduced_in(static_cast<size_t>(passes));  // pass -> operands it reduces
+  for (size_t i = 0; i < num_nodes; ++i) {
+    const Node& node = graph.node(kernel.nodes[i]);
+    const bool reduce = node.info().kind == OpKind::kReduce;
+    of_the_row[i] = node.shape == kernel.iteration && !reduce;
+    for (const Operand& o : node.operands) {
+      if (!o.is_literal()) operands[i].push_back(local.at(o.node));
     }
-    if (pass == static_cast<int>(needs.size()) - 1) {
+    if (reduce && levels[i] < passes) reduced_in[static_cast<size_t>(levels[i])].push_back(operands[i][0]);
+  }
+  for (size_t r = 0; r < kernel.reads.size(); ++r) {
+    of_the_row[num_nodes + r] = graph.node(kernel.reads[r]).shape.last() == n;
+  }
+  std::vector<int> needed_in(size, -1);  // the last pass that needed it
+  std::vector<int> pending;
+  for (int pass = 0; pass < passes; ++pass) {
+    pending = reduced_in[static_cast<size_t>(pass)];
+    if (pass == passes - 1) {
       for (int32_t id : kernel.writes) {
-        if (of_the_row(id)) pending.push_back(id);
+        if (const int l = local.at(id); of_the_row[static_cast<size_t>(l)]) pending.push_back(l);
       }
     }
     while (!pending.empty()) {
-      const int32_t id = pending.back();
+      const auto l = static_cast<size_t>(pending.back());
       pending.pop_back();
-      if (need.contains(id)) continue;
-      if (!level_of.contains(id)) {  // a read: loaded in the pass when it varies along the row
-        if (graph.node(id).shape.last() == n) need.insert(id);
-        continue;
-      }
-      if (!of_the_row(id)) continue;
-      need.insert(id);
-      for (const Operand& o : graph.node(id).operands) {
-        if (!o.is_literal()) pending.push_back(o.node);
-      }
+      if (needed_in[l] == pass || !of_the_row[l]) continue;
+      needed_in[l] = pass;
+      on_need(pass, l);
+      if (l < num_nodes) pending.insert(pending.end(), operands[l].begin(), operands[l].end());
     }
   }
+}
+
+}  // namespace
+
+std::vector<std::set<int32_t>> row_pass_needs(const Graph& graph, const Kernel& kernel) {
+  if (kernel.row_strategy != RowStrategy::kReread) return {};
+  std::vector<std::set<int32_t>> needs(static_cast<size_t>(std::max(1, kernel.row_passes)));
+  const size_t num_nodes = kernel.nodes.size();
+  walk_row_passes(graph, kernel, [&](int pass, size_t l) {
+    needs[static_cast<size_t>(pass)].insert(l < num_nodes ? kernel.nodes[l] : kernel.reads[l - num_nodes]);
+  });
   return needs;
 }
 
-int passes_needing(const std::vector<std::set<int32_t>>& needs, int32_t id) {
-  int count = 0;
-  for (const std::set<int32_t>& need : needs) count += need.contains(id) ? 1 : 0;
-  return count;
+RowPassCounts row_pass_counts(const Graph& graph, const Kernel& kernel) {
+  if (kernel.row_strategy != RowStrategy::kReread) return {};
+  std::vector<int> counts(kernel.nodes.size() + kernel.reads.size(), 0);
+  walk_row_passes(graph, kernel, [&](int, size_t l) { ++counts[l]; });
+  const auto split = counts.begin() + static_cast<std::ptrdiff_t>(kernel.nodes.size());
+  return {std::vector<int>(counts.begin(), split), std::vector<int>(split, counts.end())};
 }
 
 std::vector<int> compute_counts(const Graph& graph, const Kernel& kernel) {
   if (kernel.row_strategy != RowStrategy::kReread) return std::vector<int>(kernel.nodes.size(), 1);
-  const std::vector<std::set<int32_t>> needs = row_pass_needs(graph, kernel);
-  std::vector<int> counts;
-  for (int32_t id : kernel.nodes) counts.push_back(std::max(1, passes_needing(needs, id)));
+  std::vector<int> counts = row_pass_counts(graph, kernel).nodes;
+  for (int& c : counts) c = std::max(1, c);
   return counts;
+}
+
+Kernel build_kernel(const Graph& graph, const Graph& user_graph, const std::vector<int32_t>& origin,
+                    const KernelGroup& group, int index, absl::FunctionRef<bool(int32_t)> in_group,
+                    absl::FunctionRef<bool(int32_t)> needed_outside, const FusionOptions& options) {
+  Kernel kernel;
+  kernel.kind = group.kind;
+  kernel.iteration = group.iteration;
+  kernel.nodes = group.nodes;
+  absl::flat_hash_set<int32_t> read_set;
+  int32_t last_origin = -1;
+  bool writes_rows = false;
+  for (int32_t id : group.nodes) {
+    for (const Operand& o : graph.node(id).operands) {
+      if (o.is_literal() || in_group(o.node)) continue;
+      if (read_set.insert(o.node).second) kernel.reads.push_back(o.node);
+    }
+    if (origin[id] != last_origin) {
+      kernel.user_ops.emplace_back(user_graph.node(origin[id]).info().name);
+      last_origin = origin[id];
+    }
+    if (needed_outside(id)) {
+      kernel.writes.push_back(id);
+      writes_rows = writes_rows || graph.node(id).shape == kernel.iteration;
+    }
+  }
+  kernel.name = kernel_name(index, kernel.user_ops);
+  if (kernel.kind == KernelKind::kRow) {
+    const std::vector<int> levels = reduction_levels(graph, kernel);
+    for (size_t i = 0; i < kernel.nodes.size(); ++i) {
+      if (graph.node(kernel.nodes[i]).info().kind == OpKind::kReduce) {
+        kernel.reduction_stages = std::max(kernel.reduction_stages, levels[i] + 1);
+      }
+    }
+    kernel.row_strategy =
+        kernel.iteration.last() > options.persistent_row_limit ? RowStrategy::kReread : RowStrategy::kPersistent;
+    if (kernel.row_strategy == RowStrategy::kReread) {
+      kernel.row_passes = std::max(1, kernel.reduction_stages + (writes_rows ? 1 : 0));
+    }
+  }
+  return kernel;
 }
 
 FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, const Graph& user_graph,
@@ -143,53 +213,21 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
   for (size_t k = 0; k < groups.size(); ++k) {
     for (int32_t id : groups[k].nodes) kernel_of[id] = static_cast<int>(k);
   }
-  for (size_t k = 0; k < groups.size(); ++k) {
-    KernelGroup& group = groups[k];
-    Kernel kernel;
-    kernel.kind = group.kind;
-    kernel.iteration = group.iteration;
-    kernel.nodes = group.nodes;
-    absl::flat_hash_set<int32_t> read_set;
-    int32_t last_origin = -1;
-    for (int32_t id : group.nodes) {
-      for (const Operand& o : graph->node(id).operands) {
-        if (o.is_literal() || kernel_of[o.node] == static_cast<int>(k)) continue;
-        if (read_set.insert(o.node).second) kernel.reads.push_back(o.node);
-      }
-      if (origin[id] != last_origin) {
-        kernel.user_ops.emplace_back(user_graph.node(origin[id]).info().name);
-        last_origin = origin[id];
-      }
-    }
-    kernel.name = kernel_name(static_cast<int>(k), kernel.user_ops);
-    if (kernel.kind == KernelKind::kRow) {
-      const std::vector<int> levels = reduction_levels(*graph, kernel);
-      for (size_t i = 0; i < kernel.nodes.size(); ++i) {
-        if (graph->node(kernel.nodes[i]).info().kind == OpKind::kReduce) {
-          kernel.reduction_stages = std::max(kernel.reduction_stages, levels[i] + 1);
-        }
-      }
-      kernel.row_strategy = kernel.iteration.last() > options.persistent_row_limit ? RowStrategy::kReread
-                                                                                    : RowStrategy::kPersistent;
-    }
-    plan.kernels.push_back(std::move(kernel));
-  }
   // A value leaves its kernel when the user asked for it or another kernel reads it.
   std::vector<bool> needed_outside(graph->num_nodes(), false);
   for (int32_t o : graph->outputs()) needed_outside[o] = true;
-  for (const Kernel& kernel : plan.kernels) {
-    for (int32_t r : kernel.reads) needed_outside[r] = true;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    for (int32_t id : groups[k].nodes) {
+      for (const Operand& o : graph->node(id).operands) {
+        if (!o.is_literal() && kernel_of[o.node] != static_cast<int>(k)) needed_outside[o.node] = true;
+      }
+    }
   }
-  for (Kernel& kernel : plan.kernels) {
-    bool writes_rows = false;
-    for (int32_t id : kernel.nodes) {
-      if (!needed_outside[id]) continue;
-      kernel.writes.push_back(id);
-      writes_rows = writes_rows || graph->node(id).shape == kernel.iteration;
-    }
-    if (kernel.row_strategy == RowStrategy::kReread) {
-      kernel.row_passes = std::max(1, kernel.reduction_stages + (writes_rows ? 1 : 0));
-    }
+  for (size_t k = 0; k < groups.size(); ++k) {
+    plan.kernels.push_back(build_kernel(
+        *graph, user_graph, origin, groups[k], static_cast<int>(k),
+        [&](int32_t id) { return kernel_of[id] == static_cast<int>(k); },
+        [&](int32_t id) { return static_cast<bool>(needed_outside[id]); }, options));
   }
   return plan;
 }

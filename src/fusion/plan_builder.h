@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include <absl/functional/function_ref.h>
+
 #include "fusion/plan.h"
 
 namespace fusejit {
@@ -22,6 +24,15 @@ struct KernelGroup {
 FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, const Graph& user_graph,
                       const std::vector<int32_t>& origin, std::vector<KernelGroup> groups,
                       const FusionOptions& options);
+
+// One kernel of build_plan: `group` as kernel number `index` (which names
+// it), reading what its nodes use from outside it (`in_group` says which
+// nodes are its own) and writing the nodes `needed_outside` says leave it
+// (a graph output, or a value another kernel reads). The fusion pass weighs
+// kernels it might make this way, without building a whole plan for each.
+Kernel build_kernel(const Graph& graph, const Graph& user_graph, const std::vector<int32_t>& origin,
+                    const KernelGroup& group, int index, absl::FunctionRef<bool(int32_t)> in_group,
+                    absl::FunctionRef<bool(int32_t)> needed_outside, const FusionOptions& options);
 
 // The unfused plan's kernel for user node `user` (matmul, row kernel over
 // its operand for reductions and composites, else pointwise), with no

@@ -284,6 +284,66 @@ TEST(Fusion, ReReadingKernelsLeaveOutOpsThatWouldCostThemBytes) {
   }
 }
 
+// FusionOptions::kernel_weight decides what a re-reading kernel gives up.
+// By bytes, a GeLU stays in its softmax's kernel: x loaded in each of 3
+// passes and y written, 4 tensors, against 6 with the GeLU apart. By the
+// work computed (what a cost model on a device of few busy SMs sees), it
+// goes to a kernel of its own, which computes it once rather than in
+// every pass.
+TEST(Fusion, ReReadingKernelsGiveUpWhatTheKernelWeightSays) {
+  Graph g;
+  auto x = g.input("x", DType::kF32, {4, 32768});
+  g.output("y", softmax(gelu(x)));
+  FusionOptions options;
+  options.persistent_row_limit = 16384;
+  const FusionPlan by_bytes = make_fused_plan(g, options);
+  ASSERT_EQ(kinds(by_bytes), (Strings{"row"})) << describe(by_bytes);
+  EXPECT_EQ(by_bytes.kernels[0].row_strategy, RowStrategy::kReread);
+
+  int weighed = 0;
+  options.kernel_weight = [&weighed](const FusionPlan& plan, const Kernel& kernel) {
+    ++weighed;
+    double computed = 0;
+    for (int count : compute_counts(*plan.graph, kernel)) computed += count;
+    return computed;
+  };
+  const FusionPlan by_work = make_fused_plan(g, options);
+  ASSERT_EQ(kinds(by_work), (Strings{"pointwise", "row"})) << describe(by_work);
+  EXPECT_EQ(by_work.kernels[0].user_ops, (Strings{"gelu"}));
+  EXPECT_EQ(by_work.kernels[1].user_ops, (Strings{"softmax"}));
+  EXPECT_GT(weighed, 0);
+  EXPECT_TRUE(verify_plan(by_work).ok());
+
+  // A chain of layers, each bias add, GeLU, LayerNorm, is cut into runs
+  // anywhere, not only at its ends. A GeLU before a LayerNorm would be
+  // computed in each of its 3 passes; one after it, only in the last,
+  // where the row is written, so it stays as the LayerNorm's epilogue (a
+  // tie keeps the longer run): [add, gelu], then [layer_norm, add, gelu]
+  // for each later layer, then [layer_norm]. 2 layers are 6 ops, every run
+  // weighed; 14 are 42, more than kRereadSplitShortRun.
+  for (const int layers : {2, 14}) {
+    Graph chain;
+    Value h = chain.input("x", DType::kF32, {4, 32768});
+    for (int l = 0; l < layers; ++l) {
+      h = layer_norm(gelu(h + chain.input(fmt::format("b{}", l), DType::kF32, {32768})));
+    }
+    chain.output("y", h);
+    FusionOptions limits = options;
+    limits.max_kernel_nodes = 1000;  // one group for the whole chain, cut only by the weight
+    const FusionPlan plan = make_fused_plan(chain, limits);
+    ASSERT_EQ(std::ssize(plan.kernels), layers + 1) << describe(plan);
+    EXPECT_EQ(plan.kernels.front().user_ops, (Strings{"add", "gelu"}));
+    for (int l = 1; l < layers; ++l) {
+      const Kernel& k = plan.kernels[static_cast<size_t>(l)];
+      EXPECT_EQ(k.user_ops, (Strings{"layer_norm", "add", "gelu"})) << k.name;
+      EXPECT_EQ(k.row_strategy, RowStrategy::kReread) << k.name;
+    }
+    EXPECT_EQ(plan.kernels.back().user_ops, (Strings{"layer_norm"}));
+    limits.kernel_weight = nullptr;  // by bytes the chain stays one kernel
+    EXPECT_EQ(make_fused_plan(chain, limits).kernels.size(), 1u);
+  }
+}
+
 TEST(Fusion, LoneMatmulIsOneLibraryKernel) {
   Graph g;
   auto a = g.input("a", DType::kBF16, {M, N});
