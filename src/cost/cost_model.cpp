@@ -96,9 +96,13 @@ void charge_idle_cpu_threads(const Graph& graph, const Kernel& kernel, const Dev
 FusionOptions fusion_options_for(const DeviceSpec& device) {
   FusionOptions options;
   options.persistent_row_limit = device.persistent_row_limit;
-  options.kernel_weight = [device](const FusionPlan& plan, const Kernel& kernel) {
-    return estimate_kernel(plan, kernel, device).predicted_us;
-  };
+  // A device that cannot predict times (cpu_identity(): no bandwidth, no
+  // rates measured) weighs bytes: its times would all be NaN.
+  if (device.bandwidth_gbps > 0) {
+    options.kernel_weight = [device](const FusionPlan& plan, const Kernel& kernel) {
+      return estimate_kernel(plan, kernel, device).predicted_us;
+    };
+  }
   return options;
 }
 

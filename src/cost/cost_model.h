@@ -85,7 +85,8 @@ PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device);
 PlanComparison compare_plans(const FusionPlan& unfused, const FusionPlan& fused, const DeviceSpec& device);
 
 // FusionOptions that match the device: its persistent row limit, and
-// kernels weighed by their predicted time on it (FusionOptions::kernel_weight).
+// kernels weighed by their predicted time on it (FusionOptions::kernel_weight)
+// where it has a bandwidth to predict with (cpu_identity() has none: bytes).
 FusionOptions fusion_options_for(const DeviceSpec& device);
 
 }  // namespace fusejit

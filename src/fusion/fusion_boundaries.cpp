@@ -124,7 +124,9 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
           "passes and loads what it needs in each (and computes it again); ops apart from it load their inputs "
           "and compute once, which {}",
           k->name, k->iteration.last(), options.persistent_row_limit, k->row_passes,
-          options.kernel_weight ? "the cost model predicts faster on this device" : "moves fewer bytes");
+          options.kernel_weight
+              ? "weighs less (FusionOptions::kernel_weight: the predicted time on the device planned for)"
+              : "moves fewer bytes");
     }
   }
   return "no rule of the fusion pass joins them: each node joins the kernel of one producer, and kernels of one "

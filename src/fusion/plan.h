@@ -107,7 +107,10 @@ struct FusionOptions {
   // kernel's predicted time on the target device, which the fusion pass
   // cannot compute itself (it does not know the cost model): fewer bytes
   // are not always less time, as when a re-reading kernel recomputes a
-  // GeLU in each pass on the few SMs its rows occupy.
+  // GeLU in each pass on the few SMs its rows occupy. It is called with a
+  // plan that holds only the graph (no kernels) and a candidate kernel of
+  // it (named k0_...). A weight that is not finite is never better: a
+  // kernel none of whose cuts weighs a finite amount stays whole.
   std::function<double(const FusionPlan& plan, const Kernel& kernel)> kernel_weight;
 };
 

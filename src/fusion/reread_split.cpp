@@ -1,5 +1,6 @@
 #include "fusion/reread_split.h"
 
+#include <cmath>
 #include <limits>
 
 #include <absl/container/flat_hash_map.h>
@@ -54,7 +55,7 @@ std::vector<KernelGroup> split_rereading_group(const KernelGroup& group, const E
   };
 
   // best[j]: the least weight of ops [0, j) cut into runs; from[j]: where
-  // the last of those runs starts; kind_of[j]: its kernel's kind and space.
+  // the last of those runs starts; run_of[j]: that run as a group.
   constexpr double kNone = std::numeric_limits<double>::infinity();
   std::vector<double> best(static_cast<size_t>(n) + 1, kNone);
   std::vector<int> from(static_cast<size_t>(n) + 1, -1);
@@ -63,27 +64,35 @@ std::vector<KernelGroup> split_rereading_group(const KernelGroup& group, const E
   for (int i = 0; i < n; ++i) {
     KernelGroup run{KernelKind::kPointwise, ops[static_cast<size_t>(i)].iteration, {}};
     bool reduces = false;
-    bool elementwise = true;  // every node so far elementwise over run.iteration
+    // Every node so far elementwise over run.iteration: ops of one shape,
+    // or the tail of a composite the node limit cut (the normalizing
+    // multiply of a layer_norm, say), which needs no row kernel.
+    bool elementwise = true;
     for (int j = i + 1; j <= n; ++j) {
-      const bool weighed = j - i <= kRereadSplitShortRun || (i < kRereadSplitShortRun && j > n - kRereadSplitShortRun);
       const KernelGroup& op = ops[static_cast<size_t>(j - 1)];
       for (int32_t id : op.nodes) {
         run.nodes.push_back(id);
         const Node& node = graph.node(id);
-        reduces = reduces || node.info().kind == OpKind::kReduce;
-        elementwise = elementwise && op.kind == KernelKind::kPointwise && node.shape == run.iteration;
+        const bool reduce = node.info().kind == OpKind::kReduce;
+        reduces = reduces || reduce;
+        elementwise = elementwise && !reduce && node.shape == run.iteration;
       }
-      KernelGroup kernel_group{run.kind, run.iteration, run.nodes};
-      if (j == i + 1) {
+      const bool weighed =
+          j - i <= kRereadSplitShortRun || (i <= kRereadSplitShortRun && n - j <= kRereadSplitShortRun);
+      if (!weighed) continue;
+      KernelGroup kernel_group{KernelKind::kPointwise, run.iteration, {}};
+      if (elementwise) {
+        // a pointwise kernel over the run's shape
+      } else if (j == i + 1) {
         kernel_group.kind = op.kind;  // one op, as the unfused plan runs it
         kernel_group.iteration = op.iteration;
       } else if (reduces) {
         kernel_group.kind = group.kind;  // a row kernel still, over the whole kernel's rows
         kernel_group.iteration = group.iteration;
-      } else if (!elementwise) {
+      } else {
         continue;  // ops of different spaces, and no reduction to host them
       }
-      if (!weighed) continue;
+      kernel_group.nodes = run.nodes;
       const auto inside = [&](int32_t id) {
         const auto it = op_at.find(id);
         return it != op_at.end() && it->second >= i && it->second < j;
@@ -109,8 +118,8 @@ std::vector<KernelGroup> split_rereading_group(const KernelGroup& group, const E
   }
   // The whole kernel is the run [0, n); it stays whole unless a cut weighs
   // strictly less (ties keep the longer run, since runs from a smaller i
-  // were weighed first).
-  if (from[static_cast<size_t>(n)] == 0) return {group};
+  // were weighed first), and when no cut weighs a finite amount.
+  if (from[static_cast<size_t>(n)] <= 0 || !std::isfinite(best[static_cast<size_t>(n)])) return {group};
   std::vector<KernelGroup> out;
   for (int j = n; j > 0; j = from[static_cast<size_t>(j)]) out.push_back(std::move(run_of[static_cast<size_t>(j)]));
   return {out.rbegin(), out.rend()};

@@ -8,8 +8,9 @@
 // into consecutive runs, each a kernel of its own:
 //   - a row kernel over the whole kernel's rows, where the run holds a
 //     reduction;
-//   - a pointwise kernel, where every op of the run is elementwise over
-//     one shape;
+//   - a pointwise kernel, where every node of the run is elementwise over
+//     one shape (ops of that shape, or the tail of a composite that the
+//     node limit cut, such as a layer_norm's normalizing multiply);
 //   - a single op, as the unfused plan runs it.
 // Of all such cuts it takes the one whose kernels weigh least together
 // (FusionOptions::kernel_weight: predicted time on the target device,
@@ -19,9 +20,9 @@
 // depends on the run alone, since what the other kernels read and write
 // stays the same. Weighing a run costs about its ops times its passes, so
 // weighing every run of a kernel of n ops grows as n^4; it weighs every run
-// of up to kRereadSplitShortRun ops and every longer run that starts among
-// the first kRereadSplitShortRun ops and ends among the last (a long row
-// kernel giving up ops at its ends). So it is exact for a kernel of up to
+// of up to kRereadSplitShortRun ops and every longer run that leaves out
+// at most kRereadSplitShortRun ops at either end (a long row kernel giving
+// up ops at its ends). So it is exact for a kernel of up to
 // that many ops, as the re-reading kernels of real models are (a softmax
 // or log_softmax over a vocabulary with its prologue), and a kernel of the
 // node limit's 256 nodes is weighed in a fraction of a second.

@@ -1,10 +1,13 @@
 // Kernel counts, kinds and exact byte counts of the unfused and fused plans
 // for graphs of many shapes. Expected bytes are written out by hand from the
 // shapes: each global tensor read once at its own size, each write once.
+#include <cmath>
+#include <limits>
 #include <set>
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <gtest/gtest.h>
 
@@ -341,6 +344,65 @@ TEST(Fusion, ReReadingKernelsGiveUpWhatTheKernelWeightSays) {
     EXPECT_EQ(plan.kernels.back().user_ops, (Strings{"layer_norm"}));
     limits.kernel_weight = nullptr;  // by bytes the chain stays one kernel
     EXPECT_EQ(make_fused_plan(chain, limits).kernels.size(), 1u);
+  }
+}
+
+// A weight that is not finite is never better. Here every cut of the
+// softmax's kernel weighs inf (a kernel of 3 passes or more), and the
+// rms_norm's kernel is cut: the softmax's kernel stays whole, and the plan
+// still computes both outputs.
+TEST(Fusion, AKernelWhoseCutsHaveNoFiniteWeightStaysWhole) {
+  Graph g;
+  auto x1 = g.input("x1", DType::kF32, {4, 2048});
+  auto x2 = g.input("x2", DType::kF32, {4, 2048});
+  g.output("y1", softmax(gelu(x1)));
+  g.output("y2", rms_norm(gelu(x2)));
+  FusionOptions options;
+  options.persistent_row_limit = 1024;
+  options.kernel_weight = [](const FusionPlan& plan, const Kernel& kernel) {
+    if (kernel.row_passes >= 3) return std::numeric_limits<double>::infinity();
+    double computed = 0;
+    for (int count : compute_counts(*plan.graph, kernel)) computed += count;
+    return computed;
+  };
+  const FusionPlan plan = make_fused_plan(g, options);
+  ASSERT_TRUE(verify_plan(plan).ok()) << describe(plan);
+  Strings ops;
+  for (const Kernel& k : plan.kernels) ops.push_back(fmt::format("{}", fmt::join(k.user_ops, "+")));
+  EXPECT_EQ(ops, (Strings{"gelu+softmax", "gelu", "rms_norm"})) << describe(plan);
+
+  options.kernel_weight = [](const FusionPlan&, const Kernel&) { return std::nan(""); };
+  EXPECT_EQ(make_fused_plan(g, options).kernels.size(), 2u);
+}
+
+// A device that cannot predict times (what is known of a CPU before it is
+// measured) plans by bytes, rather than weighing every kernel NaN.
+TEST(Fusion, ADeviceWithoutFiguresWeighsBytes) {
+  EXPECT_FALSE(fusion_options_for(cpu_identity()).kernel_weight);
+  EXPECT_TRUE(fusion_options_for(gpu_device("h100")).kernel_weight);
+}
+
+// The node limit can cut a composite: a re-reading kernel that gives up a
+// layer_norm's elementwise tail (its normalizing multiply) runs it as a
+// pointwise kernel, over the whole chip, not as a row kernel without a
+// reduction. Four bias-GeLU-LayerNorm layers over 8 rows, weighed by time
+// on an H100, with the node limit cutting them at every size from 2 to 14.
+TEST(Fusion, ACutCompositesElementwiseTailRunsPointwise) {
+  Graph g;
+  Value h = g.input("x", DType::kF32, {8, 32768});
+  for (int l = 0; l < 4; ++l) h = layer_norm(gelu(h + g.input(fmt::format("b{}", l), DType::kF32, {32768})));
+  g.output("y", h);
+  for (int limit = 2; limit <= 14; ++limit) {
+    FusionOptions options = fusion_options_for(gpu_device("h100"));
+    options.max_kernel_nodes = limit;
+    const FusionPlan plan = make_fused_plan(g, options);
+    ASSERT_TRUE(verify_plan(plan).ok()) << describe(plan);
+    for (const Kernel& k : plan.kernels) {
+      if (k.kind != KernelKind::kRow) continue;
+      bool reduces = false;
+      for (int32_t id : k.nodes) reduces = reduces || plan.graph->node(id).info().kind == OpKind::kReduce;
+      EXPECT_TRUE(reduces) << "node limit " << limit << ": " << k.name << " is a row kernel without a reduction";
+    }
   }
 }
 
