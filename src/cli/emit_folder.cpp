@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -30,9 +30,14 @@ std::string sha256_hex(std::string_view data) { return Sha256().update(data).hex
 
 // The files the earlier emit into `dir` wrote (name -> SHA-256), from its
 // manifest; empty when there is none (or the file of that name is not one).
+// Read only as a regular file of a manifest's size: a FIFO by that name
+// made emit wait for ever, a link to /dev/zero grow without end.
 std::map<std::string, std::string> earlier_emit(const std::filesystem::path& dir) {
+  constexpr uint64_t kMaxManifestBytes = uint64_t{64} << 20;  // 100 bytes a file: 600,000 files
   std::map<std::string, std::string> files;
-  std::ifstream in(dir / kEmitManifest);
+  const absl::StatusOr<std::string> text = read_regular_file((dir / kEmitManifest).string(), kMaxManifestBytes);
+  if (!text.ok()) return files;
+  std::istringstream in(*text);
   std::string line;
   if (!std::getline(in, line) || line != kManifestHeader) return files;
   while (std::getline(in, line)) {
@@ -71,9 +76,19 @@ absl::StatusOr<EmitFolder> check_out_dir(const std::filesystem::path& dir, std::
               "--out",
               dir.string(), name));
         }
+        // Nor devices, FIFOs or sockets, or links to them (file_io.h's
+        // replace_files refuses them too, but only after compiling).
+        if (std::error_code kind; entry.exists(kind) && !entry.is_regular_file(kind)) {
+          return absl::FailedPreconditionError(fmt::format(
+              "--out {}: {} is not a regular file (a device, a FIFO or a socket, or a link to one), where emit "
+              "writes a file of that name; move it away or choose another --out",
+              dir.string(), name));
+        }
         replaced.push_back(name);
         all_emitted = all_emitted && earlier.count(name) != 0;
-      } else if (auto it = earlier.find(name); it != earlier.end() && entry.is_regular_file(ec)) {
+      } else if (auto it = earlier.find(name); it != earlier.end()) {
+        // Whatever is there now: remove_stale removes it only if it is
+        // still the file that emit wrote, and names it if it keeps it.
         out.stale.emplace(name, it->second);
       }
     }
@@ -99,7 +114,10 @@ void remove_stale(const EmitFolder& folder) {
   const std::filesystem::path dir(folder.dir);
   std::vector<std::string> removed, kept;
   for (const auto& [name, hash] : folder.stale) {
-    const absl::StatusOr<std::string> content = read_whole_file((dir / name).string());
+    // Only a regular file can still be what emit wrote (a FIFO put there
+    // since would make the read wait for ever).
+    constexpr uint64_t kMaxEmittedFileBytes = uint64_t{1} << 30;
+    const absl::StatusOr<std::string> content = read_regular_file((dir / name).string(), kMaxEmittedFileBytes);
     if (!content.ok() || sha256_hex(*content) != hash) {
       kept.push_back(name);
       continue;

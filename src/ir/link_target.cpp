@@ -1,5 +1,7 @@
 #include "ir/link_target.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <system_error>
 
@@ -14,6 +16,12 @@ std::string link_target(const std::string& path) {
     p = target.is_absolute() ? target : p.parent_path() / target;
   }
   return p.string();
+}
+
+bool is_special_file(const std::string& target) {
+  struct stat info;
+  return ::lstat(target.c_str(), &info) == 0 && !S_ISREG(info.st_mode) && !S_ISDIR(info.st_mode) &&
+         !S_ISLNK(info.st_mode);
 }
 
 }  // namespace fusejit

@@ -17,4 +17,9 @@ namespace fusejit {
 // write then creates.
 std::string link_target(const std::string& path);
 
+// Whether `target` (what link_target returned) is a device, a FIFO or a
+// socket, which a writer must leave alone: renaming a file over it would
+// replace it (a link to /dev/null once had /dev/null replaced).
+bool is_special_file(const std::string& target);
+
 }  // namespace fusejit

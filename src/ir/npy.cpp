@@ -409,6 +409,11 @@ absl::Status write_npy(const std::string& path, const HostTensor& tensor) {
   if (!bytes.ok()) return npy_error(path, std::string(bytes.status().message()));
   // A link stays a link: the file it points to is replaced.
   const std::string target = link_target(path);
+  if (is_special_file(target)) {
+    return npy_error(path,
+                     "is not a regular file (a device, a FIFO or a socket, or a link to one); the file is "
+                     "written by replacing it whole, so it is left as it is");
+  }
   static std::atomic<uint64_t> counter{0};
   const std::string temp = fmt::format("{}.tmp.{}.{}", target, getpid(), counter++);
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

@@ -290,6 +290,16 @@ absl::Status replace_files(const std::map<std::string, std::string_view>& files,
   for (const auto& [path, data] : files) {
     const std::string target = links == Links::kFollow ? link_target(path) : path;  // a link stays a link
     const std::string destination = destination_name(path, target);
+    // A user's path that is a device, a FIFO or a socket (or links to
+    // one) is left alone: renaming a file over it would replace it, and a
+    // link to /dev/zero once made emit replace /dev/zero itself.
+    if (links == Links::kFollow && is_special_file(target)) {
+      remove_temporaries(0);
+      return absl::FailedPreconditionError(
+          fmt::format("{} is not a regular file (a device, a FIFO or a socket); fusejit writes a file by replacing "
+                      "it whole, so it leaves that one as it is",
+                      destination));
+    }
     absl::StatusOr<std::string> temporary = write_temporary(target, destination, data, writer);
     if (!temporary.ok()) {
       remove_temporaries(0);

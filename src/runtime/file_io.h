@@ -54,7 +54,9 @@ enum class Links { kFollow, kReplace };
 // also removes the files the group created before it (those it replaced
 // keep their new content, and the error says how many). A path that is
 // a symbolic link keeps it: the file it points to is replaced
-// (ir/link_target.h), unless `links` is Links::kReplace.
+// (ir/link_target.h), unless `links` is Links::kReplace. With kFollow, a
+// path (or the end of its link) that is a device, a FIFO or a socket is
+// refused (FailedPrecondition) before anything is written.
 absl::Status replace_files(const std::map<std::string, std::string_view>& files,
                            const FileWriter& writer = write_whole_file, Links links = Links::kFollow);
 // replace_file of a cache's file: a link there is replaced, not followed.

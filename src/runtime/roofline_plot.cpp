@@ -23,14 +23,14 @@
 namespace fusejit {
 namespace {
 
-// A string literal for gnuplot (double-quoted, with escapes).
+// A string literal for gnuplot, taken as written: single-quoted, with a
+// quote doubled. gnuplot runs a `command` in backquotes inside a
+// double-quoted string (a chart named r`touch x`.svg ran touch), and
+// expands backslash escapes there; in single quotes it does neither.
 std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
 }
 
 }  // namespace
@@ -222,12 +222,23 @@ absl::Status write_roofline_plot(const BenchResult& r, const std::string& path) 
                  ? absl::UnavailableError("--plot needs gnuplot, which is not installed (scripts/setup.sh installs it)")
                  : absl::InternalError(fmt::format("gnuplot failed to draw {}: {}", path, output));
   } else if (!drawing_is_complete(drawing, extension == ".svg")) {
-    const uintmax_t size = std::filesystem::file_size(drawing, ec);
+    // Each query its own error code: they were once arguments of one call
+    // sharing one, read in an unspecified order (a missing drawing printed
+    // as 18446744073709551615 bytes).
+    std::error_code size_error, exists_error;
+    const uintmax_t size = std::filesystem::file_size(drawing, size_error);
+    const bool target_exists = std::filesystem::exists(target, exists_error);
     const std::filesystem::path folder = std::filesystem::path(target).parent_path();
-    result = absl::InternalError(fmt::format(
-        "--plot {}: gnuplot's chart came out incomplete ({} bytes, without the end of {} file){}; {}", path,
-        ec ? 0 : size, extension == ".svg" ? "an SVG" : "a PNG", full_disk_note(folder.empty() ? "." : folder.string()),
-        std::filesystem::exists(target, ec) ? "the file there was left as it was" : "nothing was written"));
+    result =
+        absl::InternalError(fmt::format("--plot {}: gnuplot's chart came out {}{}; {}", path,
+                                        size_error ? std::string("missing (gnuplot wrote no file)")
+                                                   : fmt::format("incomplete ({} bytes, without the end of {} file)",
+                                                                 size, extension == ".svg" ? "an SVG" : "a PNG"),
+                                        full_disk_note(folder.empty() ? "." : folder.string()),
+                                        target_exists ? "the file there was left as it was" : "nothing was written"));
+  } else if (is_special_file(target)) {  // checked before the run too (check_roofline_plot_target)
+    result = absl::FailedPreconditionError(
+        fmt::format("--plot {}: is not a regular file (a device, a FIFO or a socket); it was left as it is", path));
   } else if (std::rename(drawing.c_str(), target.c_str()) != 0) {
     result =
         absl::InternalError(fmt::format("--plot {}: cannot replace it with the chart: {}", path, std::strerror(errno)));

@@ -292,6 +292,15 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   EXPECT_TRUE(has(newline.err, "control character")) << newline.err;
   EXPECT_FALSE(has(newline.out, "measured")) << newline.out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/new\nline.svg"));
+  // A name is taken as written: gnuplot runs what is in backquotes inside
+  // a double-quoted string, so a chart named so once ran `touch`.
+  // (The command runs in dir, where `touch INJECTED` would create it.)
+  const std::string odd = "r`touch INJECTED`'q'.svg";
+  auto literal = run_command("cd " + dir + " && " + FUSEJIT_CLI_PATH + " bench " + tiny_chain(dir) +
+                             " --backend cpu --reps 1 --plot \"r\\`touch INJECTED\\`'q'.svg\"");
+  EXPECT_EQ(literal.exit_code, 0) << literal.err;
+  EXPECT_TRUE(has(testing::read_file(dir + "/" + odd), "<svg"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/INJECTED"));
 }
 
 // `fusejit bench` of tiny_chain(dir) on the CPU, once, with `script` as
@@ -306,7 +315,7 @@ std::string bench_with_stand_in_gnuplot(const std::string& dir, const std::strin
 }
 
 // The line of a stand-in gnuplot that finds where the script says to draw.
-constexpr char kGnuplotOutput[] = "out=$(sed -n 's/^set output \"\\(.*\\)\"$/\\1/p' \"$1\")\n";
+constexpr char kGnuplotOutput[] = "out=$(sed -n \"s/^set output '\\(.*\\)'$/\\1/p\" \"$1\")\n";
 
 // A chart gnuplot fails to draw leaves the file it would have replaced, even
 // with --overwrite, and no temporary file behind.

@@ -13,6 +13,7 @@
 
 #include <absl/strings/str_split.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include "cost/cpu_conversions.h"
@@ -1090,6 +1091,44 @@ TEST(CliEmit, OverwriteRemovesOnlyFilesAnEmitWroteAndNobodyChanged) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/k1_add_gelu.cu"));
   EXPECT_EQ(testing::read_file(dir + "/k9_add.cu"), "mine\n");
   EXPECT_EQ(testing::read_file(dir + "/k0_notes.ptx"), "mine too\n");
+  std::filesystem::remove_all(dir);
+}
+
+// Something other than a file where the manifest or an earlier emit's file
+// would be is neither waited on, nor read without end, nor replaced: a
+// FIFO named emitted.txt made emit wait for ever, and a link to /dev/zero
+// grew to GBs, then (with --overwrite) had /dev/zero itself replaced by
+// the manifest. (timeout: a regression fails rather than hanging.)
+TEST(CliEmit, ANonFileWhereEmitWritesIsLeftAlone) {
+  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  const std::string emit = "timeout 120 " + std::string(FUSEJIT_CLI_PATH) + " emit " + std::string(kExamples);
+  const std::string dir = testing::make_temp_dir("fusejit-emit-fifo");
+  ASSERT_EQ(mkfifo((dir + "/emitted.txt").c_str(), 0644), 0);
+  for (const char* overwrite : {"", " --overwrite"}) {
+    auto fifo = testing::run_command(emit + "/softmax.fj --out " + dir + overwrite);
+    EXPECT_EQ(fifo.exit_code, 1) << fifo.err;
+    EXPECT_NE(fifo.err.find("emitted.txt is not a regular file"), std::string::npos) << fifo.err;
+    EXPECT_TRUE(std::filesystem::is_fifo(dir + "/emitted.txt"));
+  }
+  // A link to a device: /dev/null, which is harmless to read.
+  std::filesystem::remove(dir + "/emitted.txt");
+  std::filesystem::create_symlink("/dev/null", dir + "/plan.txt");
+  auto device = testing::run_command(emit + "/softmax.fj --overwrite --out " + dir);
+  EXPECT_EQ(device.exit_code, 1) << device.err;
+  EXPECT_NE(device.err.find("plan.txt is not a regular file"), std::string::npos) << device.err;
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  std::filesystem::remove(dir + "/plan.txt");
+
+  // An earlier emit's file replaced by a FIFO since is kept, and named.
+  auto first = testing::run_command(emit + "/softmax.fj --out " + dir);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::filesystem::remove(dir + "/k0_mul_softmax.ptx");
+  ASSERT_EQ(mkfifo((dir + "/k0_mul_softmax.ptx").c_str(), 0644), 0);
+  auto stale = testing::run_command(emit + "/residual_layernorm.fj --overwrite --out " + dir);
+  EXPECT_EQ(stale.exit_code, 0) << stale.err;
+  EXPECT_NE(stale.err.find("kept 1 file of an earlier emit"), std::string::npos) << stale.err;
+  EXPECT_NE(stale.err.find("k0_mul_softmax.ptx"), std::string::npos) << stale.err;
+  EXPECT_TRUE(std::filesystem::is_fifo(dir + "/k0_mul_softmax.ptx"));
   std::filesystem::remove_all(dir);
 }
 

@@ -2,6 +2,8 @@
 // temporary over its destination (replace_files, write_npy; --plot goes
 // through link_target the same way) keeps a user's link a link and gives
 // the file it points to the new content.
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -57,6 +59,34 @@ TEST(ReplaceFiles, WriteThroughALinkAndKeepIt) {
   ASSERT_TRUE(write_npy((dir / "y.npy").string(), HostTensor{DType::kF32, {1}, {7.0}}).ok());
   EXPECT_TRUE(fs::is_symlink(dir / "y.npy"));
   EXPECT_EQ(read_npy((dir / "real" / "y.npy").string(), DType::kF32)->values, std::vector<double>{7.0});
+}
+
+// A device, FIFO or socket where a user's file would be written, or at the
+// end of its link, is left alone: renaming a file over it would replace it
+// (emit's manifest linked to /dev/zero once replaced /dev/zero). A cache's
+// own file name is the cache's to replace, whatever is there.
+TEST(ReplaceFiles, ADeviceFifoOrSocketIsLeftAlone) {
+  const fs::path dir = testing::make_temp_dir("fusejit-replace-fifo");
+  ASSERT_EQ(mkfifo((dir / "pipe").c_str(), 0644), 0);
+  fs::create_symlink("pipe", dir / "to_pipe");
+  fs::create_symlink("pipe", dir / "y.npy");
+  for (const char* name : {"pipe", "to_pipe"}) {
+    const absl::Status s = replace_files({{(dir / name).string(), "data"}, {(dir / "other.txt").string(), "x"}});
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find("is not a regular file"), std::string_view::npos) << s;
+    EXPECT_FALSE(fs::exists(dir / "other.txt")) << "nothing of the group is written";
+  }
+  const absl::Status npy = write_npy((dir / "y.npy").string(), HostTensor{DType::kF32, {1}, {7.0}});
+  EXPECT_NE(npy.message().find("is not a regular file"), std::string_view::npos) << npy;
+  EXPECT_TRUE(fs::is_fifo(dir / "pipe"));
+  EXPECT_TRUE(fs::is_symlink(dir / "to_pipe"));
+  EXPECT_TRUE(fs::is_symlink(dir / "y.npy"));
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  EXPECT_EQ(entries, 3) << "no temporary left behind";
+
+  ASSERT_TRUE(replace_cache_file((dir / "pipe").string(), "entry").ok());
+  EXPECT_EQ(*read_whole_file((dir / "pipe").string()), "entry");
 }
 
 TEST(ReplaceFiles, AFailedWriteThroughALinkNamesTheLinkAndItsTarget) {

@@ -33,8 +33,19 @@ TEST(RooflinePlot, AGpuKernelsInstructionIssueIsDashedBelowTheFp32Peak) {
   const std::string script = roofline_gnuplot_script(result_on(gpu_device("h200")), "/tmp/r.svg");
   EXPECT_NE(script.find("67000 GFLOP/s FP32 peak"), std::string::npos) << script;
   EXPECT_NE(script.find("roof(x) = x * 4000 < 67000 ? x * 4000 : 67000"), std::string::npos) << script;
-  EXPECT_NE(script.find("compute roof of the fused kernel's instruction issue: 29300.0 GFLOP/s"), std::string::npos)
+  EXPECT_NE(script.find("compute roof of the fused kernel''s instruction issue: 29300.0 GFLOP/s"), std::string::npos)
       << script;
+}
+
+// Names reach gnuplot as written: single-quoted (a quote doubled), where
+// it neither runs `commands` in backquotes nor expands backslashes.
+TEST(RooflinePlot, NamesAreQuotedSoGnuplotTakesThemLiterally) {
+  BenchResult r = result_on(gpu_device("h100"));
+  r.fused.kernels[0].name = "k0_`id`_it's";
+  const std::string script = roofline_gnuplot_script(r, "/tmp/a`touch x`\\n'b.svg");
+  EXPECT_NE(script.find("set output '/tmp/a`touch x`\\n''b.svg'"), std::string::npos) << script;
+  EXPECT_NE(script.find("'k0_`id`_it''s'"), std::string::npos) << script;
+  EXPECT_EQ(script.find('"'), std::string::npos) << "no double-quoted string:\n" << script;
 }
 
 TEST(RooflinePlot, ACpuRoofIsItsFmaPeak) {
@@ -48,7 +59,7 @@ TEST(RooflinePlot, ACpuRoofIsItsFmaPeak) {
   r.fused.kernels[0].compute_roof_gflops = 100;
   const std::string script = roofline_gnuplot_script(r, "/tmp/r.svg");
   EXPECT_NE(script.find("200 GFLOP/s FP32 peak"), std::string::npos) << script;
-  EXPECT_NE(script.find("compute roof of the fused kernel's op mix: 100.0 GFLOP/s"), std::string::npos) << script;
+  EXPECT_NE(script.find("compute roof of the fused kernel''s op mix: 100.0 GFLOP/s"), std::string::npos) << script;
 }
 
 }  // namespace
