@@ -89,11 +89,13 @@ int flush_standard_output(int exit_code) {
 // written into a kernel-cache entry or a --save file. /dev/null takes it:
 // writable for stderr (diagnostics the caller chose not to see), but
 // read-only for stdout, so that writing the output fails and the command
-// exits 1 (flush_standard_output) rather than 0 with its output lost.
+// exits 1 (flush_standard_output) rather than 0 with its output lost, and
+// write-only for stdin, so that reading a graph from it (`check - <&-`)
+// fails rather than reading an empty graph.
 void reserve_standard_descriptors() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    const int opened = open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY);
+    const int opened = open("/dev/null", fd == 1 ? O_RDONLY : O_WRONLY);
     if (opened >= 0 && opened != fd) {
       dup2(opened, fd);
       close(opened);

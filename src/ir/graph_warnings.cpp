@@ -36,8 +36,9 @@ std::vector<std::string> graph_warnings(const Graph& graph) {
   // The mask decides with 16-bit numbers (ir/philox.h): it keeps a multiple
   // of 2^-16 of the elements, and scales them by 1 / (1 - p). Near p = 1 the
   // two part: a p within 2^-16 of 1 drops every element, and one a little
-  // further off (from about 0.9985) keeps, scaled, a mean 1% or more off
-  // the input's. Up to p = 0.99 it is within 0.2%.
+  // further off (from about 0.9985, depending on how p rounds) can keep,
+  // scaled, a mean 1% or more off the input's. Up to p = 0.99 it is within
+  // 0.2%.
   for (int32_t id = 0; id < graph.num_nodes(); ++id) {
     const Node& n = graph.node(id);
     if (n.op != Op::kDropout || !live[id]) continue;

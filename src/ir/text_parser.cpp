@@ -624,6 +624,10 @@ absl::StatusOr<std::string> read_graph_text(const std::string& path) {
   std::unique_ptr<std::FILE, decltype(close)> file(is_stdin ? stdin : std::fopen(path.c_str(), "rb"), close);
   auto failure = [&](std::string_view what) {
     const int error_number = errno;  // before anything else can change it
+    if (is_stdin && error_number == EBADF) {  // `fusejit check - <&-`
+      return absl::Status(absl::StatusCode::kFailedPrecondition,
+                          fmt::format("{}: error: cannot read standard input: it is closed", name));
+    }
     return absl::Status(absl::ErrnoToStatusCode(error_number),
                         fmt::format("{}: error: cannot {} the file: {}", name, what, std::strerror(error_number)));
   };

@@ -102,7 +102,10 @@ const char* cpu_copy_kind() {
 // to a unit that says more than there is.
 std::string binary_size(int64_t bytes) {
   if (bytes < 1024) return fmt::format("{} bytes", bytes);  // a tiny graph moves 16, not "1 KiB"
-  if (bytes < (int64_t{1} << 20)) return fmt::format("{} KiB", (bytes + 1023) >> 10);
+  if (bytes < (int64_t{1} << 20)) {                         // 1,184 bytes are 1.2 KiB, not "2 KiB"
+    if (bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
+    return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024);
+  }
   if (bytes % (int64_t{1} << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));  // 1.5 MiB, not 1
 }

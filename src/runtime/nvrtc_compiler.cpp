@@ -91,10 +91,22 @@ absl::Status check_cuda_arch(const std::string& arch) {
 
 absl::StatusOr<std::vector<std::string>> nvrtc_options(const CudaCompileOptions& options,
                                                        std::pair<int, int> nvrtc_version) {
-  static const std::regex kArch("(sm|compute)_[0-9]+[af]?");
+  // No leading zero (sm_0090 read as 90 here, and NVRTC refused it as an
+  // invalid option); an 'a' (architecture-specific) variant exists from
+  // sm_90, an 'f' (family) one from sm_100.
+  static const std::regex kArch("(sm|compute)_[1-9][0-9]*[af]?");
   if (!std::regex_match(options.arch, kArch)) {
     return absl::InvalidArgumentError(fmt::format(
         "invalid CUDA architecture '{}': want sm_XX (CUBIN) or compute_XX (PTX), e.g. sm_90", options.arch));
+  }
+  if (const char suffix = options.arch.back(); suffix == 'a' || suffix == 'f') {
+    const int cc = cuda_arch_number(options.arch);
+    if (const int from = suffix == 'a' ? 90 : 100; cc < from) {
+      return absl::InvalidArgumentError(
+          fmt::format("invalid CUDA architecture '{}': the '{}' variants begin at {}_{}{}; use {}", options.arch,
+                      suffix, options.arch.substr(0, options.arch.find('_')), from, suffix,
+                      options.arch.substr(0, options.arch.size() - 1)));
+    }
   }
   std::vector<std::string> out = {"--std=c++17", "-default-device", "--gpu-architecture=" + options.arch};
   // ptxas runs only for a real architecture; its report is how spills show.

@@ -99,6 +99,17 @@ TEST(Cli, AnUnwritableStandardErrorKeepsTheExitCode) {
   }
 }
 
+// A closed standard input is an error when the graph is read from it,
+// not an empty graph ("the graph has no output").
+TEST(Cli, AClosedStandardInputIsSaidToBeClosed) {
+  const auto r = testing::run_command(fmt::format("( {} check - <&- )", FUSEJIT_CLI_PATH));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("<stdin>: error: cannot read standard input: it is closed"), std::string::npos) << r.err;
+  const auto open = testing::run_command(
+      fmt::format("( printf 'input x: f32[2]\\ny = relu(x)\\noutput y\\n' | {} check - )", FUSEJIT_CLI_PATH));
+  EXPECT_EQ(open.exit_code, 0) << open.err;
+}
+
 // A file named like an option ("-x.fj") is read as one; the error says so
 // and how to name it, where CLI11 alone says only that FILE is missing.
 TEST(Cli, AFileNamedLikeAnOptionIsExplained) {

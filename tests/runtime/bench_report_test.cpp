@@ -34,17 +34,19 @@ TEST(BenchReport, WorkingSetIsComparedWithTheCacheWhenItsSizeIsKnown) {
 }
 
 // Sizes under a MiB (a small GPU's L2, a tiny graph) in KiB or bytes, not as
-// "0 MiB" or "1 KiB"; between MiBs with a decimal.
+// "0 MiB" or "1 KiB"; between KiBs or MiBs with a decimal.
 TEST(BenchReport, SizesUnderAMebibyteAreGivenInKibibytes) {
   BenchResult r = result_with_cache(int64_t{384} << 10);
   r.working_set_bytes = 525824;
   const std::string text = format_bench(r);
-  EXPECT_NE(text.find("moves 514 KiB per run (1.3x the 384 KiB last-level cache)"), std::string::npos) << text;
+  EXPECT_NE(text.find("moves 513.5 KiB per run (1.3x the 384 KiB last-level cache)"), std::string::npos) << text;
   EXPECT_EQ(text.find("0 MiB"), std::string::npos) << text;
   r.working_set_bytes = 16;  // f32[1] -> exp -> sum: not "1 KiB"
   EXPECT_NE(format_bench(r).find("moves 16 bytes per run"), std::string::npos) << format_bench(r);
   r.working_set_bytes = 3 << 19;  // not "1 MiB"
   EXPECT_NE(format_bench(r).find("moves 1.5 MiB per run"), std::string::npos) << format_bench(r);
+  r.working_set_bytes = 1184;  // not "2 KiB"
+  EXPECT_NE(format_bench(r).find("moves 1.2 KiB per run"), std::string::npos) << format_bench(r);
 }
 
 TEST(BenchReport, AnUnknownCacheSizeIsSaidToBeUnknown) {

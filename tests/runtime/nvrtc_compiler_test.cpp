@@ -73,7 +73,14 @@ TEST(NvrtcOptions, FollowTheDesign) {
   absl::StatusOr<std::vector<std::string>> old_nvrtc = nvrtc_options({.arch = "sm_90"}, {12, 3});
   ASSERT_TRUE(old_nvrtc.ok()) << old_nvrtc.status();
   EXPECT_EQ(old_nvrtc->back(), "--ptxas-options=-v");
-  for (const char* bad : {"", "sm90", "sm_", "90", "sm_90 -I/etc", "compute_x"}) {
+  for (const char* good : {"sm_90a", "sm_100f", "compute_100a", "sm_120"}) {
+    EXPECT_TRUE(nvrtc_options({.arch = good}).ok()) << good;
+  }
+  EXPECT_NE(nvrtc_options({.arch = "sm_80a"}).status().message().find("the 'a' variants begin at sm_90a; use sm_80"),
+            std::string_view::npos)
+      << nvrtc_options({.arch = "sm_80a"}).status();
+  for (const char* bad :
+       {"", "sm90", "sm_", "90", "sm_90 -I/etc", "compute_x", "sm_0090", "sm_80a", "sm_90f", "compute_86a"}) {
     absl::StatusOr<std::vector<std::string>> r = nvrtc_options({.arch = bad});
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
