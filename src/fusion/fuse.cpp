@@ -363,14 +363,13 @@ FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
   expanded.graph = std::make_shared<const Graph>(expand_composites(graph, &expanded.origin));
   const Graph& g = *expanded.graph;
   std::vector<KernelGroup> groups = Partitioner(g, options.max_kernel_tensors, options.max_kernel_nodes).run();
-  FusionPlan plan = build_plan("fused", expanded.graph, graph, expanded.origin, groups, options);
   // A kernel that re-reads its rows gives up ops to kernels of their own
   // where that weighs less (reread_split.h).
   std::vector<std::vector<int32_t>> users;
   std::vector<bool> is_output;
   std::vector<KernelGroup> split;
   for (size_t k = 0; k < groups.size(); ++k) {
-    if (plan.kernels[k].row_strategy != RowStrategy::kReread) {
+    if (row_strategy_of(groups[k], options) != RowStrategy::kReread) {
       split.push_back(std::move(groups[k]));
       continue;
     }
@@ -390,7 +389,6 @@ FusionPlan make_fused_plan(const Graph& graph, const FusionOptions& options) {
       split.push_back(std::move(run));
     }
   }
-  if (split.size() == groups.size()) return plan;  // no kernel was split
   return build_plan("fused", expanded.graph, graph, expanded.origin, std::move(split), options);
 }
 

@@ -162,6 +162,11 @@ std::vector<int> compute_counts(const Graph& graph, const Kernel& kernel) {
   return counts;
 }
 
+RowStrategy row_strategy_of(const KernelGroup& group, const FusionOptions& options) {
+  if (group.kind != KernelKind::kRow) return RowStrategy::kNone;
+  return group.iteration.last() > options.persistent_row_limit ? RowStrategy::kReread : RowStrategy::kPersistent;
+}
+
 Kernel build_kernel(const Graph& graph, const Graph& user_graph, const std::vector<int32_t>& origin,
                     const KernelGroup& group, int index, absl::FunctionRef<bool(int32_t)> in_group,
                     absl::FunctionRef<bool(int32_t)> needed_outside, const FusionOptions& options) {
@@ -194,8 +199,7 @@ Kernel build_kernel(const Graph& graph, const Graph& user_graph, const std::vect
         kernel.reduction_stages = std::max(kernel.reduction_stages, levels[i] + 1);
       }
     }
-    kernel.row_strategy =
-        kernel.iteration.last() > options.persistent_row_limit ? RowStrategy::kReread : RowStrategy::kPersistent;
+    kernel.row_strategy = row_strategy_of(group, options);
     if (kernel.row_strategy == RowStrategy::kReread) {
       kernel.row_passes = std::max(1, kernel.reduction_stages + (writes_rows ? 1 : 0));
     }

@@ -25,6 +25,10 @@ FusionPlan build_plan(std::string label, std::shared_ptr<const Graph> graph, con
                       const std::vector<int32_t>& origin, std::vector<KernelGroup> groups,
                       const FusionOptions& options);
 
+// How a kernel of `group` holds its rows: kNone unless it is a row kernel;
+// kReread where its rows are longer than options.persistent_row_limit.
+RowStrategy row_strategy_of(const KernelGroup& group, const FusionOptions& options);
+
 // One kernel of build_plan: `group` as kernel number `index` (which names
 // it), reading what its nodes use from outside it (`in_group` says which
 // nodes are its own) and writing the nodes `needed_outside` says leave it

@@ -62,25 +62,26 @@ std::vector<KernelGroup> split_rereading_group(const KernelGroup& group, const E
   std::vector<KernelGroup> run_of(static_cast<size_t>(n) + 1);
   best[0] = 0;
   for (int i = 0; i < n; ++i) {
-    KernelGroup run{KernelKind::kPointwise, ops[static_cast<size_t>(i)].iteration, {}};
+    const Shape& first_space = ops[static_cast<size_t>(i)].iteration;
+    std::vector<int32_t> nodes;  // of ops [i, j)
     bool reduces = false;
-    // Every node so far elementwise over run.iteration: ops of one shape,
+    // Every node so far elementwise over first_space: ops of one shape,
     // or the tail of a composite the node limit cut (the normalizing
     // multiply of a layer_norm, say), which needs no row kernel.
     bool elementwise = true;
     for (int j = i + 1; j <= n; ++j) {
       const KernelGroup& op = ops[static_cast<size_t>(j - 1)];
       for (int32_t id : op.nodes) {
-        run.nodes.push_back(id);
+        nodes.push_back(id);
         const Node& node = graph.node(id);
         const bool reduce = node.info().kind == OpKind::kReduce;
         reduces = reduces || reduce;
-        elementwise = elementwise && !reduce && node.shape == run.iteration;
+        elementwise = elementwise && !reduce && node.shape == first_space;
       }
       const bool weighed =
           j - i <= kRereadSplitShortRun || (i <= kRereadSplitShortRun && n - j <= kRereadSplitShortRun);
       if (!weighed) continue;
-      KernelGroup kernel_group{KernelKind::kPointwise, run.iteration, {}};
+      KernelGroup kernel_group{KernelKind::kPointwise, first_space, {}};
       if (elementwise) {
         // a pointwise kernel over the run's shape
       } else if (j == i + 1) {
@@ -92,7 +93,7 @@ std::vector<KernelGroup> split_rereading_group(const KernelGroup& group, const E
       } else {
         continue;  // ops of different spaces, and no reduction to host them
       }
-      kernel_group.nodes = run.nodes;
+      kernel_group.nodes = nodes;
       const auto inside = [&](int32_t id) {
         const auto it = op_at.find(id);
         return it != op_at.end() && it->second >= i && it->second < j;

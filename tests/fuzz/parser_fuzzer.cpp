@@ -164,7 +164,9 @@ void check_sources(const FusionPlan& plan) {
 // `fusejit emit` run it.
 void check_later_stages(const Graph& graph) {
   const DeviceSpec device = gpu_device("h100");
-  for (FusionOptions options : {fusion_options_for(device), FusionOptions{.persistent_row_limit = 4}}) {
+  FusionOptions short_rows;
+  short_rows.persistent_row_limit = 4;
+  for (const FusionOptions& options : {fusion_options_for(device), short_rows}) {
     // The second limit makes rows of a few elements take the re-reading
     // variant, which the small graphs a fuzzer finds would never reach.
     const FusionPlan unfused = make_unfused_plan(graph, options);

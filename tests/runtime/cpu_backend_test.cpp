@@ -614,7 +614,9 @@ TEST(CpuBackend, OddColumnCounts) {
 
 TEST(CpuBackend, RowsBeyondThePersistentLimit) {
   const Graph g = parse(chain_with_columns(4097));
-  const FusionPlan fused = make_fused_plan(g, FusionOptions{.persistent_row_limit = 1024});
+  FusionOptions options;
+  options.persistent_row_limit = 1024;
+  const FusionPlan fused = make_fused_plan(g, options);
   bool reread = false;
   for (const Kernel& k : fused.kernels) reread |= k.row_strategy == RowStrategy::kReread;
   ASSERT_TRUE(reread) << describe(fused);
