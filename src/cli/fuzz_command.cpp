@@ -120,20 +120,19 @@ int check_files(const FuzzCommandOptions& opt, const FuzzOptions& options) {
   for (const std::string& given : opt.files) {
     // "-": standard input, named <stdin> in diagnostics, as for every command's FILE.
     const std::string file = graph_source_name(given);
+    // A file that cannot be read, or does not parse (the user's error, at
+    // its file:line), is not a mismatch; the other files are still checked.
     const absl::StatusOr<std::string> text = read_graph_text(given);
-    if (!text.ok()) {
-      eprint("{}\n", status_text(text.status()));
-      return 1;
-    }
-    // A file that does not parse is the user's error, at its file:line, not
-    // a mismatch; the other files are still checked.
-    const absl::StatusOr<Graph> parsed = parse_graph(*text, file);
+    const absl::StatusOr<Graph> parsed = text.ok() ? parse_graph(*text, file) : absl::StatusOr<Graph>(text.status());
     if (!parsed.ok()) {
       const std::string error(status_text(parsed.status()));
       ++unreadable;
       eprint("{}\n", error);
       failures.push_back({{"file", file}, {"error", error}});
-      if (!opt.json) fmt::print("{}: not checked: it is not a valid graph (errors above)\n", file);
+      if (!opt.json) {
+        fmt::print("{}: not checked: {}\n", file,
+                   text.ok() ? "it is not a valid graph (errors above)" : "it cannot be read (error above)");
+      }
       continue;
     }
     if (options.cuda_compile) {
@@ -301,16 +300,18 @@ void register_fuzz(CLI::App& app, int& exit_code) {
       ->check(CLI::Validator(
           [](std::string& file) -> std::string {
             if (file == "-") return "";
-            std::string missing = CLI::ExistingFile(file);
             // CLI11 gives --check the word after it whatever it is, so
-            // `--check --json g.fj` reads --json as the first file.
-            if (!missing.empty() && file.starts_with("-")) {
+            // `--check --json g.fj` reads --json as the first file. Any
+            // other file that cannot be read is reported by check_files
+            // like one that does not parse (exit 1, the rest still
+            // checked), as `run` and `check` report it.
+            if (file.starts_with("-") && !CLI::ExistingFile(file).empty()) {
               return fmt::format(
                   "'{0}' is not a file but looks like an option: the files come right after "
                   "--check (fuzz --check FILE... [options]); a file of that name is ./{0}",
                   file);
             }
-            return missing;
+            return "";
           },
           "FILE"))
       ->excludes(graphs)  // random graphs' count and seed mean nothing for given files

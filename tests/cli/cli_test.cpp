@@ -309,6 +309,17 @@ TEST(Cli, FuzzRefusesWhatItCannotCheck) {
   EXPECT_EQ(typo.exit_code, 1);
   EXPECT_NE(typo.err.find("typo.fj:2:5: error: unknown op 'gelux'"), std::string::npos) << typo.err;
   EXPECT_EQ(typo.out.find("MISMATCH"), std::string::npos) << typo.out;
+  // A file that cannot be read is reported as `run` reports it (exit 1, not
+  // a usage error), and the files after it are still checked.
+  write_file(dir + "/good.fj", "input x: f32[4, 8]\ny = gelu(x)\noutput y\n");
+  auto missing = run_fusejit("fuzz --backend cpu --json --check " + dir + "/absent.fj " + dir + "/good.fj");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("absent.fj: error: cannot open the file: No such file or directory"), std::string::npos)
+      << missing.err;
+  const nlohmann::json missing_json = nlohmann::json::parse(missing.out);
+  EXPECT_EQ(missing_json["invalid_files"], 1) << missing.out;
+  EXPECT_EQ(missing_json["mismatches"], 0) << missing.out;
+  EXPECT_GT(missing_json["kernels"].get<int>(), 0) << "good.fj after it was not checked:\n" << missing.out;
   auto none = run_fusejit("fuzz --graphs 3 --backend none");
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_NE(none.err.find("--backend none runs nothing; add --cuda-compile"), std::string::npos) << none.err;
