@@ -5,7 +5,8 @@
 //   sub_3 = sub(s, max_2)
 //   exp_4 = exp(sub_3)
 //   sum_5 = sum(exp_4)
-//   p = div(exp_4, sum_5)
+//   reciprocal_6 = reciprocal(sum_5)
+//   p = mul(exp_4, reciprocal_6)
 
 struct fj_combine_max_2 {
   __device__ __forceinline__ float operator()(float acc, float x) const { return fj_maximum(acc, (x)); }
@@ -70,10 +71,12 @@ __device__ __forceinline__ void k0_mul_softmax_rows(const fj_bf16* __restrict__ 
       }
       v_sum_5 = fj_warp_reduce(acc, fj_combine_sum_5());
     }
-    // p = div(exp_4, sum_5)
+    // reciprocal_6 = reciprocal(sum_5)
+    const float v_reciprocal_6 = fj_reciprocal((v_sum_5));
+    // p = mul(exp_4, reciprocal_6)
     float v_p[kItems];
     #pragma unroll
-    for (int k = 0; k < kItems; ++k) v_p[k] = ((v_exp_4[k]) / (v_sum_5));
+    for (int k = 0; k < kItems; ++k) v_p[k] = ((v_exp_4[k]) * (v_reciprocal_6));
     #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int j = (c * kThreads + tid) * kVec;
