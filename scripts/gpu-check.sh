@@ -320,7 +320,7 @@ if within 60 "$fusejit" emit "$graphs_dir/bias_gelu_dropout_layernorm.fj" --json
   mapfile -t shapes < <(python3 - "$out/demo-shapes.json" <<'PY'
 import json, sys
 for s in json.load(open(sys.argv[1]))["kernels"][0]["launch_shapes"]:
-    print(f"{s['threads_per_row']}:{int(s['prefetch'])}")
+    print(f"{s['threads_per_row']}:{s['prefetch_rows']}")
 PY
   )
 fi
@@ -333,7 +333,7 @@ for shape in "${shapes[@]}"; do
     --backend cuda --reps 20 "${demo_args[@]}" --no-counters --json >"$out/demo-$tag.json" 2>"$out/demo-$tag.err"
   rc=$?
   if ((rc == 0)); then
-    python3 - "$out/demo-$tag.json" "$threads threads, prefetch $prefetch" >>"$report" 2>&1 <<'PY'
+    python3 - "$out/demo-$tag.json" "$threads threads, $prefetch rows ahead" >>"$report" 2>&1 <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 f = j["fused"]

@@ -96,9 +96,9 @@ int run_bench(Backend& backend, const Graph& graph, const BenchSettings& s, cons
       const FusionPlan unfused = make_unfused_plan(graph, fusion);
       const FusionPlan fused = make_fused_plan(graph, fusion);
       const PlanComparison predicted = compare_plans(unfused, fused, result->device);
-      fmt::print("cost model device: {}\n{}\n{}\n{}\n{}\n", format_device(result->device),
+      fmt::print("cost model device: {}\n{}\n{}\n{}{}\n{}\n", format_device(result->device),
                  format_plan_table(unfused, predicted.unfused), format_plan_table(fused, predicted.fused),
-                 format_saving(predicted), title);
+                 format_saving(predicted), format_idle_threads(predicted, result->device), title);
     }
     fmt::print("{}\n{}", format_bench(*result), format_roofline(*result));
   }

@@ -26,7 +26,7 @@ void register_emit(CLI::App& app, int& exit_code) {
       cmd->add_option("--access", opt->access,
                       "which variant to write: vector (16-byte accesses, launched on aligned buffers) or scalar "
                       "(compiled when a buffer is not 16-byte aligned)")
-          ->check(CLI::IsMember({"vector", "scalar"}))
+          ->transform(CLI::IsMember({"vector", "scalar"}, CLI::ignore_case))
           ->capture_default_str();
   cmd->add_flag("--unfused", opt->unfused, "emit the unfused plan (one kernel per op) instead of the fused one");
   cmd->add_flag("--json", opt->json, "print one JSON object instead of lines");

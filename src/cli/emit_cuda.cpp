@@ -53,19 +53,19 @@ constexpr const char* kGeneratedKernelKeys[] = {"source",
                                                 "launch_shapes_timed"};
 
 // The launch shapes `run --backend cuda` may launch a row kernel in, as
-// threads per row and whether each next row is loaded early, the default
+// threads per row and how many rows ahead it loads, the default
 // (this source's) first: the others are compiled and timed against it on
 // the kernel's first run where launch_shapes_timed (at 2^24 elements or
 // more, runtime/cuda_row_tuning.h). None for a pointwise kernel.
 nlohmann::json launch_shapes(const FusionPlan& plan, int index, const CudaKernelSource& source) {
   nlohmann::json shapes = nlohmann::json::array();
   if (source.variant == CudaVariant::kPointwise) return shapes;
-  shapes.push_back({{"threads_per_row", source.block_threads}, {"prefetch", source.prefetch}});
+  shapes.push_back({{"threads_per_row", source.block_threads}, {"prefetch_rows", source.prefetch_rows}});
   const std::vector<CudaRowShape> candidates = cuda_row_shape_candidates(plan, index, source.access);
   for (size_t i = 1; i < candidates.size(); ++i) {
     const CudaRowShape& c = candidates[i];
-    shapes.push_back(
-        {{"threads_per_row", c.block_threads > 0 ? c.block_threads : source.block_threads}, {"prefetch", c.prefetch}});
+    shapes.push_back({{"threads_per_row", c.block_threads > 0 ? c.block_threads : source.block_threads},
+                      {"prefetch_rows", c.prefetch_rows}});
   }
   return shapes;
 }

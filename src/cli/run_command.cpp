@@ -274,7 +274,7 @@ void register_run(CLI::App& app, int& exit_code) {
       cmd->add_option("--rounding", opt->rounding,
                       "where results are rounded to their dtype: every-op (as unfused kernels store them) or "
                       "outputs-only (as a fully fused kernel does); reference backend only")
-          ->check(CLI::IsMember({"every-op", "outputs-only"}))
+          ->transform(CLI::IsMember({"every-op", "outputs-only"}, CLI::ignore_case))
           ->capture_default_str();
   cmd->callback([opt, rounding, &exit_code] {
     opt->rounding_given = rounding->count() > 0;

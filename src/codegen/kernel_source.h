@@ -59,9 +59,13 @@ std::string_view cuda_access_name(CudaAccess a);
 // (fusion/gpu_row_shape.h): the CUDA runtime compiles a few and keeps the
 // one that runs fastest on its GPU (runtime/cuda_row_tuning.h). The shape is
 // part of the generated source, so cached kernels never mix.
+inline constexpr int kMaxPrefetchRows = 2;
 struct CudaRowShape {
   int block_threads = 0;  // threads per row; 0 for the default (or FUSEJIT_ROW_BLOCK_THREADS)
-  bool prefetch = false;  // load each next row while computing the current one (or FUSEJIT_ROW_PREFETCH=1)
+  // Rows loaded ahead of the one being computed, 0 to kMaxPrefetchRows
+  // (or FUSEJIT_ROW_PREFETCH=N): their loads are in flight while a block
+  // reduces and computes this row.
+  int prefetch_rows = 0;
   bool operator==(const CudaRowShape&) const = default;
 };
 
@@ -80,7 +84,7 @@ struct CudaKernelSource {
   bool has_vector_path = false; // a kVector variant exists (innermost extent a multiple of vector_width)
   int block_threads = 256;      // blockDim.x
   int rows_per_block = 1;       // blockDim.y (warp per row)
-  bool prefetch = false;        // a persistent row kernel that loads each next row early
+  int prefetch_rows = 0;        // a persistent row kernel's rows loaded ahead (CudaRowShape::prefetch_rows)
   // Element indices are 64-bit: a pointwise kernel's from 2^31 - 2^26
   // elements (its 32-bit loop is faster below), a row kernel's always (its
   // row index is a long long, which costs nothing per element).

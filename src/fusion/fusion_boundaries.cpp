@@ -103,9 +103,14 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
   for (int32_t id : nodes) dropouts += graph.node(id).op == Op::kDropout ? 1 : 0;
   const int64_t tensors = std::ssize(reads) + writes + kDropoutKeySlots * dropouts;
   if (tensors > options.max_kernel_tensors) {
-    return fmt::format("together they would take {} tensors{}, more than a kernel may take (max_kernel_tensors {})",
-                       tensors, dropouts > 0 ? fmt::format(" (each dropout counting {})", kDropoutKeySlots + 1) : "",
-                       options.max_kernel_tensors);
+    return fmt::format(
+        "together they would take {} tensors{}, more than a kernel may take (max_kernel_tensors {})", tensors,
+        dropouts == 0   ? ""
+        : dropouts == 1 ? fmt::format(" ({} read or written, and {} for the dropout's Philox keys)",
+                                      tensors - kDropoutKeySlots, kDropoutKeySlots)
+                        : fmt::format(" ({} read or written, and {} for each of {} dropouts' Philox keys)",
+                                      tensors - kDropoutKeySlots * dropouts, kDropoutKeySlots, dropouts),
+        options.max_kernel_tensors);
   }
   if (std::ssize(nodes) > options.max_kernel_nodes) {
     return fmt::format("together they would hold {} nodes, more than a kernel may hold (max_kernel_nodes {})",

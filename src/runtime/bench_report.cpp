@@ -24,13 +24,19 @@ double peak_gflops(const BenchResult& r, const KernelBench& k) {
   return k.compute_roof_gflops > 0 ? k.compute_roof_gflops : r.device.peak_f32_tflops * 1e3;
 }
 
+// The memory roof of a kernel: the measured ceiling, or the share of it
+// the cost model gives a kernel that runs on fewer threads than the CPU has.
+double memory_roof_gflops(const BenchResult& r, const KernelBench& k) {
+  return r.ceiling_gbps * k.bandwidth_share * k.intensity;
+}
+
 // The FLOP/s a kernel of this intensity can reach, as the cost model
 // prices it: the lower of the two roofs where the device overlaps memory
 // and compute time (a GPU), the harmonic sum where it adds them (a CPU,
 // overlap 0), in between for a partial overlap. With the lower roof, a CPU
 // kernel that ran exactly as predicted showed between 50% and 100%.
 double attainable_gflops(const BenchResult& r, const KernelBench& k) {
-  const double compute = peak_gflops(r, k), memory = r.ceiling_gbps * k.intensity;
+  const double compute = peak_gflops(r, k), memory = memory_roof_gflops(r, k);
   if (compute <= 0 || memory <= 0) return std::min(compute, memory);
   const double per_flop_compute = 1 / compute, per_flop_memory = 1 / memory;
   const double overlap = std::clamp(r.device.overlap, 0.0, 1.0);
@@ -65,6 +71,7 @@ nlohmann::json run_json(const PlanBench& p) {
          {"flops", k.flops},
          {"intensity", k.intensity},
          {"compute_roof_gflops", k.compute_roof_gflops},
+         {"bandwidth_share", k.bandwidth_share},
          {"instructions", k.instructions > 0 ? nlohmann::json(k.instructions) : nlohmann::json()},
          {"predicted_us", k.predicted_us},
          {"measured_us_median", k.measured_us_median},
@@ -237,7 +244,7 @@ std::string format_roofline(const BenchResult& r) {
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
     for (const KernelBench& k : p->kernels) {
       const double roof = attainable_gflops(r, k);
-      const bool memory = r.ceiling_gbps * k.intensity < peak_gflops(r, k);
+      const bool memory = memory_roof_gflops(r, k) < peak_gflops(r, k);
       above_roof = above_roof || percent(k.achieved_gflops, roof) > 105;
       t += fmt::format("  {:<8} {:<{}} {:>10.2f} {:>12.2f} {:>12.2f} {:>7.1f}%  {}\n", p->label, k.name, name_width,
                        k.intensity, k.achieved_gflops, roof, percent(k.achieved_gflops, roof),

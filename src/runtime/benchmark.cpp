@@ -110,7 +110,7 @@ absl::Status time_plan(Backend& backend, PlanUnderTest& p, bool keep) {
 // The plan's figures from its times and the cost model's predictions, then
 // its hardware counters (read after all timing, so that profiling, which
 // replays kernels, cannot disturb the times).
-PlanBench finish_plan(PlanUnderTest& p, const PlanCost& cost, const BenchOptions& options) {
+PlanBench finish_plan(PlanUnderTest& p, const PlanCost& cost, const DeviceSpec& device, const BenchOptions& options) {
   PlanBench out = std::move(p.bench);
   out.bytes = cost.bytes;
   out.flops = cost.flops;
@@ -127,6 +127,10 @@ PlanBench finish_plan(PlanUnderTest& p, const PlanCost& cost, const BenchOptions
     kb.intensity = c.intensity;
     kb.compute_bound = c.compute_bound;
     kb.compute_roof_gflops = c.compute_us > 0 ? c.flops / (c.compute_us * 1e3) : 0;
+    if (c.memory_us > 0 && device.bandwidth_gbps > 0) {
+      kb.bandwidth_share =
+          std::clamp(static_cast<double>(c.bytes()) / (c.memory_us * 1e3) / device.bandwidth_gbps, 0.0, 1.0);
+    }
     kb.instructions = c.instructions;
     kb.predicted_us = c.predicted_us;
     kb.measured_us_median = median(p.times[k]);
@@ -268,8 +272,8 @@ absl::StatusOr<BenchResult> run_benchmark(Backend& backend, const Graph& graph, 
   const PlanComparison predicted = compare_plans(unfused, fused, r.device);
   r.speedup_predicted = predicted.predicted_speedup;
   r.bytes_saved = predicted.bytes_saved;
-  r.unfused = finish_plan(*u, predicted.unfused, options);
-  r.fused = finish_plan(*f, predicted.fused, options);
+  r.unfused = finish_plan(*u, predicted.unfused, r.device, options);
+  r.fused = finish_plan(*f, predicted.fused, r.device, options);
 
   r.speedup_measured = r.fused.measured_us_median > 0 ? r.unfused.measured_us_median / r.fused.measured_us_median : 0;
   // The worse plan's, of the outputs whose error is a number.

@@ -50,6 +50,11 @@ struct KernelBench {
   // throughput, so a chain of erf and Philox has a lower roof than FMAs; on
   // a GPU a generated kernel's time is its instructions at the issue rate).
   double compute_roof_gflops = 0;
+  // The share of the device's bandwidth the cost model gives this kernel:
+  // below 1 for a CPU kernel whose work splits over fewer threads than the
+  // machine has (each draws at most one thread's copy rate), so that its
+  // memory roof is the one its prediction assumed.
+  double bandwidth_share = 1;
   double instructions = 0;  // KernelCost::instructions: 0 where not estimated
   double predicted_us = 0;
   double measured_us_median = 0;

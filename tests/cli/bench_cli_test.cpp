@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -72,9 +73,9 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
                                    "beyond_float64_tolerance", "outputs_beyond_float64_tolerance", "kernels"}));
   EXPECT_EQ(keys_of(j["fused"]["kernels"][0]),
             (std::set<std::string>{"name", "executed_by", "bytes", "flops", "intensity", "compute_roof_gflops",
-                                   "instructions", "predicted_us", "measured_us_median", "measured_us_min",
-                                   "effective_gbps", "achieved_gflops", "measured_bytes", "compile_ms", "cache_hit",
-                                   "same_code_as", "launch_shape", "launch_tuning"}));
+                                   "bandwidth_share", "instructions", "predicted_us", "measured_us_median",
+                                   "measured_us_min", "effective_gbps", "achieved_gflops", "measured_bytes",
+                                   "compile_ms", "cache_hit", "same_code_as", "launch_shape", "launch_tuning"}));
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_GT(j["ceiling_gbps"].get<double>(), 0);
   // The CPU's predictions use the bandwidth measured in the same run.
@@ -535,6 +536,14 @@ TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
   EXPECT_EQ(nlohmann::json::parse(json.out).at("graph"), "<demo>") << json.out;
   auto bad = run_fusejit("demo --backend cpu --rows 0");
   EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  // One row cannot be split over threads: said with the plans, as `plan` says it.
+  if (std::thread::hardware_concurrency() > 1) {
+    auto one_row = run_fusejit("demo --backend cpu --rows 1 --cols 4096 --reps 1");
+    ASSERT_EQ(one_row.exit_code, 0) << one_row.out << one_row.err;
+    const size_t note = one_row.out.find("too little work to split over all ");
+    EXPECT_NE(note, std::string::npos) << one_row.out;
+    EXPECT_LT(note, one_row.out.find("\nmeasured:\n")) << one_row.out;
+  }
 }
 
 TEST(RunCli, JitBackendsAgreeWithTheReference) {
@@ -602,13 +611,13 @@ TEST(FuzzCli, CheckReportsEveryFile) {
 // graph is blamed.
 // --cuda-compile compiles every launch shape the CUDA backend may time and
 // keep, not only the default: a block-per-row LayerNorm over rows of 4096
-// bf16 is 2 kernels per plan (16-byte and scalar variants) and 4 more shapes.
+// bf16 is 2 kernels per plan (16-byte and scalar variants) and 5 more shapes.
 TEST(FuzzCli, CudaCompileCoversEveryLaunchShape) {
   const std::string dir = make_temp_dir("fusejit-fuzz-shapes");
   write_file(dir + "/ln.fj", "input x: bf16[8, 4096]\ny = layer_norm(x)\noutput y\n");
   auto r = run_fusejit("fuzz --backend none --cuda-compile --json --check " + dir + "/ln.fj");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_EQ(nlohmann::json::parse(r.out)["kernels"], 2 * (2 + 4)) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kernels"], 2 * (2 + 5)) << r.out;
 }
 
 TEST(FuzzCli, TheMachinesLimitsAreNotMismatches) {

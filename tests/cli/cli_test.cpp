@@ -141,6 +141,10 @@ TEST(Cli, NumbersAndNamesAreCheckedForWhatTheyAre) {
   const std::string dir = make_temp_dir("fusejit-cli-case");
   auto upper = run_fusejit("run " + small_graph_file(dir) + " --backend CPU");
   EXPECT_EQ(upper.exit_code, 0) << upper.err;
+  // Every word an option takes, in any case.
+  auto rounding = run_fusejit("run " + small_graph_file(dir) + " --rounding OUTPUTS-ONLY");
+  EXPECT_EQ(rounding.exit_code, 0) << rounding.err;
+  EXPECT_NE(rounding.out.find("rounding outputs-only"), std::string::npos) << rounding.out;
 }
 
 TEST(Cli, UnknownFlagIsAUsageError) {
@@ -1027,7 +1031,7 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   EXPECT_EQ(k["launch_shapes_timed"], true);
   const nlohmann::json& shapes = k["launch_shapes"];
   ASSERT_GT(shapes.size(), 1u);
-  EXPECT_EQ(shapes[0], (nlohmann::json{{"threads_per_row", 512}, {"prefetch", false}}));
+  EXPECT_EQ(shapes[0], (nlohmann::json{{"threads_per_row", 512}, {"prefetch_rows", 0}}));
   std::set<std::string> distinct;
   for (const nlohmann::json& shape : shapes) distinct.insert(shape.dump());
   EXPECT_EQ(distinct.size(), shapes.size()) << shapes;

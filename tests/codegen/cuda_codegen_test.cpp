@@ -453,9 +453,10 @@ FusionPlan demo_plan_at_gpu_size() {
   return make_fused_plan(*g, fusion_options_for(gpu_device("h200")));
 }
 
-// The demo kernel at its GPU size with FUSEJIT_ROW_PREFETCH=1: the next
-// row's loads are issued before this row's math, for two more registers,
-// no spills and the same occupancy as without (that it is faster is for a
+// The demo kernel at its GPU size with FUSEJIT_ROW_PREFETCH=1 and 2: the
+// loads of the next row (of the row after it) are issued during this row's
+// math, as plain loads (fj_load_raw_early), for a few more registers, no
+// spills and the same occupancy as without (that it is faster is for a
 // GPU to show; the emulated GPU tests show it computes the same).
 TEST_F(CudaNvrtcTest, RowPrefetchLoadsTheNextRowWithoutLosingOccupancy) {
   const FusionPlan plan = demo_plan_at_gpu_size();
@@ -473,15 +474,37 @@ TEST_F(CudaNvrtcTest, RowPrefetchLoadsTheNextRowWithoutLosingOccupancy) {
   const auto [plain, plain_report] = compile(std::nullopt, std::nullopt);
   const auto [ahead, ahead_report] = compile("1", std::nullopt);
   EXPECT_EQ(plain.source.find("fj_next_row"), std::string::npos);
-  EXPECT_NE(ahead.source.find("fj_load_raw<fj_bf16, kVec>(p_x + (fj_next_row * 4096) + j"), std::string::npos)
+  EXPECT_EQ(ahead.prefetch_rows, 1);
+  EXPECT_NE(ahead.source.find("const long long fj_next_row = row + fj_row_step;"), std::string::npos) << ahead.source;
+  EXPECT_NE(ahead.source.find("fj_load_raw_early<fj_bf16, kVec>(p_x + (fj_next_row * 4096) + j, r_x_raw + c * "),
+            std::string::npos)
       << ahead.source;
   EXPECT_FALSE(ahead_report.has_spills());
-  EXPECT_LE(ahead_report.registers, plain_report.registers + 8);
+  EXPECT_LE(ahead_report.registers, plain_report.registers + 10);
   EXPECT_EQ(blocks_per_sm(ahead, ahead_report), blocks_per_sm(plain, plain_report));
+  // Two rows ahead: the row after the next is loaded into r_x_raw1, which
+  // moves up into r_x_raw once this row's chunks are widened.
+  const auto [two, two_report] = compile("2", std::nullopt);
+  EXPECT_EQ(two.prefetch_rows, 2);
+  EXPECT_NE(two.source.find("if ((row + fj_row_step) < rows)"), std::string::npos) << two.source;
+  EXPECT_NE(two.source.find("fj_load_raw<fj_bf16, kVec>(p_x + ((row + fj_row_step) * 4096) + j, r_x_raw1 + c * "),
+            std::string::npos)
+      << two.source;
+  EXPECT_NE(two.source.find("r_x_raw[c] = r_x_raw1[c];"), std::string::npos) << two.source;
+  EXPECT_NE(two.source.find("const long long fj_next_row = row + 2 * fj_row_step;"), std::string::npos) << two.source;
+  EXPECT_NE(two.source.find("fj_load_raw_early<fj_bf16, kVec>(p_x + (fj_next_row * 4096) + j, r_x_raw1 + c * "),
+            std::string::npos)
+      << two.source;
+  EXPECT_FALSE(two_report.has_spills());
+  EXPECT_EQ(blocks_per_sm(two, two_report), blocks_per_sm(plain, plain_report));
+  // Other values force nothing.
+  for (const char* ignored : {"3", "-1", "12", "yes"}) {
+    EXPECT_EQ(compile(ignored, std::nullopt).first.source, plain.source) << ignored;
+  }
 
   // The scalar variant (misaligned buffers) never prefetches.
   {
-    testing::ScopedEnv p("FUSEJIT_ROW_PREFETCH", "1");
+    testing::ScopedEnv p("FUSEJIT_ROW_PREFETCH", "2");
     EXPECT_EQ(emit_cuda(plan, CudaAccess::kScalar)[0].source.find("fj_next_row"), std::string::npos);
   }
   // Block sizes: a power of two from 32 to 1024 is taken, anything else ignored.
@@ -497,7 +520,8 @@ TEST_F(CudaNvrtcTest, RowPrefetchLoadsTheNextRowWithoutLosingOccupancy) {
 
 // The launch shapes the CUDA runtime times for a block-per-row kernel
 // (runtime/cuda_row_tuning.h): the default first, then half and twice its
-// threads and the prefetching ones; each is what the experiment variables
+// threads and the prefetching ones (one row ahead, two at the default threads);
+// each is what the experiment variables
 // would emit, compiles without spills and fits on an SM.
 TEST_F(CudaNvrtcTest, BlockPerRowKernelsOfferLaunchShapesThatAllFit) {
   const FusionPlan plan = demo_plan_at_gpu_size();
@@ -505,22 +529,24 @@ TEST_F(CudaNvrtcTest, BlockPerRowKernelsOfferLaunchShapesThatAllFit) {
   const std::vector<CudaRowShape> want = {{},
                                           {.block_threads = 256},
                                           {.block_threads = 1024},
-                                          {.prefetch = true},
-                                          {.block_threads = 256, .prefetch = true}};
+                                          {.prefetch_rows = 1},
+                                          {.prefetch_rows = 2},
+                                          {.block_threads = 256, .prefetch_rows = 1}};
   EXPECT_EQ(shapes, want);
   std::set<std::string> names;
   for (const CudaRowShape& shape : shapes) {
     const CudaKernelSource k = emit_cuda_kernel(plan, 0, CudaAccess::kVector, shape);
     names.insert(cuda_launch_shape(k));
     EXPECT_EQ(k.block_threads, shape.block_threads > 0 ? shape.block_threads : 512);
-    EXPECT_EQ(k.prefetch, shape.prefetch);
+    EXPECT_EQ(k.prefetch_rows, shape.prefetch_rows);
     {
       testing::ScopedEnv t("FUSEJIT_ROW_BLOCK_THREADS",
                            shape.block_threads > 0 ? std::optional(std::to_string(shape.block_threads)) : std::nullopt);
-      testing::ScopedEnv p("FUSEJIT_ROW_PREFETCH", shape.prefetch ? std::optional<std::string>("1") : std::nullopt);
+      testing::ScopedEnv p("FUSEJIT_ROW_PREFETCH",
+                           shape.prefetch_rows > 0 ? std::optional(std::to_string(shape.prefetch_rows)) : std::nullopt);
       EXPECT_EQ(emit_cuda(plan)[0].source, k.source) << cuda_launch_shape(k);
       // A shape fixed by the environment is not tuned.
-      EXPECT_EQ(cuda_row_shape_candidates(plan, 0, CudaAccess::kVector).size(), shape == CudaRowShape{} ? 5u : 0u);
+      EXPECT_EQ(cuda_row_shape_candidates(plan, 0, CudaAccess::kVector).size(), shape == CudaRowShape{} ? 6u : 0u);
     }
     absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
     ASSERT_TRUE(c.ok()) << status_text(c.status());
@@ -532,6 +558,7 @@ TEST_F(CudaNvrtcTest, BlockPerRowKernelsOfferLaunchShapesThatAllFit) {
   }
   EXPECT_EQ(names, (std::set<std::string>{"512 threads per row", "256 threads per row", "1024 threads per row",
                                           "512 threads per row, next row prefetched",
+                                          "512 threads per row, next 2 rows prefetched",
                                           "256 threads per row, next row prefetched"}));
   // Misaligned buffers (the scalar variant) never prefetch.
   EXPECT_EQ(cuda_row_shape_candidates(plan, 0, CudaAccess::kScalar),
@@ -637,8 +664,8 @@ TEST(CudaCodegen, OnlyBlockPerRowKernelsHaveLaunchShapesToChoose) {
   EXPECT_EQ(candidates("input x: f32[64, 512]\ny = softmax(x)\noutput y\n"), 0u);
   EXPECT_EQ(candidates("input x: f32[64, 4096]\ny = gelu(x)\noutput y\n"), 0u);
   EXPECT_EQ(candidates("input x: f32[64, 4096]\ny = softmax(x)\noutput y\n", {.persistent_row_limit = 1024}), 0u);
-  // Rows of 16384 (1024 threads of 16): neither fewer threads nor more fit; prefetch does.
-  EXPECT_EQ(candidates("input x: bf16[64, 16384]\ny = softmax(x)\noutput y\n"), 2u);
+  // Rows of 16384 (1024 threads of 16): neither fewer threads nor more fit; prefetch (1 or 2 rows) does.
+  EXPECT_EQ(candidates("input x: bf16[64, 16384]\ny = softmax(x)\noutput y\n"), 3u);
   // Rows of 1001 f32 (128 threads of 8; no 16-byte path, so no prefetch): 64 and 256 threads.
   EXPECT_EQ(candidates("input x: f32[64, 1001]\ny = softmax(x)\noutput y\n"), 3u);
 }

@@ -46,6 +46,21 @@ TEST(FusionBoundaries, TheLimitsOfAKernelAreNamed) {
   ASSERT_FALSE(b.empty());
   EXPECT_NE(b[0].reason.find("more than a kernel may take (max_kernel_tensors 4)"), std::string::npos) << b[0].reason;
 
+  // Dropouts' Philox keys are counted apart, so that the figures add up:
+  // one kernel would read a, b and c and write z (4), plus 10 for each of
+  // the 2 dropouts' keys.
+  options = {};
+  options.max_kernel_tensors = 20;
+  const auto d = boundaries_of(
+      "input a: f32[64]\ninput b: f32[64]\ninput c: f32[64]\nx = dropout(a, p=0.5, seed=1)\ny = add(x, b)\n"
+      "w = dropout(y, p=0.5, seed=2)\nz = add(w, c)\noutput z\n",
+      options);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NE(d[0].reason.find("together they would take 24 tensors (4 read or written, and 10 for each of 2 "
+                             "dropouts' Philox keys), more than"),
+            std::string::npos)
+      << d[0].reason;
+
   options = {};
   options.max_kernel_nodes = 2;
   const auto n = boundaries_of("input a: f32[64]\nx = exp(a)\ny = exp(x)\nz = exp(y)\noutput z\n", options);

@@ -84,6 +84,11 @@ TEST(BenchReport, TheRoofAddsMemoryAndComputeTimeWhereTheDeviceDoes) {
   text = format_roofline(r);
   EXPECT_NE(text.find("40.00        80.00    50.0%"), std::string::npos) << text;
   EXPECT_EQ(text.find("times added"), std::string::npos) << text;
+  // A kernel the model gives a quarter of the bandwidth (one thread of
+  // four) has a quarter of the memory roof: 20 GFLOP/s, memory-bound.
+  r.fused.kernels[0].bandwidth_share = 0.25;
+  text = format_roofline(r);
+  EXPECT_NE(text.find("40.00        20.00   200.0%  memory"), std::string::npos) << text;
 }
 
 // Repetitions of uneven length (a busy machine) are called out, plan by

@@ -51,7 +51,10 @@ std::string cuda_launch_shape(const CudaKernelSource& kernel) {
     case CudaVariant::kBlockPerRow:
     case CudaVariant::kReread: break;
   }
-  return fmt::format("{} threads per row{}", kernel.block_threads, kernel.prefetch ? ", next row prefetched" : "");
+  return fmt::format("{} threads per row{}", kernel.block_threads,
+                     kernel.prefetch_rows == 1  ? ", next row prefetched"
+                     : kernel.prefetch_rows > 1 ? fmt::format(", next {} rows prefetched", kernel.prefetch_rows)
+                                                : "");
 }
 
 std::string without_helpers(const std::string& source) {

@@ -15,7 +15,7 @@ namespace fusejit {
 // The source of kernel `index` of `plan` (which must not be a matmul) for
 // `access`; a kernel without a vector path is emitted with scalar accesses
 // whatever is asked. `shape` applies to row kernels: its block_threads to
-// block-per-row ones, its prefetch to persistent ones (16-byte variant); a
+// block-per-row ones, its prefetch_rows to persistent ones (16-byte variant); a
 // pointwise kernel ignores it. cuda_row_shape_candidates lists the shapes
 // worth timing. Both throw fusejit::Error for an index out of range or a
 // kernel naming nodes the plan's graph lacks; emit_cuda_kernel for a matmul.
@@ -25,11 +25,12 @@ CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess 
 // The launch shapes worth timing for kernel `index` compiled for `access`:
 // the default first, then half and twice its threads per row (16 elements
 // per thread at most, 64 to 1024 threads) and, for the 16-byte variant, the
-// default and the halved shape with the next row prefetched. Empty (nothing
-// to choose) for kernels other than block-per-row ones, and when
-// FUSEJIT_ROW_BLOCK_THREADS or FUSEJIT_ROW_PREFETCH=1 forces a shape.
+// default with the next row and with the next two rows prefetched, and the
+// halved shape with the next row prefetched. Empty (nothing to choose) for
+// kernels other than block-per-row ones, and when FUSEJIT_ROW_BLOCK_THREADS
+// or FUSEJIT_ROW_PREFETCH=1 or 2 forces a shape.
 std::vector<CudaRowShape> cuda_row_shape_candidates(const FusionPlan& plan, int index, CudaAccess access);
-// "256 threads per row, next row prefetched": a source's launch shape in words.
+// "256 threads per row, next row prefetched" ("next 2 rows"): a source's launch shape in words.
 std::string cuda_launch_shape(const CudaKernelSource& kernel);
 // Sources of every generated kernel of the plan, in launch order.
 std::vector<CudaKernelSource> emit_cuda(const FusionPlan& plan, CudaAccess access = CudaAccess::kVector);

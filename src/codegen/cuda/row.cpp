@@ -69,16 +69,19 @@ std::optional<int> row_block_threads_override() {
   return static_cast<int>(v);
 }
 
-// FUSEJIT_ROW_PREFETCH=1 makes persistent row kernels (16-byte variant)
-// load their next row's chunks before computing the current one, so that a
-// block keeps loads in flight while it reduces: an experiment for a GPU
-// (scripts/gpu-check.sh times it), off by default until measured.
-bool row_prefetch_enabled() {
+// FUSEJIT_ROW_PREFETCH=N (1 or 2) makes persistent row kernels (16-byte
+// variant) load the chunks of the N rows after the current one before
+// computing it, so that a block keeps loads in flight while it reduces: an
+// experiment for a GPU (scripts/gpu-check.sh times it), off by default
+// until measured. 0 or unset forces nothing.
+std::optional<int> row_prefetch_override() {
   const char* text = std::getenv("FUSEJIT_ROW_PREFETCH");
-  if (text == nullptr || *text == '\0' || std::string_view(text) == "0") return false;
-  if (std::string_view(text) == "1") return true;
-  warn_ignored("FUSEJIT_ROW_PREFETCH", text, "0 or 1");
-  return false;
+  if (text == nullptr || *text == '\0' || std::string_view(text) == "0") return std::nullopt;
+  const std::string_view v(text);
+  if (v.size() == 1 && v[0] >= '1' && v[0] <= '0' + kMaxPrefetchRows) return v[0] - '0';
+  static_assert(kMaxPrefetchRows == 2, "the words below name the values taken");
+  warn_ignored("FUSEJIT_ROW_PREFETCH", text, "0, 1 or 2");
+  return std::nullopt;
 }
 
 class RowEmitter {
@@ -109,9 +112,10 @@ class RowEmitter {
           requested.block_threads > 0 ? requested.block_threads : row_block_threads_override().value_or(threads_);
     }
     out_.block_threads = threads_;
-    prefetch_ = (requested.prefetch || row_prefetch_enabled()) && out_.access == CudaAccess::kVector &&
-                out_.variant != CudaVariant::kReread;
-    out_.prefetch = prefetch_;
+    const int prefetch_rows =
+        std::clamp(row_prefetch_override().value_or(requested.prefetch_rows), 0, kMaxPrefetchRows);
+    prefetch_rows_ = out_.access == CudaAccess::kVector && out_.variant != CudaVariant::kReread ? prefetch_rows : 0;
+    out_.prefetch_rows = prefetch_rows_;
     chunks_ = static_cast<int>((n_ + int64_t{threads_} * vec_ - 1) / (int64_t{threads_} * vec_));
     out_.index_64bit = true;  // the row index is a long long in every row kernel: no row count overflows it
     const std::vector<int> levels = reduction_levels(g_, kernel);
@@ -124,7 +128,10 @@ class RowEmitter {
     write_header(w_, plan_, kernel_,
                  fmt::format("row kernel over rows of {} (their number is an argument), {} with {} threads, {}", n_,
                              cuda_variant_name(out_.variant), threads_, access_description(out_)) +
-                     (prefetch_ ? ", loading each next row while computing the current one" : ""));
+                     (prefetch_rows_ == 1 ? ", loading each next row while computing the current one"
+                      : prefetch_rows_ > 1
+                          ? fmt::format(", loading the next {} rows while computing the current one", prefetch_rows_)
+                          : ""));
     write_helpers(w_);
     w_.blank();
     for (int32_t id : kernel_.nodes) {
@@ -300,17 +307,26 @@ class RowEmitter {
     return fmt::format("(kVec * {} / 16)", dtype_size(g_.node(id).dtype));
   }
 
-  // Tensor `id`'s chunks of row `row` as loaded (into NAME_raw), if `row` < rows.
-  void write_raw_loads(int32_t id, const std::string& row, bool declare) {
-    const std::string r = read_name(g_, id);
-    if (declare) w_.line("uint4 {}_raw[kChunks * {}];", r, raw_chunks(id));
+  // The uint4 array that holds tensor `id`'s chunks of the row `ahead` rows
+  // after the one being computed, as loaded.
+  std::string raw_name(int32_t id, int ahead) const {
+    return read_name(g_, id) + "_raw" + (ahead > 0 ? std::to_string(ahead) : "");
+  }
+
+  // Tensor `id`'s chunks of row `row` as loaded (into raw_name(id, ahead)),
+  // if `row` < rows. `in_loop`: with fj_load_raw_early, a load ptxas keeps
+  // ahead of the row's first barrier, where it sank the read-only (nc) one
+  // past it, to next to the end of the row's work.
+  void write_raw_loads(int32_t id, const std::string& row, int ahead, bool declare, bool in_loop) {
+    const std::string raw = raw_name(id, ahead);
+    if (declare) w_.line("uint4 {}[kChunks * {}];", raw, raw_chunks(id));
     w_.open("if ({} < rows)", row);
     w_.line("#pragma unroll");
     w_.open("for (int c = 0; c < kChunks; ++c)");
     w_.line("const int j = (c * kThreads + tid) * kVec;");
     const std::string offset = row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, row);
-    w_.line("if ({}) fj_load_raw<{}, kVec>({} + {} + j, {}_raw + c * {});", in_row("j"),
-            storage_type(g_.node(id).dtype), param_name(g_, id), offset, r, raw_chunks(id));
+    w_.line("if ({}) fj_load_raw{}<{}, kVec>({} + {} + j, {} + c * {});", in_row("j"), in_loop ? "_early" : "",
+            storage_type(g_.node(id).dtype), param_name(g_, id), offset, raw, raw_chunks(id));
     w_.close();
     w_.close();
   }
@@ -342,8 +358,14 @@ class RowEmitter {
       w_.line("const long long fj_row_step = gridDim.x;");
       w_.line("long long row = blockIdx.x;");
     }
-    if (prefetch_) {
-      for (int32_t id : row_reads) write_raw_loads(id, "row", /*declare=*/true);
+    // Rows row + k * fj_row_step for k < prefetch_rows_ (the first is the
+    // current one at the top of the loop).
+    for (int ahead = 0; ahead < prefetch_rows_; ++ahead) {
+      // Parenthesized: row_offset multiplies it by the row length.
+      const std::string first = ahead == 0   ? "row"
+                                : ahead == 1 ? "(row + fj_row_step)"
+                                             : fmt::format("(row + {} * fj_row_step)", ahead);
+      for (int32_t id : row_reads) write_raw_loads(id, first, ahead, /*declare=*/true, /*in_loop=*/false);
     }
     if (rows_per_warp_ > 1) {
       // The lanes of a warp take part in every shuffle together, so the
@@ -356,7 +378,7 @@ class RowEmitter {
       w_.open("for (; row < rows; row += fj_row_step)");
     }
     for (int32_t id : row_reads) {
-      if (!prefetch_) {
+      if (prefetch_rows_ == 0) {
         write_chunk_loads(id, row_offset(tensor_access(g_.node(id).shape, kernel_.iteration), kernel_.iteration, "row"));
         continue;
       }
@@ -369,10 +391,23 @@ class RowEmitter {
       w_.line("else for (int e = 0; e < kVec; ++e) {}[c * kVec + e] = 0.0f;", r);
       w_.close();
     }
-    if (prefetch_ && !row_reads.empty()) {
-      w_.line("// The next row's loads, in flight while this row is computed.");
-      w_.line("const long long fj_next_row = row + fj_row_step;");
-      for (int32_t id : row_reads) write_raw_loads(id, "fj_next_row", /*declare=*/false);
+    if (prefetch_rows_ > 0 && !row_reads.empty()) {
+      // Each later row's chunks move up one place; the last place takes the
+      // row prefetch_rows_ ahead.
+      for (int ahead = 1; ahead < prefetch_rows_; ++ahead) {
+        for (int32_t id : row_reads) {
+          w_.line("#pragma unroll");
+          w_.line("for (int c = 0; c < kChunks * {}; ++c) {}[c] = {}[c];", raw_chunks(id), raw_name(id, ahead - 1),
+                  raw_name(id, ahead));
+        }
+      }
+      w_.line("// The loads of the row {} ahead, in flight while this row is computed.",
+              prefetch_rows_ == 1 ? "one" : std::to_string(prefetch_rows_));
+      w_.line("const long long fj_next_row = row + {}fj_row_step;",
+              prefetch_rows_ == 1 ? "" : fmt::format("{} * ", prefetch_rows_));
+      for (int32_t id : row_reads) {
+        write_raw_loads(id, "fj_next_row", prefetch_rows_ - 1, /*declare=*/false, /*in_loop=*/true);
+      }
     }
     write_per_row_reads();
     for (int32_t id : kernel_.nodes) {
@@ -538,7 +573,7 @@ class RowEmitter {
   absl::flat_hash_set<int32_t> folded_gelus_;  // GeLUs dropout_call computes with their dropout
   int threads_ = 32;
   int rows_per_warp_ = 1;  // rows a warp shares out (warp per row, rows of fewer than 32 chunks)
-  bool prefetch_ = false;  // CudaRowShape::prefetch or FUSEJIT_ROW_PREFETCH
+  int prefetch_rows_ = 0;  // CudaRowShape::prefetch_rows or FUSEJIT_ROW_PREFETCH
   int chunks_ = 1;
   std::map<int32_t, int> level_;
   int reduced_ = 0;  // block reductions written so far
@@ -556,7 +591,7 @@ std::vector<CudaRowShape> row_shape_candidates(const FusionPlan& plan, const Ker
   if (kernel.row_strategy == RowStrategy::kReread || base.warp_per_row) return {};
   // A shape the experiment variables force is not tuned (a value they
   // ignore, or FUSEJIT_ROW_PREFETCH=0, forces nothing).
-  if (row_block_threads_override() || row_prefetch_enabled()) return {};
+  if (row_block_threads_override() || row_prefetch_override()) return {};
   // Each element of a thread's share is unrolled code: past 16 the live
   // arrays no longer fit in registers.
   auto fits = [&](int threads) { return threads >= 64 && threads <= 1024 && (n + threads - 1) / threads <= 16; };
@@ -566,8 +601,15 @@ std::vector<CudaRowShape> row_shape_candidates(const FusionPlan& plan, const Ker
     if (fits(threads)) out.push_back({.block_threads = threads});
   }
   if (vector) {
-    out.push_back({.prefetch = true});
-    if (fits(base.threads / 2)) out.push_back({.block_threads = base.threads / 2, .prefetch = true});
+    out.push_back({.prefetch_rows = 1});
+    // Two rows ahead: ptxas issues the in-loop loads of one row ahead late
+    // in the row's work (after its GeLU and first reduction in the demo
+    // kernel), so they hide only part of the memory latency; two rows
+    // ahead gives them a whole row more. It holds 4 more registers for each
+    // 16-byte chunk of a thread's share of each row read: only with the
+    // default threads, whose share is the smaller.
+    out.push_back({.prefetch_rows = 2});
+    if (fits(base.threads / 2)) out.push_back({.block_threads = base.threads / 2, .prefetch_rows = 1});
   }
   return out;
 }
