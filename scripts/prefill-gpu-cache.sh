@@ -59,7 +59,7 @@ shapes = []
 for k in json.load(open(sys.argv[1]))["kernels"]:
     if k.get("launch_shapes_timed"):
         for s in k["launch_shapes"][1:]:
-            shape = f"{s['threads_per_row']} {int(s['prefetch'])}"
+            shape = f"{s['threads_per_row']} {s['prefetch_rows']}"
             if shape not in shapes:
                 shapes.append(shape)
 print("\n".join(shapes))
