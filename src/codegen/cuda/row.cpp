@@ -592,10 +592,15 @@ std::vector<CudaRowShape> row_shape_candidates(const FusionPlan& plan, const Ker
   // A shape the experiment variables force is not tuned (a value they
   // ignore, or FUSEJIT_ROW_PREFETCH=0, forces nothing).
   if (row_block_threads_override() || row_prefetch_override()) return {};
-  // Each element of a thread's share is unrolled code: past 16 the live
-  // arrays no longer fit in registers.
-  auto fits = [&](int threads) { return threads >= 64 && threads <= 1024 && (n + threads - 1) / threads <= 16; };
   const bool vector = access == CudaAccess::kVector && gpu_has_vector_path(*plan.graph, kernel);
+  // Each element of a thread's share is unrolled code: past 16 the live
+  // arrays no longer fit in registers. And every thread needs one access
+  // of the row at least: 1024 threads of 8 bf16 over rows of 4096 left half
+  // of them idle through every barrier and reduction, at 1 block per SM.
+  const int64_t access_elements = vector ? gpu_vector_width(*plan.graph, kernel) : 1;
+  auto fits = [&](int threads) {
+    return threads >= 64 && threads <= 1024 && (n + threads - 1) / threads <= 16 && threads * access_elements <= n;
+  };
   std::vector<CudaRowShape> out = {CudaRowShape{}};
   for (int threads : {base.threads / 2, base.threads * 2}) {
     if (fits(threads)) out.push_back({.block_threads = threads});
