@@ -112,8 +112,8 @@ double gpu_instructions(const FusionPlan& plan, const Kernel& kernel) {
         shape.warp_per_row ? warp_reduce_instructions(shape.threads) : block_reduce_instructions(shape.threads);
     int reductions = 0;
     for (int32_t id : kernel.nodes) reductions += graph.node(id).info().kind == OpKind::kReduce ? 1 : 0;
-    const bool leading_barrier = !shape.warp_per_row && reductions % 2 == 1;
-    total += rows * shape.threads * (reductions * per_thread + (leading_barrier ? kBarrier : 0));
+    const bool buffer_flip = !shape.warp_per_row && reductions % 2 == 1;
+    total += rows * shape.threads * (reductions * per_thread + (buffer_flip ? kBufferFlip : 0));
   }
   return total;
 }

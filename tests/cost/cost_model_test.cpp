@@ -673,7 +673,7 @@ TEST(CostModel, RowReductionsCostEveryThreadOfTheRow) {
     g.output("y", sum(x));
     const GpuRowShape shape = gpu_row_shape(n, RowStrategy::kPersistent, 4);
     EXPECT_EQ(shape.threads, n == 4096 ? 512 : n == 256 ? 32 : 2);
-    const double per_thread = n == 4096 ? 15 + kBarrier : n == 256 ? kWarpReduce : kWarpReduce / 5;
+    const double per_thread = n == 4096 ? 15 + kBufferFlip : n == 256 ? kWarpReduce : kWarpReduce / 5;
     if (n == 4096) EXPECT_DOUBLE_EQ(block_reduce_instructions(512), 15);
     // loop 2, the row read 0.5, the combine 1; the [64, 1] result is per row.
     EXPECT_DOUBLE_EQ(only_kernel(g, gpu_device("h100")).instructions,

@@ -43,15 +43,14 @@ __device__ __forceinline__ fj_reduce_slots fj_make_reduce_slots() {
 // `smem` holds 32 floats. One barrier, between the writes and the reads,
 // is all a reduction needs when a barrier separates its writes from the
 // reads of the last reduction that used the same `smem`: the generator
-// alternates two buffers, so the next reduction's barrier does that. Where
-// it cannot (one reduction per row, or an odd number, so that a row's first
-// reduction follows the last one's buffer), kBarrierFirst adds a barrier
-// before the writes. Leaving it out elsewhere halves a LayerNorm's barriers.
-template <int kWarps, bool kBarrierFirst, typename Combine>
+// alternates two buffers, so the next reduction's barrier does that (and
+// where a row holds an odd number of reductions, the rows alternate which
+// buffer they start with). That halves a LayerNorm's barriers and an
+// RMSNorm's.
+template <int kWarps, typename Combine>
 __device__ __forceinline__ float fj_block_reduce(float v, Combine combine, float* smem, fj_reduce_slots slots) {
   static_assert(kWarps >= 1 && kWarps <= 32 && (kWarps & (kWarps - 1)) == 0, "kWarps: a power of two up to 32");
   v = fj_warp_reduce(v, combine);
-  if (kBarrierFirst) __syncthreads();
   if (slots.writer) smem[slots.write] = v;
   __syncthreads();
   v = smem[slots.read];

@@ -225,28 +225,38 @@ class RowEmitter {
         std::count_if(kernel_.nodes.begin(), kernel_.nodes.end(), [&](int32_t id) { return is_reduce(id); }));
   }
 
-  // The shared buffer for the block reductions: two of 32 floats when there
-  // are several, so that each needs one barrier (fj_reduce.cuh).
+  // The shared buffer for the block reductions: two of 32 floats, used in
+  // turn, so that each reduction needs one barrier (fj_reduce.cuh). With an
+  // odd number of reductions per row, the row's first would follow the
+  // last one's buffer: the rows alternate which buffer they start with
+  // (fj_first_buffer, 0 or 32, flipped at the end of every row) instead of
+  // paying a barrier before it, the second barrier of an RMSNorm's row.
   void write_reduce_buffer() {
     const int reductions = block_reductions();
     if (reductions == 0) return;
-    w_.line("__shared__ float fj_smem[{}];", reductions > 1 ? 64 : 32);
+    w_.line("__shared__ float fj_smem[64];");
     w_.line("const fj_reduce_slots fj_slots = fj_make_reduce_slots<kThreads / 32>();");
+    if (reductions % 2 == 1) w_.line("int fj_first_buffer = 0;  // of fj_smem, for this row's first reduction");
   }
 
-  // The call for the row's next block reduction. Reduction i takes buffer
-  // i % 2. Only a row's first reduction may need a barrier before its
-  // writes: when the row has an odd number of them, the row before ended on
-  // the same buffer, with no barrier since.
+  // At the end of the row loop: the next row starts on the other buffer
+  // where rows hold an odd number of block reductions.
+  void write_reduce_buffer_flip() {
+    if (block_reductions() % 2 == 1) w_.line("fj_first_buffer ^= 32;");
+  }
+
+  // The call for the row's next block reduction: reduction i takes the
+  // buffer after the one reduction i - 1 took.
   std::string reduce_call(const Node& n, const std::string& acc) {
     const std::string combine = fmt::format("fj_combine_{}()", n.name);
     if (out_.variant == CudaVariant::kWarpPerRow) {
       return fmt::format("fj_warp_reduce{}({}, {})", rows_per_warp_ > 1 ? "<kThreads>" : "", acc, combine);
     }
     const int i = reduced_++;
-    const bool barrier_first = i == 0 && block_reductions() % 2 == 1;
-    return fmt::format("fj_block_reduce<kThreads / 32, {}>({}, {}, fj_smem{}, fj_slots)",
-                       barrier_first ? "true" : "false", acc, combine, i % 2 == 1 ? " + 32" : "");
+    const bool odd = block_reductions() % 2 == 1;
+    const std::string buffer =
+        odd ? (i % 2 == 0 ? " + fj_first_buffer" : " + (32 - fj_first_buffer)") : (i % 2 == 1 ? " + 32" : "");
+    return fmt::format("fj_block_reduce<kThreads / 32>({}, {}, fj_smem{}, fj_slots)", acc, combine, buffer);
   }
 
   void write_reduce_result(const Node& n, int32_t id, const std::string& acc) {
@@ -483,6 +493,7 @@ class RowEmitter {
       w_.close();
     }
     write_per_row_writes();
+    write_reduce_buffer_flip();
     w_.close();
   }
 
@@ -560,6 +571,7 @@ class RowEmitter {
       }
     }
     write_per_row_writes();
+    write_reduce_buffer_flip();
     w_.close();
   }
 

@@ -90,7 +90,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_7()(acc, v_d[c * kVec + e]);
       }
-      v_mean_7 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_7(), fj_smem, fj_slots) / (float)kN;
+      v_mean_7 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_7(), fj_smem, fj_slots) / (float)kN;
     }
     // sub_8 = sub(d, mean_7)
     float v_sub_8[kItems];
@@ -110,7 +110,7 @@ __device__ __forceinline__ void k0_add_gelu_dropout_layer_norm_rows(const fj_bf1
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_10()(acc, v_square_9[c * kVec + e]);
       }
-      v_mean_10 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_10(), fj_smem + 32, fj_slots) / (float)kN;
+      v_mean_10 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_10(), fj_smem + 32, fj_slots) / (float)kN;
     }
     // add_11 = add(mean_10, 1e-05)
     const float v_add_11 = ((v_mean_10) + (1e-05f));

@@ -79,7 +79,7 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_5()(acc, v_r[c * kVec + e]);
       }
-      v_mean_5 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_5(), fj_smem, fj_slots) / (float)kN;
+      v_mean_5 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_5(), fj_smem, fj_slots) / (float)kN;
     }
     // sub_6 = sub(r, mean_5)
     float v_sub_6[kItems];
@@ -99,7 +99,7 @@ __device__ __forceinline__ void k0_add_layer_norm_rows(const fj_bf16* __restrict
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_8()(acc, v_square_7[c * kVec + e]);
       }
-      v_mean_8 = fj_block_reduce<kThreads / 32, false>(acc, fj_combine_mean_8(), fj_smem + 32, fj_slots) / (float)kN;
+      v_mean_8 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_8(), fj_smem + 32, fj_slots) / (float)kN;
     }
     // add_9 = add(mean_8, 1e-05)
     const float v_add_9 = ((v_mean_8) + (1e-05f));

@@ -22,8 +22,9 @@ constexpr bool kAligned = true;
 constexpr bool kExact = kChunks * kThreads * kVec == kN;
 
 __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restrict__ p_x, const fj_bf16* __restrict__ p_w, const fj_bf16* __restrict__ p_z, fj_bf16* __restrict__ p_y, long long rows) {
-  __shared__ float fj_smem[32];
+  __shared__ float fj_smem[64];
   const fj_reduce_slots fj_slots = fj_make_reduce_slots<kThreads / 32>();
+  int fj_first_buffer = 0;  // of fj_smem, for this row's first reduction
   const int tid = threadIdx.x;
   float r_w[kItems];
   #pragma unroll
@@ -65,7 +66,7 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
         #pragma unroll
         for (int e = 0; e < kVec; ++e) acc = fj_combine_mean_4()(acc, v_square_3[c * kVec + e]);
       }
-      v_mean_4 = fj_block_reduce<kThreads / 32, true>(acc, fj_combine_mean_4(), fj_smem, fj_slots) / (float)kN;
+      v_mean_4 = fj_block_reduce<kThreads / 32>(acc, fj_combine_mean_4(), fj_smem + fj_first_buffer, fj_slots) / (float)kN;
     }
     // add_5 = add(mean_4, 1e-05)
     const float v_add_5 = ((v_mean_4) + (1e-05f));
@@ -92,6 +93,7 @@ __device__ __forceinline__ void k0_rms_norm_silu_mul_rows(const fj_bf16* __restr
       const int j = (c * kThreads + tid) * kVec;
       if (kExact || j < kN) fj_store<fj_bf16, kVec>(p_y + row * kN + j, v_y + c * kVec, kAligned);
     }
+    fj_first_buffer ^= 32;
   }
 }
 
