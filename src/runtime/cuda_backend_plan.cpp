@@ -214,9 +214,12 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
     const CudaAccess a = access[static_cast<size_t>(groups[group].members.front())];
     sources.push_back(emit_cuda_kernel(code_plan, groups[group].code_index(), a, shape));
     // The shape in the program's name tells FUSEJIT_DUMP's files apart.
-    const std::string suffix = shape == CudaRowShape{} ? ""
-                                                       : fmt::format("_{}t_prefetch{}", sources.back().block_threads,
-                                                                     sources.back().prefetch_rows);
+    const std::string suffix =
+        shape == CudaRowShape{}
+            ? ""
+            : fmt::format(
+                  "_{}t{}", sources.back().block_threads,
+                  sources.back().prefetch_rows > 0 ? fmt::format("_prefetch{}", sources.back().prefetch_rows) : "");
     programs.push_back({sources.back().name + suffix, sources.back().source});
     group_of.push_back(group);
   };

@@ -24,9 +24,11 @@ CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess 
 
 // The launch shapes worth timing for kernel `index` compiled for `access`:
 // the default first, then half and twice its threads per row (16 elements
-// per thread at most, 64 to 1024 threads) and, for the 16-byte variant, the
-// default with the next row and with the next two rows prefetched, and the
-// halved shape with the next row prefetched. Empty (nothing to choose) for
+// per thread at most, 64 to 1024 threads, none without an access of the
+// row) and, for the 16-byte variant, the default with the next row
+// prefetched, with the next two where a thread's share is 8 elements or
+// fewer, and
+// the halved shape with the next row prefetched. Empty (nothing to choose) for
 // kernels other than block-per-row ones, and when FUSEJIT_ROW_BLOCK_THREADS
 // or FUSEJIT_ROW_PREFETCH=1 or 2 forces a shape.
 std::vector<CudaRowShape> cuda_row_shape_candidates(const FusionPlan& plan, int index, CudaAccess access);

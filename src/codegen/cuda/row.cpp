@@ -624,8 +624,10 @@ std::vector<CudaRowShape> row_shape_candidates(const FusionPlan& plan, const Ker
     // kernel), so they hide only part of the memory latency; two rows
     // ahead gives them a whole row more. It holds 4 more registers for each
     // 16-byte chunk of a thread's share of each row read: only with the
-    // default threads, whose share is the smaller.
-    out.push_back({.prefetch_rows = 2});
+    // default threads, and only where their share of a row is 8 elements
+    // or fewer (at 16 bf16 a thread, a softmax went from 32 to 64 registers
+    // and a residual LayerNorm spilled 196 bytes).
+    if ((n + base.threads - 1) / base.threads <= 8) out.push_back({.prefetch_rows = 2});
     if (fits(base.threads / 2)) out.push_back({.block_threads = base.threads / 2, .prefetch_rows = 1});
   }
   return out;
