@@ -317,6 +317,12 @@ class RowEmitter {
     return fmt::format("(kVec * {} / 16)", dtype_size(g_.node(id).dtype));
   }
 
+  // The row `ahead` rows after the current one (ahead >= 1) in this
+  // block's rows.
+  static std::string row_ahead(int ahead) {
+    return ahead == 1 ? "row + fj_row_step" : fmt::format("row + {} * fj_row_step", ahead);
+  }
+
   // The uint4 array that holds tensor `id`'s chunks of the row `ahead` rows
   // after the one being computed, as loaded.
   std::string raw_name(int32_t id, int ahead) const {
@@ -372,9 +378,7 @@ class RowEmitter {
     // current one at the top of the loop).
     for (int ahead = 0; ahead < prefetch_rows_; ++ahead) {
       // Parenthesized: row_offset multiplies it by the row length.
-      const std::string first = ahead == 0   ? "row"
-                                : ahead == 1 ? "(row + fj_row_step)"
-                                             : fmt::format("(row + {} * fj_row_step)", ahead);
+      const std::string first = ahead == 0 ? "row" : "(" + row_ahead(ahead) + ")";
       for (int32_t id : row_reads) write_raw_loads(id, first, ahead, /*declare=*/true, /*in_loop=*/false);
     }
     if (rows_per_warp_ > 1) {
@@ -413,8 +417,7 @@ class RowEmitter {
       }
       w_.line("// The loads of the row {} ahead, in flight while this row is computed.",
               prefetch_rows_ == 1 ? "one" : std::to_string(prefetch_rows_));
-      w_.line("const long long fj_next_row = row + {}fj_row_step;",
-              prefetch_rows_ == 1 ? "" : fmt::format("{} * ", prefetch_rows_));
+      w_.line("const long long fj_next_row = {};", row_ahead(prefetch_rows_));
       for (int32_t id : row_reads) {
         write_raw_loads(id, "fj_next_row", prefetch_rows_ - 1, /*declare=*/false, /*in_loop=*/true);
       }
