@@ -103,7 +103,7 @@ why() {
     echo "nvidia-smi failed"
   ldd --version 2>&1 | head -n 1
   echo "CUDA libraries the loader knows:"
-  ldconfig -p 2>/dev/null | grep -E 'lib(cuda|nvrtc|nvrtc-builtins|cublas|cupti|nvperf_host|nvperf_target)\.so' |
+  ldconfig -p 2>/dev/null | grep -E 'lib(cuda|nvrtc|nvrtc-builtins|cublas|cublasLt|cupti|nvperf_host|nvperf_target)\.so' |
     sed 's/^/  /'
   echo '```'
 } >"$report"
@@ -181,7 +181,7 @@ wheel_dirs() {  # PATTERN...: the folders of Python's nvidia-* wheels holding su
 
 section "First launch"
 missing=()
-for lib in libnvrtc.so.13 libcublas.so.13 libcupti.so.13; do system_has "$lib" || missing+=("$lib*"); done
+for lib in libnvrtc.so.13 libcublas.so.13 libcublasLt.so.13 libcupti.so.13; do system_has "$lib" || missing+=("$lib*"); done
 if ((${#missing[@]} > 0)); then
   fusejit_libs=$(wheel_dirs "${missing[@]}")
   note "not installed here: ${missing[*]}; from Python's wheels for fusejit: ${fusejit_libs:-none found}"

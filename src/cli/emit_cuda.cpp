@@ -13,6 +13,7 @@
 #include "codegen/kernel_names.h"
 #include "cost/report.h"
 #include "fusejit.h"
+#include "fusion/matmul_epilogue.h"
 #include "ir/counted.h"
 #include "runtime/cuda_row_tuning.h"
 #include "runtime/nvrtc_compiler.h"
@@ -31,7 +32,7 @@ std::optional<Occupancy> occupancy_of(const CompiledKernel& c, const CudaKernelS
                                c.ptxas.shared_bytes);
 }
 
-// The --json fields of a generated kernel beside "name" and "library".
+// The --json fields of a generated kernel beside "name", "library" and "epilogue".
 constexpr const char* kGeneratedKernelKeys[] = {"source",
                                                 "ptx",
                                                 "ptxas_report",
@@ -135,11 +136,18 @@ int emit_cuda_target(const EmitOptions& opt) {
   const size_t name_width = name_column_width(36, plan.kernels);
   for (const Kernel& kernel : plan.kernels) {
     if (kernel.kind == KernelKind::kMatmul) {
-      listing += fmt::format("  {:<{}} library matmul (cuBLAS), no generated source\n", kernel.name, name_width);
+      // cuBLASLt where the GEMM runs an epilogue (where it cannot, at run
+      // time, cuBLAS and a generated epilogue kernel do: cuda_backend_matmul.h).
+      const std::string epilogue = describe_epilogue(*plan.graph, matmul_epilogue(*plan.graph, kernel));
+      const char* library = epilogue.empty() ? "cuBLAS" : "cuBLASLt";
+      listing += fmt::format("  {:<{}} library matmul ({}{}), no generated source\n", kernel.name, name_width, library,
+                             epilogue.empty() ? "" : ", epilogue " + epilogue);
       // Listed too, so that "kernels" lines up with plan.txt; the fields of
       // generated code are null.
       if (opt.json) {
-        nlohmann::json entry = {{"name", kernel.name}, {"library", "cuBLAS"}};
+        nlohmann::json entry = {{"name", kernel.name},
+                                {"library", library},
+                                {"epilogue", epilogue.empty() ? nlohmann::json() : nlohmann::json(epilogue)}};
         for (const char* key : kGeneratedKernelKeys) entry[key] = nullptr;
         kernels.push_back(std::move(entry));
       }
@@ -161,6 +169,7 @@ int emit_cuda_target(const EmitOptions& opt) {
       kernels.push_back(
           {{"name", kernel.name},
            {"library", nullptr},
+           {"epilogue", nullptr},
            {"source", cu},
            {"ptx", ptx},
            {"ptxas_report", ptxas_runs ? nlohmann::json(report) : nlohmann::json()},

@@ -3,7 +3,10 @@
 //
 // 0. A node no output depends on is not computed (nor is anything only it
 //    reads).
-// 1. A matmul is a kernel of its own (a library call) and a fusion boundary.
+// 1. A matmul is a kernel of its own (a library call). It takes an epilogue
+//    (matmul_epilogue.h): the add of a bias vector, then relu or a tanh
+//    GeLU, as cuBLASLt runs them inside the GEMM; nothing else joins it,
+//    and it never joins another kernel.
 // 2. An elementwise node joins the kernel of one of its producers when the
 //    node runs over that kernel's iteration space: the same shape for a
 //    pointwise kernel; the row space [..., N] or the per-row space [..., 1]
@@ -36,6 +39,7 @@
 #include <absl/container/flat_hash_set.h>
 
 #include "fusion/group_dag.h"
+#include "fusion/matmul_epilogue.h"
 #include "fusion/plan.h"
 #include "fusion/plan_builder.h"
 #include "fusion/reread_split.h"
@@ -89,6 +93,14 @@ class Partitioner {
 
  private:
   bool hosts(const Group& g, const Node& n) const { return kernel_space_hosts(g.kind, g.iteration, graph_, n); }
+
+  // Whether node `id` can be the next step of matmul group g's epilogue.
+  bool takes_epilogue(const Group& g, int32_t id) const {
+    if (g.kind != KernelKind::kMatmul) return false;
+    const int32_t last = g.nodes.back();
+    const bool used_elsewhere = is_output_[last] || users_[last].size() != 1;
+    return matmul_epilogue_refusal(graph_, g.nodes, id, used_elsewhere).empty();
+  }
 
   // Merging a and b is safe when no third group lies on a path between them.
   bool can_merge(int a, int b) const { return !dag_.joined_through_third(a, b); }
@@ -219,7 +231,8 @@ class Partitioner {
     std::optional<int> target;
     if (kind != OpKind::kMatmul) {
       for (int p : producers) {
-        if (hosts(groups_[p], n) && can_join(p, producers) && fits({p}, id)) {
+        if ((hosts(groups_[p], n) || (kind != OpKind::kReduce && takes_epilogue(groups_[p], id))) &&
+            can_join(p, producers) && fits({p}, id)) {
           target = p;
           break;
         }

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "fusion/matmul_epilogue.h"
+
 namespace fusejit {
 namespace {
 
@@ -57,7 +59,32 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
   const Graph& graph = *plan.graph;
   const Kernel& pa = plan.kernels[static_cast<size_t>(a)];
   const Kernel& pb = plan.kernels[static_cast<size_t>(b)];
-  if (pa.kind == KernelKind::kMatmul || pb.kind == KernelKind::kMatmul) {
+  if (pb.kind == KernelKind::kMatmul) {
+    return "a matmul runs as a library call (cuBLAS on a GPU, the generated GEMM on the CPU) that reads its "
+           "operands from memory";
+  }
+  if (pa.kind == KernelKind::kMatmul) {
+    // The first node of b that reads what the matmul kernel stores: why it
+    // is not the next step of the epilogue.
+    const int32_t last = pa.nodes.back();
+    int uses = 0;
+    for (const Kernel& k : plan.kernels) {
+      for (int32_t id : k.nodes) {
+        for (const Operand& o : graph.node(id).operands) uses += !o.is_literal() && o.node == last;
+      }
+    }
+    for (int32_t id : pb.nodes) {
+      const Node& n = graph.node(id);
+      const int reads_last = static_cast<int>(std::count_if(
+          n.operands.begin(), n.operands.end(), [&](const Operand& o) { return !o.is_literal() && o.node == last; }));
+      if (reads_last == 0) continue;
+      const bool used_elsewhere = facts.is_output[static_cast<size_t>(last)] || uses > reads_last;
+      std::string why = matmul_epilogue_refusal(graph, pa.nodes, id, used_elsewhere);
+      if (n.info().kind == OpKind::kReduce) {
+        why = fmt::format("{} '{}' reduces rows, and a matmul kernel's epilogue is elementwise", n.info().name, n.name);
+      }
+      if (!why.empty()) return "a matmul runs as a library call: " + why;
+    }
     return "a matmul runs as a library call (cuBLAS on a GPU, the generated GEMM on the CPU), a kernel of its own";
   }
   // A node of b that a's space cannot compute.

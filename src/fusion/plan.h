@@ -27,7 +27,7 @@ namespace fusejit {
 enum class KernelKind : uint8_t {
   kPointwise,  // every node has the kernel's iteration shape
   kRow,        // reductions over the last dimension with their prologue and epilogue
-  kMatmul,     // one matmul, executed by a library (cuBLAS, BLAS)
+  kMatmul,     // one matmul and its epilogue (matmul_epilogue.h), run by a library (cuBLAS(Lt)) or the CPU's GEMM
 };
 std::string_view kernel_kind_name(KernelKind kind);
 
@@ -48,7 +48,7 @@ inline Shape per_row(Shape s) {
 // Whether a kernel of `kind` over `iteration` can compute node `n` of
 // `graph`: a pointwise kernel what runs over its shape; a row kernel that,
 // a reduction of rows of that shape, or a per-row value ([..., 1]); a
-// matmul nothing else. The fusion pass joins by it (fuse.cpp), and
+// matmul nothing by this rule (its epilogue joins by matmul_epilogue.h's). The fusion pass joins by it (fuse.cpp), and
 // fusion_boundaries explains by it.
 bool kernel_space_hosts(KernelKind kind, const Shape& iteration, const Graph& graph, const Node& n);
 

@@ -13,6 +13,7 @@
 #include "runtime/cublas_abi.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/shared_library.h"
+#include "runtime/toolkit_library.h"
 
 #if FUSEJIT_HAVE_CUDA
 #include <cublas_v2.h>
@@ -57,28 +58,11 @@ static_assert(static_cast<int>(DataType::kF32) == CUDA_R_32F && static_cast<int>
 #endif
 
 // cuBLAS 13 (the toolkit fusejit is built with) or 12: the calls fusejit
-// makes have the same ABI in both; also looked for beside the NVRTC this
-// build found.
-std::vector<std::string> candidate_names() {
-  const std::vector<std::string> sonames = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-  std::vector<std::string> built_with;
-#ifdef FUSEJIT_NVRTC_PATH
-  const std::filesystem::path dir = std::filesystem::path(FUSEJIT_NVRTC_PATH).parent_path();
-  for (const std::string& soname : sonames) built_with.push_back((dir / soname).string());
-#endif
-  return cuda_library_candidates(sonames, built_with);
-}
-
+// makes have the same ABI in both.
 absl::StatusOr<CublasApi> load_cublas() {
-  // The CUDA emulator implements cuBLAS's few calls too: the real cuBLAS
-  // would look for a real driver.
-  const std::string emulator = cuda_emulator_path();
-  const std::vector<std::string> names = emulator.empty() ? candidate_names() : std::vector<std::string>{emulator};
-  absl::StatusOr<SharedLibrary> library = SharedLibrary::open(names);
-  if (!library.ok()) {
-    return absl::NotFoundError(
-        fmt::format("cuBLAS not found (tried {}): {}", absl::StrJoin(names, ", "), status_text(library.status())));
-  }
+  absl::StatusOr<SharedLibrary> library =
+      open_toolkit_library("cuBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"});
+  if (!library.ok()) return library.status();
   CublasApi api;
   api.path = library->path();
   std::vector<std::string> missing;

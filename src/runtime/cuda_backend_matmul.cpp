@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
+#include "codegen/cuda/cuda_emitter.h"
+#include "codegen/kernel_names.h"
+#include "fusion/matmul_epilogue.h"
 #include "ir/error.h"
+#include "runtime/cuda_backend_launch.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/tensor_storage.h"
 
@@ -42,10 +46,14 @@ std::string operand_text(const Node& n) { return fmt::format("{}{}", n.dtype, n.
 std::string_view widen_kernels_source() { return kWidenSource; }
 
 absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
-                                               const std::function<cuda::DevicePtr(int32_t)>& buffer) {
+                                               const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer) {
   const Graph& g = *plan.graph;
-  if (kernel.nodes.size() != 1 || g.node(kernel.nodes[0]).op != Op::kMatmul) {
-    return absl::InternalError(fmt::format("matmul kernel {} must hold exactly one matmul node", kernel.name));
+  if (kernel.nodes.empty() || g.node(kernel.nodes[0]).op != Op::kMatmul) {
+    return absl::InternalError(fmt::format("matmul kernel {} must start with a matmul node", kernel.name));
+  }
+  const MatmulEpilogue epilogue = matmul_epilogue(g, kernel);
+  if (epilogue.empty() != (kernel.nodes.size() == 1)) {
+    return absl::InternalError(fmt::format("matmul kernel {} holds nodes that are not an epilogue", kernel.name));
   }
   const Node& node = g.node(kernel.nodes[0]);
   const Node& a = g.node(node.operands[0].node);
@@ -56,9 +64,12 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
   step.m_ = a.shape.numel() / step.k_;  // [..., M, K]: the leading extents are rows too
   step.n_ = b.shape[1];
   step.type_ = cublas::data_type(node.dtype);
-  step.a_ = buffer(node.operands[0].node);
-  step.b_ = buffer(node.operands[1].node);
-  step.c_ = buffer(kernel.nodes[0]);
+  for (const auto& [target, id] :
+       {std::pair{&step.a_, node.operands[0].node}, std::pair{&step.b_, node.operands[1].node}}) {
+    absl::StatusOr<cuda::DevicePtr> p = buffer(id);
+    if (!p.ok()) return p.status();
+    *target = *p;
+  }
   step.summary_ = fmt::format("{} x {} -> {} (cublasGemmEx)", operand_text(a), operand_text(b), node.dtype);
   // Checked here, so that run time finds no extent cuBLAS cannot take.
   if (absl::StatusOr<cublas::ColumnMajorGemm> shape = cublas::row_major_gemm(step.m_, step.n_, step.k_); !shape.ok()) {
@@ -68,6 +79,67 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
     return absl::Status(handle.status().code(), fmt::format("kernel {} ({}) runs on cuBLAS: {}", kernel.name,
                                                             step.summary_, status_text(handle.status())));
   }
+  if (!epilogue.empty()) {
+    // The fusion pass gives an epilogue only to a matmul of one dtype.
+    if (a.dtype != node.dtype || b.dtype != node.dtype) {
+      return absl::InternalError(fmt::format("kernel {}: an epilogue on a matmul of {} and {}", kernel.name,
+                                             operand_text(a), operand_text(b)));
+    }
+    const std::string what = describe_epilogue(g, epilogue);
+    cublaslt::EpilogueGemm::Operands operands{.a = step.a_, .b = step.b_};
+    for (const auto& [target, id] :
+         {std::pair{&operands.d, kernel.nodes.back()}, std::pair{&operands.bias, epilogue.bias}}) {
+      if (id < 0) continue;
+      absl::StatusOr<cuda::DevicePtr> p = buffer(id);
+      if (!p.ok()) return p.status();
+      *target = *p;
+    }
+    // Why cuBLASLt does not run it, if it does not.
+    std::string apart;
+    absl::StatusOr<cublaslt::Handle> lt = gpu.cublaslt_handle();
+    if (!lt.ok()) {
+      apart = status_text(lt.status());
+    } else if (!all_aligned({operands.a, operands.b, operands.d, operands.bias})) {
+      apart = "a tensor is not 16-byte aligned";
+    } else {
+      const cublaslt::Activation activation =
+          epilogue.activation == MatmulActivation::kRelu       ? cublaslt::Activation::kRelu
+          : epilogue.activation == MatmulActivation::kGeluTanh ? cublaslt::Activation::kGeluTanh
+                                                               : cublaslt::Activation::kNone;
+      absl::StatusOr<cublaslt::EpilogueGemm> gemm = cublaslt::EpilogueGemm::create(
+          *lt, step.type_, step.m_, step.n_, step.k_, activation, operands, CudaGpu::kLtWorkspaceBytes);
+      if (gemm.ok()) {
+        if (gemm->workspace_bytes() > 0) {
+          absl::StatusOr<cuda::DevicePtr> workspace = gpu.lt_workspace();
+          if (!workspace.ok()) return workspace.status();
+          step.lt_workspace_ = *workspace;
+        }
+        step.lt_.emplace(*std::move(gemm));
+        step.executed_by_ = "cublasLt";
+        step.summary_ = fmt::format("{} x {} -> {}, epilogue {} (cublasLtMatmul)", operand_text(a), operand_text(b),
+                                    node.dtype, what);
+        return step;
+      }
+      if (gemm.status().code() != absl::StatusCode::kUnimplemented) {
+        return absl::Status(gemm.status().code(),
+                            fmt::format("kernel {}: {}", kernel.name, status_text(gemm.status())));
+      }
+      apart = status_text(gemm.status());
+    }
+    absl::StatusOr<cuda::DevicePtr> product = buffer(kernel.nodes.front());
+    if (!product.ok()) return product.status();
+    step.c_ = *product;
+    if (absl::Status s = step.prepare_epilogue_kernel(gpu, plan, kernel, buffer); !s.ok()) return s;
+    step.executed_by_ = "cublas+jit";
+    step.summary_ = fmt::format(
+        "{} x {} -> {} (cublasGemmEx), then epilogue {} as generated kernel {}_epilogue, "
+        "as cuBLASLt cannot run it here: {}",
+        operand_text(a), operand_text(b), node.dtype, what, kernel.name, apart);
+    return step;
+  }
+  absl::StatusOr<cuda::DevicePtr> product = buffer(kernel.nodes.front());
+  if (!product.ok()) return product.status();
+  step.c_ = *product;
   if (a.dtype == node.dtype && b.dtype == node.dtype) return step;
 
   // Mixed operand dtypes: the result is f32 (the promotion of two different
@@ -104,6 +176,38 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
   return step;
 }
 
+absl::Status MatmulStep::prepare_epilogue_kernel(
+    CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
+    const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer) {
+  FusionPlan alone;
+  alone.label = plan.label;
+  alone.graph = plan.graph;
+  alone.kernels.push_back(matmul_epilogue_kernel(*plan.graph, kernel));
+  EpilogueKernel e;
+  for (const KernelParam& p : emit::kernel_params(alone, alone.kernels[0])) {
+    if (p.kind != ParamKind::kTensor) continue;
+    absl::StatusOr<cuda::DevicePtr> ptr = buffer(p.node);
+    if (!ptr.ok()) return ptr.status();
+    e.pointers.push_back(*ptr);
+  }
+  const CudaKernelSource source = emit_cuda_kernel(alone, 0, access_for(e.pointers));
+  absl::StatusOr<CompiledKernel> compiled =
+      compile_cuda(source.name, source.source, {.arch = gpu.arch()}, &KernelCache::global());
+  if (!compiled.ok()) return compiled.status();
+  absl::StatusOr<ModuleHandle> module = ModuleHandle::load(*compiled);
+  if (!module.ok()) return module.status();
+  e.module = *std::move(module);
+  absl::StatusOr<cuda::Function> f = cuda::module_function(e.module.get(), source.name);
+  if (!f.ok()) return f.status();
+  e.function = *f;
+  e.count = source.count;
+  const LaunchConfig config = launch_config(source, gpu.info().sm_count, gpu.max_threads_per_sm());
+  e.grid = config.grid;
+  e.block = config.block;
+  epilogue_ = std::move(e);
+  return absl::OkStatus();
+}
+
 absl::Status MatmulStep::widen(CudaGpu& gpu, Widening& w) {
   cuda::DevicePtr out = w.widened.get();
   void* args[] = {&w.source, &out, &w.count};
@@ -113,13 +217,19 @@ absl::Status MatmulStep::widen(CudaGpu& gpu, Widening& w) {
 }
 
 absl::Status MatmulStep::launch(CudaGpu& gpu) {
+  if (lt_) return lt_->run(lt_workspace_, summary_);
   for (std::optional<Widening>* w : {&widen_a_, &widen_b_}) {
     if (!w->has_value()) continue;
     if (absl::Status s = widen(gpu, **w); !s.ok()) return s;
   }
   absl::StatusOr<cublas::Handle> handle = gpu.cublas_handle();
   if (!handle.ok()) return handle.status();
-  return cublas::gemm_row_major(*handle, type_, m_, n_, k_, a_, b_, c_, summary_);
+  if (absl::Status s = cublas::gemm_row_major(*handle, type_, m_, n_, k_, a_, b_, c_, summary_); !s.ok()) return s;
+  if (!epilogue_) return absl::OkStatus();
+  std::vector<void*> args;
+  for (cuda::DevicePtr& p : epilogue_->pointers) args.push_back(&p);
+  args.push_back(&epilogue_->count);
+  return cuda::launch_kernel(epilogue_->function, epilogue_->grid, epilogue_->block, 0, nullptr, args.data());
 }
 
 }  // namespace fusejit::cuda_backend

@@ -1,4 +1,13 @@
-// A matmul kernel of a plan on the GPU: one cublasGemmEx call.
+// A matmul kernel of a plan on the GPU: one cublasGemmEx call, or, for a
+// kernel with an epilogue (fusion/matmul_epilogue.h), one cublasLtMatmul
+// that adds the bias and applies the activation before it stores.
+//
+// Where cuBLASLt cannot run the epilogue (the library did not load, its
+// heuristic offers no algorithm, or a tensor is not 16-byte aligned, which
+// fusejit does not ask of cuBLASLt), the product goes to a buffer of its
+// own through cublasGemmEx and a generated pointwise kernel applies the
+// epilogue: the same result, one launch and the product's write and read
+// more.
 //
 // The graph types matmul as PyTorch does (ir/infer.cpp): the result has the
 // promoted dtype of its operands, and the reference multiplies their values
@@ -11,7 +20,9 @@
 
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
@@ -26,15 +37,19 @@ std::string_view widen_kernels_source();
 
 class MatmulStep {
  public:
-  // `buffer(node)` is the device address of a tensor of the plan's graph.
+  // `buffer(node)` is the device address of a tensor of the plan's graph,
+  // allocated on first request (the product of a matmul with an epilogue
+  // is asked for only where the epilogue runs apart).
   static absl::StatusOr<MatmulStep> prepare(CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
-                                            const std::function<cuda::DevicePtr(int32_t)>& buffer);
+                                            const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer);
 
   // Enqueues the widening (if any) and the GEMM on the default stream.
   absl::Status launch(CudaGpu& gpu);
 
   // "bf16[256, 768] x bf16[768, 3072] -> bf16 (cublasGemmEx)"
   const std::string& summary() const { return summary_; }
+  // What runs it: "cublas", "cublasLt", or "cublas+jit" (a generated epilogue).
+  const std::string& executed_by() const { return executed_by_; }
 
  private:
   // A 16-bit operand widened to f32 before the GEMM.
@@ -45,9 +60,21 @@ class MatmulStep {
     long long count = 0;
   };
   absl::Status widen(CudaGpu& gpu, Widening& w);
+  // The epilogue as a generated kernel after cublasGemmEx.
+  struct EpilogueKernel {
+    ModuleHandle module;
+    cuda::Function function = nullptr;
+    std::vector<cuda::DevicePtr> pointers;  // in the kernel's params order
+    long long count = 0;
+    cuda::Dim3 grid;
+    cuda::Dim3 block;
+  };
+  absl::Status prepare_epilogue_kernel(CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
+                                       const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer);
 
   std::string name_;
   std::string summary_;
+  std::string executed_by_ = "cublas";
   int64_t m_ = 0;
   int64_t n_ = 0;
   int64_t k_ = 0;
@@ -58,6 +85,9 @@ class MatmulStep {
   ModuleHandle widen_module_;  // only when an operand is widened
   std::optional<Widening> widen_a_;
   std::optional<Widening> widen_b_;
+  std::optional<cublaslt::EpilogueGemm> lt_;  // a matmul with an epilogue, run by cuBLASLt
+  cuda::DevicePtr lt_workspace_ = 0;
+  std::optional<EpilogueKernel> epilogue_;  // otherwise
 };
 
 }  // namespace fusejit::cuda_backend

@@ -143,10 +143,10 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
     for (int32_t id : kernel.writes) {
       if (absl::Status s = allocate(id, true, options.misalign_bytes); !s.ok()) return s;
     }
-    if (kernel.kind == KernelKind::kMatmul) {  // cuBLAS writes its result even if no later kernel reads it
-      for (int32_t id : kernel.nodes) {
-        if (absl::Status s = allocate(id, true, options.misalign_bytes); !s.ok()) return s;
-      }
+    // cuBLAS writes a plain matmul's result even if no later kernel reads
+    // it; a matmul with an epilogue writes only the epilogue's last value.
+    if (kernel.kind == KernelKind::kMatmul && kernel.nodes.size() == 1) {
+      if (absl::Status s = allocate(kernel.nodes.front(), true, options.misalign_bytes); !s.ok()) return s;
     }
   }
   for (int32_t id : g.outputs()) {  // an output that is a graph input is copied through
@@ -166,13 +166,18 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
     if (kernel.writes.empty()) {
       if (absl::Status s = allocate(kernel.nodes.front(), false, options.misalign_bytes); !s.ok()) return s;
     }
-    absl::StatusOr<MatmulStep> step =
-        MatmulStep::prepare(*gpu_, plan_, kernel, [this](int32_t id) { return buffers_.at(id).ptr; });
+    // The product of a matmul with an epilogue, where a generated kernel
+    // applies the epilogue, is a buffer of its own.
+    const auto buffer = [&](int32_t id) -> absl::StatusOr<cuda::DevicePtr> {
+      if (absl::Status s = allocate(id, false, options.misalign_bytes); !s.ok()) return s;
+      return buffers_.at(id).ptr;
+    };
+    absl::StatusOr<MatmulStep> step = MatmulStep::prepare(*gpu_, plan_, kernel, buffer);
     if (!step.ok()) return step.status();
-    steps_.emplace_back(*std::move(step));
     infos_[k] = LoadedKernelInfo{};
     infos_[k].name = kernel.name;
-    infos_[k].executed_by = "cublas";
+    infos_[k].executed_by = step->executed_by();
+    steps_.emplace_back(*std::move(step));
   }
   absl::StatusOr<EventTimer> timer = EventTimer::create();
   if (!timer.ok()) return timer.status();

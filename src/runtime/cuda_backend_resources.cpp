@@ -143,8 +143,10 @@ absl::StatusOr<std::shared_ptr<CudaGpu>> CudaGpu::open() {
 CudaGpu::~CudaGpu() {
   warn_if_failed(make_current(), "making the context current");
   flush_buffer_.reset();
+  lt_workspace_.reset();
   flush_module_ = ModuleHandle();
   if (cublas_) warn_if_failed(cublas::destroy_handle(*cublas_), "destroying the cuBLAS handle");
+  if (cublaslt_) warn_if_failed(cublaslt::destroy_handle(*cublaslt_), "destroying the cuBLASLt handle");
   warn_if_failed(cuda::release_primary_context(0), "releasing the primary context");
 }
 
@@ -157,6 +159,26 @@ absl::StatusOr<cublas::Handle> CudaGpu::cublas_handle() {
   if (!handle.ok()) return handle.status();
   cublas_ = *handle;
   return *handle;
+}
+
+absl::StatusOr<cublaslt::Handle> CudaGpu::cublaslt_handle() {
+  const std::lock_guard lock(lazy_mutex_);
+  if (cublaslt_) return *cublaslt_;
+  absl::StatusOr<cublaslt::Handle> handle = cublaslt::create_handle();
+  if (!handle.ok()) return handle.status();
+  cublaslt_ = *handle;
+  return *handle;
+}
+
+absl::StatusOr<cuda::DevicePtr> CudaGpu::lt_workspace() {
+  const std::lock_guard lock(lazy_mutex_);
+  if (!lt_workspace_) {
+    absl::StatusOr<DeviceBuffer> buffer =
+        DeviceBuffer::allocate(kLtWorkspaceBytes, fmt::format("cuBLASLt's workspace ({} bytes)", kLtWorkspaceBytes));
+    if (!buffer.ok()) return buffer.status();
+    lt_workspace_ = *std::move(buffer);
+  }
+  return lt_workspace_->get();
 }
 
 absl::Status CudaGpu::flush_l2() {

@@ -22,6 +22,7 @@
 #include <absl/status/statusor.h>
 
 #include "runtime/cublas_library.h"
+#include "runtime/cublaslt_library.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/nvrtc_compiler.h"
 
@@ -116,6 +117,14 @@ class CudaGpu {
 
   // The cuBLAS handle, created (and cuBLAS loaded) on first use.
   absl::StatusOr<cublas::Handle> cublas_handle();
+  // The cuBLASLt handle, likewise.
+  absl::StatusOr<cublaslt::Handle> cublaslt_handle();
+  // cuBLASLt's workspace, kLtWorkspaceBytes allocated on first use and
+  // shared by every cublasLtMatmul of the process's plans: they all run on
+  // the default stream, one after another. 32 MiB is what NVIDIA advises
+  // for Hopper (cuBLAS documentation, cublasSetWorkspace).
+  static constexpr uint64_t kLtWorkspaceBytes = uint64_t{32} << 20;
+  absl::StatusOr<cuda::DevicePtr> lt_workspace();
   // Reads a buffer twice the L2 size through L2 (buffer and kernel made on
   // first use), so that the next kernel finds none of its data in L2 and
   // L2 holds no dirty line: neither the next kernel's time nor its counted
@@ -145,6 +154,8 @@ class CudaGpu {
   // run on several threads at once.
   std::mutex lazy_mutex_;
   std::optional<cublas::Handle> cublas_;
+  std::optional<cublaslt::Handle> cublaslt_;
+  std::optional<DeviceBuffer> lt_workspace_;
   std::optional<DeviceBuffer> flush_buffer_;
   ModuleHandle flush_module_;  // holds flush_function_
   cuda::Function flush_function_ = nullptr;

@@ -932,17 +932,17 @@ TEST(CliPlan, JsonHasTheDocumentedSchema) {
 TEST(CliPlan, SaysWhyTheFusedKernelsAreApart) {
   auto r = testing::run_fusejit("plan " + kExamples + "/mlp_block.fj");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("why the fused kernels are apart:\n  k0_matmul -> k1_add_gelu (h): a matmul runs as a "
-                       "library call"),
+  EXPECT_NE(r.out.find("why the fused kernels are apart:\n  k0_matmul_add_gelu -> k1_matmul_add (a): a matmul runs "
+                       "as a library call"),
             std::string::npos)
       << r.out;
   auto j = testing::run_fusejit("plan " + kExamples + "/mlp_block.fj --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
   const nlohmann::json b = nlohmann::json::parse(j.out)["fusion_boundaries"];
-  ASSERT_EQ(b.size(), 3u) << b;
-  EXPECT_EQ(b[0]["from"], "k0_matmul");
-  EXPECT_EQ(b[0]["to"], "k1_add_gelu");
-  EXPECT_EQ(b[0]["tensors"], nlohmann::json({"h"}));
+  ASSERT_EQ(b.size(), 1u) << b;
+  EXPECT_EQ(b[0]["from"], "k0_matmul_add_gelu");
+  EXPECT_EQ(b[0]["to"], "k1_matmul_add");
+  EXPECT_EQ(b[0]["tensors"], nlohmann::json({"a"}));
   EXPECT_TRUE(b[0]["reason"].get<std::string>().starts_with("a matmul runs as a library call")) << b[0];
 }
 
@@ -1057,11 +1057,16 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
   auto text = testing::run_command(env + FUSEJIT_CLI_PATH + " emit " + kExamples + "/mlp_block.fj --overwrite --out " +
                                    dir);
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("library matmul"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("k1_add_gelu"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("k0_matmul_add_gelu                   library matmul (cuBLASLt, epilogue bias b1, "
+                          "gelu(approximate=tanh)), no generated source"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("k1_matmul_add                        library matmul (cuBLASLt, epilogue bias b2)"),
+            std::string::npos)
+      << text.out;
   EXPECT_NE(text.err.find("removed 3 files of an earlier emit"), std::string::npos) << text.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/k0_add_gelu_dropout_layer_norm.cu"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/k1_add_gelu.cu"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/plan.txt"));
   std::filesystem::remove_all(dir);
 }
 
@@ -1102,7 +1107,7 @@ TEST(CliEmit, OverwriteRemovesOnlyFilesAnEmitWroteAndNobodyChanged) {
   EXPECT_EQ(manifest.find("k9_add"), std::string::npos) << manifest;
   // The user edits one emitted kernel file.
   testing::write_file(dir + "/k0_mul_softmax.cu", testing::read_file(dir + "/k0_mul_softmax.cu") + "// tuned\n");
-  auto second = testing::run_command(emit + "/mlp_block.fj --overwrite --out " + dir);
+  auto second = testing::run_command(emit + "/residual_layernorm.fj --overwrite --out " + dir);
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_NE(second.err.find("removed 2 files of an earlier emit from " + dir +
                             ": k0_mul_softmax.ptx, k0_mul_softmax.ptxas.txt"),
@@ -1114,7 +1119,7 @@ TEST(CliEmit, OverwriteRemovesOnlyFilesAnEmitWroteAndNobodyChanged) {
       << second.err;
   EXPECT_TRUE(std::filesystem::exists(dir + "/k0_mul_softmax.cu"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/k0_mul_softmax.ptx"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/k1_add_gelu.cu"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/k0_add_layer_norm.cu"));
   EXPECT_EQ(testing::read_file(dir + "/k9_add.cu"), "mine\n");
   EXPECT_EQ(testing::read_file(dir + "/k0_notes.ptx"), "mine too\n");
   std::filesystem::remove_all(dir);
@@ -1325,18 +1330,27 @@ TEST(CliEmit, WarningsDuringTheProgressLineComeAfterIt) {
 TEST(CliEmit, JsonListsMatmulKernelsInPlanOrder) {
   if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
   const std::string dir = testing::make_temp_dir("fusejit-emit-matmul");
-  auto r = run_fusejit("emit " + kExamples + "/mlp_block.fj --json --out " + dir + "/k");
+  // A matmul with a bias epilogue (cuBLASLt), the erf GeLU it cannot take,
+  // and a plain matmul (cuBLAS).
+  const std::string graph = dir + "/g.fj";
+  testing::write_file(graph,
+                      "input x: bf16[64, 96]\ninput w: bf16[96, 128]\ninput b: bf16[128]\ninput w2: bf16[128, 32]\n"
+                      "h = matmul(x, w)\ns = add(h, b)\na = gelu(s)\ny = matmul(a, w2)\noutput y\n");
+  auto r = run_fusejit("emit " + graph + " --json --out " + dir + "/k");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  const FusionPlan plan =
-      make_fused_plan(*parse_graph_file(kExamples + "/mlp_block.fj"), fusion_options_for(gpu_device("h100")));
-  ASSERT_EQ(j["kernels"].size(), plan.kernels.size()) << r.out;
+  const FusionPlan plan = make_fused_plan(*parse_graph_file(graph), fusion_options_for(gpu_device("h100")));
+  ASSERT_EQ(j["kernels"].size(), 3u) << r.out;
+  EXPECT_EQ(j["kernels"][0]["library"], "cuBLASLt");
+  EXPECT_EQ(j["kernels"][0]["epilogue"], "bias b");
+  EXPECT_EQ(j["kernels"][2]["library"], "cuBLAS");
+  EXPECT_TRUE(j["kernels"][2]["epilogue"].is_null());
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const nlohmann::json& k = j["kernels"][i];
     EXPECT_EQ(k["name"], plan.kernels[i].name);
     EXPECT_EQ(k.size(), j["kernels"][0].size()) << "every kernel has every key: " << k;
     if (plan.kernels[i].kind == KernelKind::kMatmul) {
-      EXPECT_EQ(k["library"], "cuBLAS") << k;
+      EXPECT_TRUE(k["library"] == "cuBLAS" || k["library"] == "cuBLASLt") << k;
       for (const char* key : {"source", "ptx", "registers", "compile_ms"}) EXPECT_TRUE(k[key].is_null()) << key;
     } else {
       EXPECT_TRUE(k["library"].is_null()) << k;

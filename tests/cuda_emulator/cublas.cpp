@@ -83,6 +83,11 @@ bool known_type(int type) {
 
 }  // namespace
 
+// Shared with cublaslt.cpp.
+float fj_emulated_blas_load(const void* base, int type, size_t i) { return load(base, type, i); }
+void fj_emulated_blas_store(void* base, int type, size_t i, float v) { store(base, type, i, v); }
+bool fj_emulated_blas_known_type(int type) { return known_type(type); }
+
 extern "C" {
 
 Status cublasCreate_v2(Handle* handle) {

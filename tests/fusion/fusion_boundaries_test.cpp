@@ -19,12 +19,34 @@ TEST(FusionBoundaries, OneKernelHasNone) {
 }
 
 TEST(FusionBoundaries, AMatmulRunsByItself) {
-  const auto b = boundaries_of("input a: f32[16, 32]\ninput w: f32[32, 8]\nh = matmul(a, w)\ny = relu(h)\noutput y\n");
+  const auto b = boundaries_of("input a: f32[16, 32]\ninput w: f32[32, 8]\nh = exp(a)\ny = matmul(h, w)\noutput y\n");
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].producer, 0);
   EXPECT_EQ(b[0].consumer, 1);
   EXPECT_EQ(b[0].tensors, std::vector<std::string>{"h"});
-  EXPECT_TRUE(b[0].reason.starts_with("a matmul runs as a library call")) << b[0].reason;
+  EXPECT_EQ(b[0].reason,
+            "a matmul runs as a library call (cuBLAS on a GPU, the generated GEMM on the CPU) that reads its operands "
+            "from memory");
+}
+
+// What follows a matmul and is not part of its epilogue is named with the reason.
+TEST(FusionBoundaries, WhatTheMatmulEpilogueRefusesIsNamed) {
+  const std::string head = "input a: f32[16, 32]\ninput w: f32[32, 8]\ninput b: f32[8]\nh = matmul(a, w)\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"y = exp(h)\noutput y\n", "exp 'y' is not an epilogue op; a matmul kernel's epilogue (cuBLASLt's) takes"},
+      {"s = add(h, b)\ny = gelu(s)\noutput y\n", "gelu 'y' (approximate=none, the erf form) is not an epilogue op"},
+      {"s = add(h, b)\ny = relu(s)\noutput y, s\n",
+       "s is used by more than relu 'y' (or is an output), so it is stored, and the epilogue ends there"},
+      {"r = relu(h)\ny = add(r, b)\noutput y\n", "add 'y' comes after r, the activation that ends the matmul's"},
+      {"input m: f32[16, 8]\ny = add(h, m)\noutput y\n", "add 'y' adds m (f32[16, 8]), not a f32[8] vector"},
+      {"y = sum(h)\noutput y\n", "sum 'y' reduces rows, and a matmul kernel's epilogue is elementwise"},
+  };
+  for (const auto& [tail, reason] : cases) {
+    SCOPED_TRACE(tail);
+    const auto b = boundaries_of(head + tail);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_TRUE(b[0].reason.starts_with("a matmul runs as a library call: " + reason)) << b[0].reason;
+  }
 }
 
 TEST(FusionBoundaries, AnotherIterationSpaceIsNamed) {

@@ -13,6 +13,7 @@
 
 #include "fusejit.h"
 #include "support/error_of.h"
+#include "support/graph_variants.h"
 
 namespace fusejit {
 namespace {
@@ -417,28 +418,80 @@ TEST(Fusion, LoneMatmulIsOneLibraryKernel) {
   }
 }
 
-TEST(Fusion, MatmulEpilogueFormsTheNextKernel) {
-  Graph g;
-  auto a = g.input("a", DType::kBF16, {M, N});
-  auto w = g.input("w", DType::kBF16, {N, 256});
-  auto bias = g.input("bias", DType::kBF16, {256});
-  g.output("y", gelu(matmul(a, w) + bias));
-  const FusionPlan fused = make_fused_plan(g);
-  ASSERT_EQ(kinds(fused), (Strings{"matmul", "pointwise"})) << describe(fused);
-  EXPECT_EQ(fused.kernels[1].user_ops, (Strings{"add", "gelu"}));
-  const int64_t mm = 2 * (M * N + N * 256 + M * 256);
-  EXPECT_EQ(cost_of(fused).bytes, mm + 2 * (M * 256 + 256 + M * 256));
-  EXPECT_EQ(kinds(make_unfused_plan(g)), (Strings{"matmul", "pointwise", "pointwise"}));
+// The add of a bias vector, then relu or a tanh GeLU, run inside the GEMM
+// (fusion/matmul_epilogue.h); an erf GeLU, which cuBLASLt does not run,
+// forms the next kernel.
+TEST(Fusion, MatmulTakesABiasAndActivationEpilogue) {
+  for (const char* approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    Graph g;
+    auto a = g.input("a", DType::kBF16, {M, N});
+    auto w = g.input("w", DType::kBF16, {N, 256});
+    auto bias = g.input("bias", DType::kBF16, {256});
+    g.output("y", gelu(matmul(a, w) + bias, approximate));
+    const FusionPlan fused = make_fused_plan(g);
+    const int64_t mm = 2 * (M * N + N * 256 + 256 + M * 256);  // the product with its bias added
+    if (std::string_view(approximate) == "tanh") {
+      ASSERT_EQ(kinds(fused), (Strings{"matmul"})) << describe(fused);
+      EXPECT_EQ(fused.kernels[0].user_ops, (Strings{"matmul", "add", "gelu"}));
+      EXPECT_EQ(fused.kernels[0].name, "k0_matmul_add_gelu");
+      EXPECT_EQ(cost_of(fused).bytes, mm);
+    } else {
+      ASSERT_EQ(kinds(fused), (Strings{"matmul", "pointwise"})) << describe(fused);
+      EXPECT_EQ(fused.kernels[0].user_ops, (Strings{"matmul", "add"}));
+      EXPECT_EQ(fused.kernels[1].user_ops, (Strings{"gelu"}));
+      EXPECT_EQ(cost_of(fused).bytes, mm + 2 * (M * 256 + M * 256));
+    }
+    EXPECT_EQ(kinds(make_unfused_plan(g)), (Strings{"matmul", "pointwise", "pointwise"}));
+  }
 }
 
-TEST(Fusion, MlpBlockKeepsBothMatmulsApart) {
+// Each graph's fused plan, as the user ops of each kernel: what the epilogue
+// refuses stays in a kernel of its own.
+TEST(Fusion, MatmulEpilogueTakesOnlyWhatTheGemmCanRun) {
+  const std::string head = "input a: bf16[64, 32]\ninput w: bf16[32, 16]\ninput b: bf16[16]\nh = matmul(a, w)\n";
+  const std::vector<std::pair<std::string, std::vector<Strings>>> cases = {
+      // the bias on either side of the add; relu alone
+      {"s = add(b, h)\ny = relu(s)\noutput y\n", {{"matmul", "add", "relu"}}},
+      {"y = relu(h)\noutput y\n", {{"matmul", "relu"}}},
+      // an activation ends the epilogue: the add after it is a kernel of its own
+      {"r = relu(h)\ny = add(r, b)\noutput y\n", {{"matmul", "relu"}, {"add"}}},
+      // the product is used twice (or is an output): it is stored, and nothing joins it
+      {"s = add(h, b)\ny = relu(s)\noutput y, h\n", {{"matmul"}, {"add", "relu"}}},
+      {"s = add(h, b)\nt = mul(h, h)\ny = add(s, t)\noutput y\n", {{"matmul"}, {"add", "mul", "add"}}},
+      // the biased value is used twice: it is stored, and the activation is not fused
+      {"s = add(h, b)\ny = relu(s)\nz = exp(s)\noutput y, z\n", {{"matmul", "add"}, {"relu", "exp"}}},
+      // not a bias vector: a whole matrix, a literal, a vector of another dtype
+      {"input m: bf16[64, 16]\ny = add(h, m)\noutput y\n", {{"matmul"}, {"add"}}},
+      {"y = add(h, 1.5)\noutput y\n", {{"matmul"}, {"add"}}},
+      {"input c: f32[16]\ny = add(h, c)\noutput y\n", {{"matmul"}, {"add"}}},
+      // not an epilogue op
+      {"y = sigmoid(h)\noutput y\n", {{"matmul"}, {"sigmoid"}}},
+  };
+  for (const auto& [tail, expected] : cases) {
+    SCOPED_TRACE(tail);
+    const FusionPlan fused = make_fused_plan(testing::parse_or_throw(head + tail));
+    std::vector<Strings> got;
+    for (const Kernel& k : fused.kernels) got.push_back(k.user_ops);
+    EXPECT_EQ(got, expected) << describe(fused);
+  }
+  // A matmul of two dtypes widens its operands first: no epilogue.
+  const FusionPlan mixed = make_fused_plan(testing::parse_or_throw(
+      "input a: bf16[64, 32]\ninput w: f32[32, 16]\ninput b: f32[16]\nh = matmul(a, w)\ny = relu(h)\noutput y\n"));
+  EXPECT_EQ(kinds(mixed), (Strings{"matmul", "pointwise"})) << describe(mixed);
+}
+
+TEST(Fusion, MlpBlockIsTwoGemmsWithEpilogues) {
   Graph g;
   auto x = g.input("x", DType::kBF16, {M, N});
   auto w1 = g.input("w1", DType::kBF16, {N, 4 * N});
   auto b1 = g.input("b1", DType::kBF16, {4 * N});
   auto w2 = g.input("w2", DType::kBF16, {4 * N, N});
   g.output("y", matmul(gelu(matmul(x, w1) + b1, "tanh"), w2));
-  EXPECT_EQ(kinds(make_fused_plan(g)), (Strings{"matmul", "pointwise", "matmul"}));
+  const FusionPlan fused = make_fused_plan(g);
+  ASSERT_EQ(kinds(fused), (Strings{"matmul", "matmul"}));
+  EXPECT_EQ(fused.kernels[0].user_ops, (Strings{"matmul", "add", "gelu"}));
+  EXPECT_EQ(fused.kernels[1].user_ops, (Strings{"matmul"}));
   EXPECT_EQ(make_unfused_plan(g).kernels.size(), 4u);
 }
 

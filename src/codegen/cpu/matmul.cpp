@@ -10,12 +10,20 @@
 // products in increasing k, in f32, with fused multiply-adds where the CPU
 // has them, as a GPU GEMM without split-k does.
 //
+// An epilogue (fusion/matmul_epilogue.h) runs over each block of C in f32
+// after its last k block, while the block is in the cache, and the block is
+// rounded to C's type once, after it: the bias-added (and activated) value
+// is what leaves the kernel, and the product is never stored.
+//
 // An earlier version added into a row of the C block in memory for every k
 // (a load and a store per vector multiply-add): 69 GFLOP/s on two Xeon
 // cores where the FMA units peak at 450, and PyTorch's mlp_block ran 4x
 // faster (bench/results/2026-12-01-cpu-intel.md).
+#include <fmt/ranges.h>
+
 #include "codegen/cpu/cpu_emit_common.h"
 #include "codegen/expr.h"
+#include "fusion/matmul_epilogue.h"
 
 namespace fusejit::cpu_emit {
 namespace {
@@ -26,6 +34,38 @@ namespace {
 constexpr int64_t kMatmulRows = kCpuMatmulRowBlock, kMatmulCols = 256, kMatmulDepth = 256, kMicroRows = 6;
 // Rows of B packed together (see the packing loop).
 constexpr int64_t kPackRows = 8;
+
+// The epilogue over the block of C in `acc` (mb rows of nb columns from
+// column j0), in f32, each op's expression from the op table.
+void write_epilogue(SourceWriter& w, const Graph& g, const Kernel& kernel, const MatmulEpilogue& epilogue) {
+  std::vector<std::string> steps;
+  for (size_t i = 1; i < kernel.nodes.size(); ++i) steps.push_back(g.node(kernel.nodes[i]).name);
+  w.line("// The epilogue ({}) over the block, in f32, before it is rounded and stored.", fmt::join(steps, ", "));
+  w.open("for (long long i = 0; i < mb; ++i)");
+  w.line("float* __restrict row = acc + i * kNB;");
+  w.open("for (long long j = 0; j < nb; ++j)");
+  std::string value = "row[j]";
+  for (size_t i = 1; i < kernel.nodes.size(); ++i) {
+    const int32_t id = kernel.nodes[i];
+    const Node& n = g.node(id);
+    std::vector<std::string> operands;
+    for (const Operand& o : n.operands) {
+      if (o.is_literal()) {
+        operands.emplace_back();  // node_expression prints literals
+      } else if (o.node == epilogue.bias) {
+        operands.push_back(fmt::format("fj_to_float({}[j0 + j])", param_name(g, o.node)));
+      } else {
+        operands.push_back(value);
+      }
+    }
+    const std::string local = fmt::format("v{}", i);
+    w.line("const float {} = {};  // {}", local, node_expression(g, id, operands, "0"), n.name);
+    value = local;
+  }
+  w.line("row[j] = {};", value);
+  w.close();
+  w.close();
+}
 
 }  // namespace
 
@@ -71,7 +111,7 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   w.line("float* __restrict bp = fj_buffer;       // B block: kNB / kNR panels of kb x kNR");
   w.line("float* __restrict acc = bp + kKB * kNB;  // C block: kMB x kNB, row-major");
   w.line("float* __restrict ap = acc + kMB * kNB;  // A block: kMB / kMR slivers of kb x kMR");
-  const std::string pa = param_name(g, a_id), pb = param_name(g, b_id), pc = param_name(g, mm_id);
+  const std::string pa = param_name(g, a_id), pb = param_name(g, b_id);
   w.open("for (long long i0 = begin; i0 < end; i0 += kMB)");
   w.line("const long long mb = end - i0 < kMB ? end - i0 : kMB;");
   w.line("const long long slivers = (mb + kMR - 1) / kMR;");
@@ -152,7 +192,12 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   w.close();
   w.close();
   w.close();
-  w.line("for (long long i = 0; i < mb; ++i) fj_store_span({} + (i0 + i) * kN + j0, acc + i * kNB, nb);", pc);
+  const int32_t stored = kernel.nodes.back();  // the product, or the epilogue's last value
+  if (const MatmulEpilogue epilogue = matmul_epilogue(g, kernel); !epilogue.empty()) {
+    write_epilogue(w, g, kernel, epilogue);
+  }
+  w.line("for (long long i = 0; i < mb; ++i) fj_store_span({} + (i0 + i) * kN + j0, acc + i * kNB, nb);",
+         param_name(g, stored));
   w.close();
   w.close();
   w.line("return 0;");
