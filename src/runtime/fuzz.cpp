@@ -84,10 +84,11 @@ class GraphGenerator {
     return s;
   }
 
-  Value new_input(const Shape64& shape) {
+  // An input of `dtype`, or of a random one.
+  Value new_input(const Shape64& shape, std::string dtype = "") {
     Value v{fmt::format("in{}", inputs_.size()), shape};
-    inputs_.push_back(fmt::format("input {}: {}{}", v.name, choose<std::string>({"f32", "f16", "bf16"}),
-                                  shape_text(shape)));
+    if (dtype.empty()) dtype = choose<std::string>({"f32", "f16", "bf16"});
+    inputs_.push_back(fmt::format("input {}: {}{}", v.name, dtype, shape_text(shape)));
     return v;
   }
 
@@ -188,6 +189,21 @@ class GraphGenerator {
       if (numel(x.shape) * n <= (int64_t{1} << 20)) {
         Shape64 s = x.shape;
         s.back() = n;
+        if (pick(2) == 0) {
+          // A linear layer of one dtype on inputs of x's shape: its bias
+          // add and activation are the matmul's epilogue in the fused plan
+          // (fusion/matmul_epilogue.h). x's own dtype is not tracked here.
+          const std::string dtype = choose<std::string>({"f32", "f16", "bf16"});
+          const Value a = new_input(x.shape, dtype), w = new_input({x.shape.back(), n}, dtype);
+          const Value b = new_input({n}, dtype);
+          statement(s, fmt::format("matmul({}, {})", a.name, w.name));
+          const std::string h = values_.back().name;
+          statement(s, pick(2) == 0 ? fmt::format("add({}, {})", h, b.name) : fmt::format("add({}, {})", b.name, h));
+          if (pick(2) == 0) return;
+          const std::string biased = values_.back().name;
+          return statement(
+              s, pick(2) == 0 ? fmt::format("relu({})", biased) : fmt::format("gelu({}, approximate=tanh)", biased));
+        }
         const Value w = new_input({x.shape.back(), n});
         return statement(s, fmt::format("matmul({}, {})", x.name, w.name));
       }

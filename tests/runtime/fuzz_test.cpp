@@ -31,6 +31,21 @@ TEST(Fuzz, GeneratedGraphsVerifyAndCoverTheOpTable) {
   for (const char* f : features) EXPECT_TRUE(seen.contains(f)) << "no generated graph has " << f;
 }
 
+// Linear layers whose bias and activation become the matmul's epilogue
+// (fusion/matmul_epilogue.h) are among the graphs, with and without the activation.
+TEST(Fuzz, GeneratedGraphsHoldMatmulEpilogues) {
+  int with_activation = 0, bias_only = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    const FusionPlan plan = make_fused_plan(*parse_graph(random_graph_text(seed)));
+    for (const Kernel& k : plan.kernels) {
+      if (k.kind != KernelKind::kMatmul || k.nodes.size() < 2) continue;
+      (k.nodes.size() == 3 ? with_activation : bias_only) += 1;
+    }
+  }
+  EXPECT_GT(with_activation, 5);
+  EXPECT_GT(bias_only, 5);
+}
+
 TEST(Fuzz, ShrinkingKeepsTheFailureAndDropsTheRest) {
   const std::string text =
       "input x: f32[4, 8]\ninput b: f32[8]\na = add(x, b)\ne = exp(a)\nt = tanh(e)\ns = softmax(t)\n"
