@@ -28,21 +28,23 @@ CudaAccess access_for(const std::vector<cuda::DevicePtr>& pointers) {
   return all_aligned(pointers) ? CudaAccess::kVector : CudaAccess::kScalar;
 }
 
-LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm, int blocks_per_sm) {
+LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm, int blocks_per_sm,
+                           int64_t count) {
+  if (count < 0) count = kernel.count;
   LaunchConfig c;
   int64_t blocks = 1;
   if (kernel.variant == CudaVariant::kPointwise) {
     c.block.x = static_cast<unsigned>(kernel.block_threads);
     const bool vector = kernel.access == CudaAccess::kVector;
-    const int64_t steps = vector ? ceil_div(kernel.count, kernel.vector_width) : kernel.count;
+    const int64_t steps = vector ? ceil_div(count, kernel.vector_width) : count;
     blocks = ceil_div(steps, kernel.block_threads);
   } else if (kernel.variant == CudaVariant::kWarpPerRow) {
     c.block.x = static_cast<unsigned>(kernel.block_threads);
     c.block.y = static_cast<unsigned>(kernel.rows_per_block);
-    blocks = ceil_div(kernel.count, kernel.rows_per_block);
+    blocks = ceil_div(count, kernel.rows_per_block);
   } else {  // block per row, re-read
     c.block.x = static_cast<unsigned>(kernel.block_threads);
-    blocks = kernel.count;
+    blocks = count;
   }
   const int64_t threads_per_block = int64_t{c.block.x} * c.block.y;
   int64_t resident_per_sm = std::max<int64_t>(1, max_threads_per_sm / std::max<int64_t>(1, threads_per_block));

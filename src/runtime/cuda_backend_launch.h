@@ -46,7 +46,11 @@ CudaAccess access_for(const std::vector<cuda::DevicePtr>& pointers);
 // 2 blocks of 512 threads, not 4). A grid past the wave would leave blocks
 // waiting for others to exit, each with its own rows: a persistent kernel's
 // next-row prefetch would not overlap anything for them.
-LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm, int blocks_per_sm = 0);
+// `count` is the kernel's element or row count (-1: kernel.count): kernels
+// of different sizes may share one compiled source (codegen/shared_code.h),
+// whose count is then its first member's.
+LaunchConfig launch_config(const CudaKernelSource& kernel, int sm_count, int max_threads_per_sm, int blocks_per_sm = 0,
+                           int64_t count = -1);
 
 // The device for the cost model. A GPU whose name says H100, H200 or A100
 // starts from that datasheet; SM count, L2 size and (when plausible) the

@@ -66,6 +66,9 @@ struct JitKernel {
   // The kernel's last parameter when it has dropout ops: each seed's Philox
   // round keys (fj_dropout_keys<N>, passed by value), in node order.
   std::vector<uint32_t> dropout_keys;
+  // Its own element or row count (cuda_launch_count): the code it shares
+  // may be another kernel's of another size.
+  long long count = 0;
 };
 
 class CudaLoadedPlan final : public LoadedPlan {
@@ -305,6 +308,7 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
       code.members.push_back(static_cast<size_t>(member));
       JitKernel& j = jit[static_cast<size_t>(member)].emplace();
       j.code = codes[i];
+      j.count = cuda_launch_count(kernel);
       for (const KernelParam& p : params) {
         if (p.kind == ParamKind::kTensor) j.pointers.push_back(buffers_.at(p.node).ptr);
       }
@@ -376,13 +380,13 @@ absl::Status CudaLoadedPlan::launch(size_t k) {
 
 absl::Status CudaLoadedPlan::launch_shape(size_t k, const CompiledShape& shape) {
   JitKernel& kernel = std::get<JitKernel>(steps_[k]);
-  long long count = shape.meta.count;
+  long long count = kernel.count;
   std::vector<void*> args;
   for (cuda::DevicePtr& p : kernel.pointers) args.push_back(&p);
   if (!kernel.dropout_keys.empty()) args.push_back(kernel.dropout_keys.data());
   args.push_back(&count);
   const LaunchConfig config =
-      launch_config(shape.meta, gpu_->info().sm_count, gpu_->max_threads_per_sm(), shape.blocks_per_sm);
+      launch_config(shape.meta, gpu_->info().sm_count, gpu_->max_threads_per_sm(), shape.blocks_per_sm, count);
   return cuda::launch_kernel(shape.function, config.grid, config.block, 0, nullptr, args.data());
 }
 

@@ -753,6 +753,24 @@ TEST_F(GpuBackend, LayersRunTheFirstLayersCodeWithTheirOwnSeeds) {
   }
 }
 
+// Kernels of different sizes can be the same code (the count is an
+// argument): each runs its own count. Found by a new user's probe: both
+// were launched with the first one's, which left rows of the larger
+// unwritten, and with the larger first read past the smaller's buffers.
+TEST_F(GpuBackend, KernelsSharingCodeRunTheirOwnSizes) {
+  for (const char* text :
+       {"input x: f32[1, 16]\ninput u: f32[3, 16]\nex = exp(x)\neu = exp(u)\ny = add(ex, eu)\noutput y\n",
+        "input x: f32[3, 1000]\ninput u: f32[1, 1000]\nax = abs(x)\nau = abs(u)\ny = add(ax, au)\noutput y\n",
+        "input x: f32[5, 64]\ninput u: f32[2, 64]\nsx = softmax(x)\nsu = softmax(u)\noutput sx, su\n"}) {
+    const FusionPlan plan = make_unfused_plan(parse_or_throw(text), fusion_options());
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(plan);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ((*loaded)->kernels()[1].shares_code_with, plan.kernels[0].name) << text;
+    expect_matches_reference(plan, text);
+    expect_matches_reference(plan, std::string(text) + " (misaligned)", {.misalign_bytes = 4});
+  }
+}
+
 TEST_F(GpuBackend, MatmulRunsOnCublas) {
   for (const char* types : {"bf16 bf16", "f16 f16", "f32 f32", "bf16 f32", "f16 bf16"}) {
     const std::string a_type(types, std::string_view(types).find(' '));

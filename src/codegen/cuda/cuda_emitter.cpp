@@ -23,6 +23,13 @@ std::string_view cuda_access_name(CudaAccess a) {
   return a == CudaAccess::kVector ? "16-byte accesses" : "scalar accesses";
 }
 
+int64_t cuda_launch_count(const Kernel& kernel) {
+  const int64_t elements = kernel.iteration.numel();
+  if (kernel.kind != KernelKind::kRow) return elements;
+  const int64_t n = kernel.iteration.last();
+  return n == 0 ? 0 : elements / n;
+}
+
 CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access, const CudaRowShape& shape) {
   const Kernel& kernel = checked_kernel(plan, index, "emit_cuda_kernel");
   if (kernel.kind == KernelKind::kMatmul) {

@@ -22,6 +22,12 @@ namespace fusejit {
 CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess access = CudaAccess::kVector,
                                   const CudaRowShape& shape = {});
 
+// The count a generated kernel takes as its last argument: its elements
+// (pointwise) or rows (row kernels). Not part of the source: kernels of
+// different sizes share one compiled source (codegen/shared_code.h), and
+// each is launched with its own count.
+int64_t cuda_launch_count(const Kernel& kernel);
+
 // The launch shapes worth timing for kernel `index` compiled for `access`:
 // the default first, then half and twice its threads per row (16 elements
 // per thread at most, 64 to 1024 threads, none without an access of the

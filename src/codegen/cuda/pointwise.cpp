@@ -116,7 +116,7 @@ CudaKernelSource emit_pointwise(const FusionPlan& plan, const Kernel& kernel, Cu
   CudaKernelSource out;
   out.variant = CudaVariant::kPointwise;
   out.params = kernel_params(plan, kernel);
-  out.count = kernel.iteration.numel();
+  out.count = cuda_launch_count(kernel);
   out.vector_width = gpu_vector_width(*plan.graph, kernel);
   out.has_vector_path = gpu_has_vector_path(*plan.graph, kernel);
   choose_access(out, kernel, access);

@@ -90,7 +90,7 @@ class RowEmitter {
       : plan_(plan), g_(*plan.graph), kernel_(kernel) {
     n_ = kernel.iteration.last();
     out_.params = kernel_params(plan, kernel);
-    out_.count = kernel.iteration.numel() / n_;
+    out_.count = cuda_launch_count(kernel);
     const int width = gpu_vector_width(g_, kernel);
     out_.has_vector_path = gpu_has_vector_path(g_, kernel);
     choose_access(out_, kernel, access);
