@@ -60,8 +60,13 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
   const Kernel& pa = plan.kernels[static_cast<size_t>(a)];
   const Kernel& pb = plan.kernels[static_cast<size_t>(b)];
   if (pb.kind == KernelKind::kMatmul) {
-    return "a matmul runs as a library call (cuBLAS on a GPU, the generated GEMM on the CPU) that reads its "
-           "operands from memory";
+    const Node& mm = graph.node(pb.nodes.front());
+    const bool operands = std::any_of(crossing.begin(), crossing.end(), [&](int32_t t) {
+      return std::any_of(mm.operands.begin(), mm.operands.end(), [&](const Operand& o) { return o.node == t; });
+    });
+    return operands ? "a matmul runs as a library call (cuBLAS on a GPU, the generated GEMM on the CPU) that reads "
+                      "its operands from memory"
+                    : "a matmul's epilogue, run by the library call (cuBLASLt on a GPU), reads its bias from memory";
   }
   if (pa.kind == KernelKind::kMatmul) {
     // The first node of b that reads what the matmul kernel stores: why it
@@ -81,7 +86,10 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
       const bool used_elsewhere = facts.is_output[static_cast<size_t>(last)] || uses > reads_last;
       std::string why = matmul_epilogue_refusal(graph, pa.nodes, id, used_elsewhere);
       if (n.info().kind == OpKind::kReduce) {
-        why = fmt::format("{} '{}' reduces rows, and a matmul kernel's epilogue is elementwise", n.info().name, n.name);
+        // Named by what it reduces: a reduction of a composite (layer_norm's
+        // mean) has a name of the expansion's, not the user's.
+        why = fmt::format("a reduction of {}'s rows follows, and a matmul kernel's epilogue is elementwise",
+                          graph.node(last).name);
       }
       if (!why.empty()) return "a matmul runs as a library call: " + why;
     }

@@ -5,7 +5,9 @@
 // one:
 //   1. an add of a vector of the result's last extent N (shape [N], [1, N],
 //      ...) broadcast over the rows: a linear layer's bias;
-//   2. relu, or gelu with approximate=tanh (cuBLASLt's GELU is the tanh form).
+//   2. relu, or gelu with approximate=tanh (cuBLASLt's GELU is the tanh
+//      form) in bf16 and f16: in f32 the GeLU stays a kernel of its own, as
+//      cuBLASLt's may compute tanh less exactly than f32's tolerance asks.
 // Each step takes the value before it as its one use, so the product (and
 // the biased value, when an activation follows) never reaches memory: a
 // transformer MLP's bias-GeLU between its matmuls costs no HBM traffic.

@@ -120,7 +120,10 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
                                     node.dtype, what);
         return step;
       }
-      if (gemm.status().code() != absl::StatusCode::kUnimplemented) {
+      // Out of memory is the GPU's state, and the fallback would meet it
+      // too; anything else cuBLASLt says (no algorithm; a value an older
+      // cuBLASLt does not take) leaves the fallback, which needs only cuBLAS.
+      if (gemm.status().code() == absl::StatusCode::kResourceExhausted) {
         return absl::Status(gemm.status().code(),
                             fmt::format("kernel {}: {}", kernel.name, status_text(gemm.status())));
       }

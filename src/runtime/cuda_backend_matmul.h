@@ -2,12 +2,14 @@
 // kernel with an epilogue (fusion/matmul_epilogue.h), one cublasLtMatmul
 // that adds the bias and applies the activation before it stores.
 //
-// Where cuBLASLt cannot run the epilogue (the library did not load, its
-// heuristic offers no algorithm, or a tensor is not 16-byte aligned, which
-// fusejit does not ask of cuBLASLt), the product goes to a buffer of its
-// own through cublasGemmEx and a generated pointwise kernel applies the
-// epilogue: the same result, one launch and the product's write and read
-// more.
+// Where cuBLASLt cannot run the epilogue (the library did not load, it
+// offers no algorithm or refuses a descriptor, or a tensor is not 16-byte
+// aligned, which fusejit does not ask of cuBLASLt: the bias pointer has no
+// alignment preference), the product goes to a buffer of its own through
+// cublasGemmEx and a generated pointwise kernel applies the epilogue: one
+// launch and the product's write and read more, and the product rounded
+// to its dtype before the epilogue (cuBLASLt keeps it in f32), which the
+// reference's tolerance covers.
 //
 // The graph types matmul as PyTorch does (ir/infer.cpp): the result has the
 // promoted dtype of its operands, and the reference multiplies their values

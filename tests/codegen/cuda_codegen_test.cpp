@@ -376,12 +376,17 @@ TEST_F(CudaNvrtcTest, MatmulEpilogueKernelsCompile) {
               std::string("input x: f32[64, 32]\ninput w: f32[32, 96]\ninput b: f32[96]\nh = matmul(x, w)\n") + tail),
           dtype);
       const FusionPlan plan = make_fused_plan(g);
-      ASSERT_EQ(plan.kernels.size(), 1u) << describe(plan);
+      ASSERT_GE(plan.kernels[0].nodes.size(), 2u) << describe(plan);  // f32's GeLU is a kernel of its own
       FusionPlan alone{
           .label = plan.label, .graph = plan.graph, .kernels = {matmul_epilogue_kernel(*plan.graph, plan.kernels[0])}};
+      const Node& last = plan.graph->node(plan.kernels[0].nodes.back());
+      const std::string computes = last.op == Op::kAdd ? " + " : last.op == Op::kRelu ? "fj_relu(" : "fj_gelu_tanh(";
       for (CudaAccess access : {CudaAccess::kVector, CudaAccess::kScalar}) {
         const CudaKernelSource k = emit_cuda_kernel(alone, 0, access);
-        EXPECT_NE(k.source.find("k0_matmul_"), std::string::npos);
+        // The product (and the bias) in, the epilogue's last value out: as
+        // many tensors as the matmul kernel reads.
+        EXPECT_EQ(k.params.size(), plan.kernels[0].reads.size());
+        EXPECT_NE(k.source.find(computes), std::string::npos) << computes << "\n" << k.source;
         absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
         EXPECT_TRUE(c.ok()) << fmt::format("{} {}: {}", dtype, tail, status_text(c.status()));
       }

@@ -1,15 +1,18 @@
 // The CUDA emulator's cuBLASLt: the calls fusejit makes
 // (runtime/cublaslt_abi.h), on the CPU. Descriptors hold what fusejit sets;
 // the heuristic offers one algorithm where every alignment preference is
-// 16 bytes or more (the emulator asks no more of real cuBLASLt's
-// algorithms than that, and refusing there exercises fusejit's fallback
-// for cuBLASLt's refusals); cublasLtMatmul computes column-major
+// 16 bytes or more, and none (CUBLAS_STATUS_NOT_SUPPORTED, as a real one
+// does when it has nothing) where one is less or where
+// FUSEJIT_EMULATOR_CUBLASLT_REFUSES=1 asks it to, so that tests reach
+// fusejit's fallback for a refusal (its own 16-byte check comes first
+// otherwise); cublasLtMatmul computes column-major
 // D = epilogue(A · B) with f32 accumulation in order of k, adds the bias
 // (one value per row of D) and applies relu or the tanh GeLU in f32, and
 // rounds once to D's type, as cuBLASLt does.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -145,6 +148,9 @@ Status cublasLtMatmulAlgoGetHeuristic(Handle handle, Descriptor op, Descriptor a
     return kInvalidValue;
   }
   *returned = 0;
+  if (const char* refuse = std::getenv("FUSEJIT_EMULATOR_CUBLASLT_REFUSES"); refuse != nullptr && refuse[0] == '1') {
+    return lt::kNotSupported;
+  }
   const auto* p = static_cast<const Preference*>(pref);
   for (int attribute = lt::kPrefAlignmentA; attribute <= lt::kPrefAlignmentD; ++attribute) {
     const auto it = p->values.find(attribute);

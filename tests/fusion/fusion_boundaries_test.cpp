@@ -36,10 +36,16 @@ TEST(FusionBoundaries, WhatTheMatmulEpilogueRefusesIsNamed) {
       {"y = exp(h)\noutput y\n", "exp 'y' is not an epilogue op; a matmul kernel's epilogue (cuBLASLt's) takes"},
       {"s = add(h, b)\ny = gelu(s)\noutput y\n", "gelu 'y' (approximate=none, the erf form) is not an epilogue op"},
       {"s = add(h, b)\ny = relu(s)\noutput y, s\n",
-       "s is used by more than relu 'y' (or is an output), so it is stored, and the epilogue ends there"},
+       "s is stored (a graph output, or read by another op too), so the epilogue ends with it"},
+      {"s = add(h, b)\ny = relu(s)\nz = exp(y)\noutput y, z\n", "exp 'z' comes after y, the activation that ends"},
+      {"s = add(h, b)\ny = gelu(s, approximate=tanh)\noutput y\n",
+       "gelu 'y' is in f32, and cuBLASLt's GELU is not known to be as exact as f32's tolerance asks"},
+      {"input c: f16[32, 8]\nk = matmul(a, c)\ny = relu(k)\noutput y, h\n",
+       "matmul 'k' multiplies f32 by f16, and an epilogue needs its operands, bias and result in one dtype"},
       {"r = relu(h)\ny = add(r, b)\noutput y\n", "add 'y' comes after r, the activation that ends the matmul's"},
       {"input m: f32[16, 8]\ny = add(h, m)\noutput y\n", "add 'y' adds m (f32[16, 8]), not a f32[8] vector"},
-      {"y = sum(h)\noutput y\n", "sum 'y' reduces rows, and a matmul kernel's epilogue is elementwise"},
+      {"y = sum(h)\noutput y\n", "a reduction of h's rows follows, and a matmul kernel's epilogue is elementwise"},
+      {"y = layer_norm(h)\noutput y\n", "a reduction of h's rows follows"},
   };
   for (const auto& [tail, reason] : cases) {
     SCOPED_TRACE(tail);
@@ -47,6 +53,16 @@ TEST(FusionBoundaries, WhatTheMatmulEpilogueRefusesIsNamed) {
     ASSERT_EQ(b.size(), 1u);
     EXPECT_TRUE(b[0].reason.starts_with("a matmul runs as a library call: " + reason)) << b[0].reason;
   }
+}
+
+TEST(FusionBoundaries, AComputedBiasIsReadByTheEpilogue) {
+  const auto b = boundaries_of(
+      "input a: f32[16, 32]\ninput w: f32[32, 8]\ninput c: f32[8]\nb = exp(c)\nh = matmul(a, w)\ny = add(h, b)\n"
+      "output y\n");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].tensors, std::vector<std::string>{"b"});
+  EXPECT_EQ(b[0].reason,
+            "a matmul's epilogue, run by the library call (cuBLASLt on a GPU), reads its bias from memory");
 }
 
 TEST(FusionBoundaries, AnotherIterationSpaceIsNamed) {

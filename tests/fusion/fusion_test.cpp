@@ -467,6 +467,10 @@ TEST(Fusion, MatmulEpilogueTakesOnlyWhatTheGemmCanRun) {
       {"input c: f32[16]\ny = add(h, c)\noutput y\n", {{"matmul"}, {"add"}}},
       // not an epilogue op
       {"y = sigmoid(h)\noutput y\n", {{"matmul"}, {"sigmoid"}}},
+      // the product added to itself: it has two uses
+      {"y = add(h, h)\noutput y\n", {{"matmul"}, {"add"}}},
+      // a bias computed by a kernel before the matmul's
+      {"input c: bf16[16]\nd = exp(c)\ny = add(h, d)\noutput y\n", {{"exp"}, {"matmul", "add"}}},
   };
   for (const auto& [tail, expected] : cases) {
     SCOPED_TRACE(tail);
@@ -475,6 +479,21 @@ TEST(Fusion, MatmulEpilogueTakesOnlyWhatTheGemmCanRun) {
     for (const Kernel& k : fused.kernels) got.push_back(k.user_ops);
     EXPECT_EQ(got, expected) << describe(fused);
   }
+  // A batched product [B, M, K] x [K, N] takes a bias of [N], [1, N] or [1, 1, N].
+  for (const char* bias : {"16", "1, 16", "1, 1, 16"}) {
+    const FusionPlan batched = make_fused_plan(testing::parse_or_throw(
+        fmt::format("input a: f16[3, 64, 32]\ninput w: f16[32, 16]\ninput b: f16[{}]\nh = matmul(a, w)\ns = add(h, b)\n"
+                    "y = gelu(s, approximate=tanh)\noutput y\n",
+                    bias)));
+    EXPECT_EQ(batched.kernels.size(), 1u) << bias << "\n" << describe(batched);
+  }
+  // In f32 the tanh GeLU is a kernel of its own (matmul_epilogue.h); relu is not.
+  const std::string f32 =
+      "input a: f32[64, 32]\ninput w: f32[32, 16]\ninput b: f32[16]\nh = matmul(a, w)\n"
+      "s = add(h, b)\n";
+  EXPECT_EQ(kinds(make_fused_plan(testing::parse_or_throw(f32 + "y = gelu(s, approximate=tanh)\noutput y\n"))),
+            (Strings{"matmul", "pointwise"}));
+  EXPECT_EQ(kinds(make_fused_plan(testing::parse_or_throw(f32 + "y = relu(s)\noutput y\n"))), (Strings{"matmul"}));
   // A matmul of two dtypes widens its operands first: no epilogue.
   const FusionPlan mixed = make_fused_plan(testing::parse_or_throw(
       "input a: bf16[64, 32]\ninput w: f32[32, 16]\ninput b: f32[16]\nh = matmul(a, w)\ny = relu(h)\noutput y\n"));

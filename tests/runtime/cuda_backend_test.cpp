@@ -790,24 +790,83 @@ TEST_F(GpuBackend, MatmulRunsOnCublas) {
 // A matmul with an epilogue (fusion/matmul_epilogue.h) is one
 // cublasLtMatmul where every tensor is 16-byte aligned, and cublasGemmEx
 // then a generated epilogue kernel where one is not; both match the
-// reference in every dtype, at extents that are not multiples of 8.
+// reference in every dtype. At [5, 7] x [7, 3] rows of A and B are not
+// 16-byte multiples: a real cuBLASLt may offer no algorithm there (then the
+// fallback runs); the emulator's does.
 TEST_F(GpuBackend, MatmulEpiloguesRunOnCublasLtOrAGeneratedKernel) {
   const char* epilogues[] = {"s = add(h, b)\noutput s\n", "y = relu(h)\noutput y\n",
                              "s = add(b, h)\ny = relu(s)\noutput y\n",
                              "s = add(h, b)\ny = gelu(s, approximate=tanh)\noutput y\n"};
-  for (const char* dtype : {"f32", "bf16", "f16"}) {
-    for (const char* epilogue : epilogues) {
-      const std::string label = fmt::format("{}: {}", dtype, epilogue);
-      const Graph g = parse_or_throw(fmt::format(
-          "input x: {0}[2, 24, 40]\ninput w: {0}[40, 72]\ninput b: {0}[72]\nh = matmul(x, w)\n{1}", dtype, epilogue));
-      const FusionPlan plan = make_fused_plan(g);
-      ASSERT_EQ(plan.kernels.size(), 1u) << describe(plan);
-      for (int misalign : {0, 4}) {
-        absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(plan, {.misalign_bytes = misalign});
-        ASSERT_TRUE(loaded.ok()) << loaded.status();
-        EXPECT_EQ((*loaded)->kernels()[0].executed_by, misalign == 0 ? "cublasLt" : "cublas+jit") << label;
-        expect_matches_reference(plan, fmt::format("{}, misaligned by {}", label, misalign),
-                                 {.misalign_bytes = misalign});
+  const char* shapes[] = {"x: {0}[2, 24, 40]\ninput w: {0}[40, 72]\ninput b: {0}[72]",
+                          "x: {0}[5, 7]\ninput w: {0}[7, 3]\ninput b: {0}[3]"};
+  for (const char* shape : shapes) {
+    for (const char* dtype : {"f32", "bf16", "f16"}) {
+      for (const char* epilogue : epilogues) {
+        const std::string label = fmt::format("{}: {}", fmt::format(fmt::runtime(shape), dtype), epilogue);
+        const Graph g = parse_or_throw(
+            fmt::format("input {}\nh = matmul(x, w)\n{}", fmt::format(fmt::runtime(shape), dtype), epilogue));
+        const FusionPlan plan = make_fused_plan(g, fusion_options());
+        ASSERT_GE(plan.kernels[0].nodes.size(), 2u) << describe(plan);  // f32's GeLU is a kernel of its own
+        for (int misalign : {0, 4}) {
+          absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(plan, {.misalign_bytes = misalign});
+          ASSERT_TRUE(loaded.ok()) << loaded.status();
+          const std::string& by = (*loaded)->kernels()[0].executed_by;
+          if (misalign != 0) {
+            EXPECT_EQ(by, "cublas+jit") << label;
+          } else if (cuda_driver_is_emulator() || shape == shapes[0]) {
+            EXPECT_EQ(by, "cublasLt") << label;
+          } else {
+            EXPECT_TRUE(by == "cublasLt" || by == "cublas+jit") << label << ": " << by;
+          }
+          expect_matches_reference(plan, fmt::format("{}, misaligned by {}", label, misalign),
+                                   {.misalign_bytes = misalign});
+        }
+      }
+    }
+  }
+}
+
+// Where cuBLASLt's heuristic offers no algorithm (the emulator refuses on
+// request), cuBLAS and the generated epilogue run it, aligned or not.
+TEST_F(GpuBackend, AMatmulEpilogueCuBlasLtRefusesRunsAsAGeneratedKernel) {
+  if (!cuda_driver_is_emulator()) GTEST_SKIP() << "only the CUDA emulator's cuBLASLt refuses on request";
+  testing::ScopedEnv refuse("FUSEJIT_EMULATOR_CUBLASLT_REFUSES", std::string("1"));
+  const FusionPlan plan = make_fused_plan(
+      parse_or_throw("input x: bf16[24, 40]\ninput w: bf16[40, 72]\ninput b: bf16[72]\nh = matmul(x, w)\n"
+                     "s = add(h, b)\ny = gelu(s, approximate=tanh)\noutput y\n"),
+      fusion_options());
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(plan);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->kernels()[0].executed_by, "cublas+jit");
+  expect_matches_reference(plan, "cuBLASLt refusing");
+}
+
+// NaN and infinity in the bias reach their columns through the epilogue's
+// add and relu as in the reference (relu(NaN) is NaN there, as in PyTorch):
+// on cuBLASLt and on the generated epilogue.
+TEST_F(GpuBackend, MatmulEpiloguePropagatesNanAndInfinityFromTheBias) {
+  const FusionPlan plan =
+      make_fused_plan(parse_or_throw("input x: f32[9, 40]\ninput w: f32[40, 64]\ninput b: f32[64]\nh = matmul(x, w)\n"
+                                     "s = add(h, b)\ny = relu(s)\noutput y\n"),
+                      fusion_options());
+  TensorMap inputs = random_inputs(*plan.graph, 3);
+  inputs.at("b").values[3] = std::numeric_limits<double>::quiet_NaN();
+  inputs.at("b").values[60] = std::numeric_limits<double>::infinity();
+  inputs.at("b").values[61] = -std::numeric_limits<double>::infinity();
+  for (int misalign : {0, 4}) {
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(plan, {.misalign_bytes = misalign});
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    SCOPED_TRACE((*loaded)->kernels()[0].executed_by);
+    ASSERT_TRUE((*loaded)->set_inputs(inputs).ok());
+    ASSERT_TRUE((*loaded)->run().ok());
+    absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t i = 0; i < 9; ++i) {
+      for (int64_t j = 0; j < 64; ++j) {
+        const double v = out->at("y").values[i * 64 + j];
+        ASSERT_EQ(std::isnan(v), j == 3) << i << ", " << j << ": " << v;
+        ASSERT_EQ(std::isinf(v), j == 60) << i << ", " << j << ": " << v;
+        if (j == 61) ASSERT_EQ(v, 0.0) << i;
       }
     }
   }
