@@ -182,18 +182,22 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
 absl::Status MatmulStep::prepare_epilogue_kernel(
     CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
     const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer) {
-  FusionPlan alone;
-  alone.label = plan.label;
-  alone.graph = plan.graph;
-  alone.kernels.push_back(matmul_epilogue_kernel(*plan.graph, kernel));
+  const std::ptrdiff_t index = &kernel - plan.kernels.data();
+  if (index < 0 || index >= std::ssize(plan.kernels)) {
+    return absl::InternalError(fmt::format("matmul kernel {} is not a kernel of the {} plan", kernel.name, plan.label));
+  }
+  CudaKernelSource source = emit_cuda_matmul_epilogue(plan, static_cast<int>(index), CudaAccess::kVector);
   EpilogueKernel e;
-  for (const KernelParam& p : emit::kernel_params(alone, alone.kernels[0])) {
+  for (const KernelParam& p : source.params) {
     if (p.kind != ParamKind::kTensor) continue;
-    absl::StatusOr<cuda::DevicePtr> ptr = buffer(p.node);
+    absl::StatusOr<cuda::DevicePtr> ptr = buffer(p.node);  // the product's is allocated here
     if (!ptr.ok()) return ptr.status();
     e.pointers.push_back(*ptr);
   }
-  const CudaKernelSource source = emit_cuda_kernel(alone, 0, access_for(e.pointers));
+  // The variant for these buffers, as for the plan's own kernels.
+  if (access_for(e.pointers) == CudaAccess::kScalar) {
+    source = emit_cuda_matmul_epilogue(plan, static_cast<int>(index), CudaAccess::kScalar);
+  }
   absl::StatusOr<CompiledKernel> compiled =
       compile_cuda(source.name, source.source, {.arch = gpu.arch()}, &KernelCache::global());
   if (!compiled.ok()) return compiled.status();

@@ -364,6 +364,15 @@ absl::StatusOr<std::string> check_plan(const FusionPlan& plan, const TensorMap& 
     for (CudaKernelSource& scalar : emit_cuda(plan, CudaAccess::kScalar)) {
       if (scalar.has_vector_path) sources.push_back(std::move(scalar));
     }
+    // A matmul's epilogue as the kernel a GPU runs where cuBLASLt cannot.
+    for (int i = 0; i < std::ssize(plan.kernels); ++i) {
+      const Kernel& k = plan.kernels[static_cast<size_t>(i)];
+      if (k.kind != KernelKind::kMatmul || k.nodes.size() < 2) continue;
+      for (CudaAccess access : {CudaAccess::kVector, CudaAccess::kScalar}) {
+        CudaKernelSource epilogue = emit_cuda_matmul_epilogue(plan, i, access);
+        if (access == CudaAccess::kVector || epilogue.has_vector_path) sources.push_back(std::move(epilogue));
+      }
+    }
     *kernels += static_cast<int64_t>(sources.size());
     if (!compile_cuda(plan.label + "_plan", cuda_plan_program(sources), cuda, &KernelCache::global()).ok()) {
       for (const CudaKernelSource& source : sources) {

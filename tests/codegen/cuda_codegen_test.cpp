@@ -16,7 +16,6 @@
 #include "codegen/cpu/cpu_emitter.h"
 #include "fusejit.h"
 #include "fusion/gpu_row_shape.h"
-#include "fusion/matmul_epilogue.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
 #include "runtime/runtime_test_util.h"
@@ -377,12 +376,12 @@ TEST_F(CudaNvrtcTest, MatmulEpilogueKernelsCompile) {
           dtype);
       const FusionPlan plan = make_fused_plan(g);
       ASSERT_GE(plan.kernels[0].nodes.size(), 2u) << describe(plan);  // f32's GeLU is a kernel of its own
-      FusionPlan alone{
-          .label = plan.label, .graph = plan.graph, .kernels = {matmul_epilogue_kernel(*plan.graph, plan.kernels[0])}};
       const Node& last = plan.graph->node(plan.kernels[0].nodes.back());
       const std::string computes = last.op == Op::kAdd ? " + " : last.op == Op::kRelu ? "fj_relu(" : "fj_gelu_tanh(";
       for (CudaAccess access : {CudaAccess::kVector, CudaAccess::kScalar}) {
-        const CudaKernelSource k = emit_cuda_kernel(alone, 0, access);
+        const CudaKernelSource k = emit_cuda_matmul_epilogue(plan, 0, access);
+        EXPECT_EQ(k.name, plan.kernels[0].name + "_epilogue" +
+                              (k.access == CudaAccess::kScalar && k.has_vector_path ? "_scalar" : ""));
         // The product (and the bias) in, the epilogue's last value out: as
         // many tensors as the matmul kernel reads.
         EXPECT_EQ(k.params.size(), plan.kernels[0].reads.size());

@@ -4,6 +4,7 @@
 
 #include "codegen/cuda/emit_kernels.h"
 #include "codegen/translation_unit.h"
+#include "fusion/matmul_epilogue.h"
 #include "fusion/plan_verify.h"
 #include "ir/error.h"
 
@@ -21,6 +22,18 @@ std::string_view cuda_variant_name(CudaVariant v) {
 
 std::string_view cuda_access_name(CudaAccess a) {
   return a == CudaAccess::kVector ? "16-byte accesses" : "scalar accesses";
+}
+
+CudaKernelSource emit_cuda_matmul_epilogue(const FusionPlan& plan, int index, CudaAccess access) {
+  const Kernel& kernel = checked_kernel(plan, index, "emit_cuda_matmul_epilogue");
+  if (matmul_epilogue(*plan.graph, kernel).empty()) {
+    throw Error(fmt::format("emit_cuda_matmul_epilogue: kernel {} has no matmul epilogue", kernel.name));
+  }
+  FusionPlan alone;
+  alone.label = plan.label;
+  alone.graph = plan.graph;
+  alone.kernels.push_back(matmul_epilogue_kernel(*plan.graph, kernel));
+  return emit_cuda_kernel(alone, 0, access);
 }
 
 int64_t cuda_launch_count(const Kernel& kernel) {

@@ -28,6 +28,13 @@ CudaKernelSource emit_cuda_kernel(const FusionPlan& plan, int index, CudaAccess 
 // each is launched with its own count.
 int64_t cuda_launch_count(const Kernel& kernel);
 
+// The epilogue of matmul kernel `index` (fusion/matmul_epilogue.h) as a
+// pointwise kernel of its own, named "<kernel>_epilogue": what a GPU runs
+// after cuBLAS where cuBLASLt cannot run the epilogue. Its params: the
+// product, the bias if any, then what the matmul kernel writes. Throws
+// fusejit::Error for a kernel without an epilogue.
+CudaKernelSource emit_cuda_matmul_epilogue(const FusionPlan& plan, int index, CudaAccess access = CudaAccess::kVector);
+
 // The launch shapes worth timing for kernel `index` compiled for `access`:
 // the default first, then half and twice its threads per row (16 elements
 // per thread at most, 64 to 1024 threads, none without an access of the
