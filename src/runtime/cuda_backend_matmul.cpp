@@ -108,12 +108,15 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
                                                                : cublaslt::Activation::kNone;
       absl::StatusOr<cublaslt::EpilogueGemm> gemm = cublaslt::EpilogueGemm::create(
           *lt, step.type_, step.m_, step.n_, step.k_, activation, operands, CudaGpu::kLtWorkspaceBytes);
-      if (gemm.ok()) {
-        if (gemm->workspace_bytes() > 0) {
-          absl::StatusOr<cuda::DevicePtr> workspace = gpu.lt_workspace();
-          if (!workspace.ok()) return workspace.status();
+      if (gemm.ok() && gemm->workspace_bytes() > 0) {
+        absl::StatusOr<cuda::DevicePtr> workspace = gpu.lt_workspace();
+        if (workspace.ok()) {
           step.lt_workspace_ = *workspace;
+        } else {  // no memory for the workspace: an algorithm that needs none
+          gemm = cublaslt::EpilogueGemm::create(*lt, step.type_, step.m_, step.n_, step.k_, activation, operands, 0);
         }
+      }
+      if (gemm.ok()) {
         step.lt_.emplace(*std::move(gemm));
         step.executed_by_ = "cublasLt";
         step.summary_ = fmt::format("{} x {} -> {}, epilogue {} (cublasLtMatmul)", operand_text(a), operand_text(b),
