@@ -264,6 +264,11 @@ if f["measured_bytes"] is not None and u["measured_bytes"] is not None:
           f"fused {f['measured_bytes'] / f['bytes']:.3f}x the predicted")
 else:
     print(f"    {'':<30} HBM bytes not measured: {j['measured_bytes_note']}")
+# Library kernels: whether a matmul with an epilogue ran on cuBLASLt or fell back (cublas+jit).
+library = [f"{k['name']} {k['executed_by']} {num(k['measured_us_median'], '.1f')} us"
+           for k in f["kernels"] if k.get("executed_by", "jit") != "jit"]
+if library:
+    print(f"    {'':<30} fused library kernels: {', '.join(library)}")
 PY
 }
 counters=()
