@@ -16,6 +16,7 @@
 #include "codegen/shared_code.h"
 #include "cost/host_cpu.h"
 #include "cost/streaming_copy.h"
+#include "fusion/cpu_work_split.h"
 #include "fusion/plan_verify.h"
 #include "ir/counted.h"
 #include "ir/cpu_count.h"
@@ -198,8 +199,12 @@ class CpuLoadedPlan final : public LoadedPlan {
         const Kernel& kernel = plan_.kernels[static_cast<size_t>(member)];
         CpuKernel& k = kernels_[static_cast<size_t>(member)];
         k.name = kernel.name;
-        k.count = code.count;
-        k.grain = code.grain;
+        // Its own work: kernels of different row counts share one source
+        // (the count is an argument), and ran the first member's rows (a
+        // larger member's rest unwritten; a smaller one's heap overrun).
+        const CpuWorkSplit split = cpu_work_split(g, kernel);
+        k.count = split.count;
+        k.grain = split.grain;
         k.scratch_floats = code.scratch_floats;
         if (member != group.members.front()) k.shares_code_with = plan_.kernels[group.members.front()].name;
         k.seeds = emit::dropout_seeds(g, kernel);

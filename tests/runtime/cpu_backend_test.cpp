@@ -766,6 +766,21 @@ TEST(CpuBackend, MatmulAtShapesAroundItsBlocks) {
   }
 }
 
+// Row kernels of one row length and different row counts share one
+// source (the count is an argument): each runs its own rows. Found by a
+// probe: both ran the first one's, leaving a larger second one's rows
+// unwritten (NaN) or overrunning a smaller one's buffers (heap corruption).
+TEST(CpuBackend, KernelsSharingCodeRunTheirOwnSizes) {
+  for (const char* text :
+       {"input a: f32[8, 48]\ninput c: f32[3, 48]\ns1 = softmax(a)\ns2 = softmax(c)\noutput s1, s2\n",
+        "input a: f32[3, 48]\ninput c: f32[8, 48]\ns1 = softmax(a)\ns2 = softmax(c)\noutput s1, s2\n",
+        "input a: bf16[7, 600]\ninput c: bf16[30, 600]\ns1 = layer_norm(a)\ns2 = rms_norm(c)\ns3 = layer_norm(c)\n"
+        "output s1, s2, s3\n"}) {
+    SCOPED_TRACE(text);
+    expect_both_plans_match(parse(text));
+  }
+}
+
 // The GEMM's epilogues (fusion/matmul_epilogue.h): bias, relu, bias then
 // relu, bias then a tanh GeLU, applied to each block of C before it is
 // rounded, at shapes that cross the blocks (the bias indexed by the block's
