@@ -60,20 +60,6 @@ std::string describe_epilogue(const Graph& graph, const MatmulEpilogue& epilogue
   return text;
 }
 
-Kernel matmul_epilogue_kernel(const Graph& graph, const Kernel& kernel) {
-  Kernel e;
-  e.name = kernel.name + "_epilogue";
-  e.kind = KernelKind::kPointwise;
-  e.iteration = kernel.iteration;
-  e.nodes.assign(kernel.nodes.begin() + 1, kernel.nodes.end());
-  e.reads.push_back(kernel.nodes.front());
-  if (const MatmulEpilogue epilogue = matmul_epilogue(graph, kernel); epilogue.bias >= 0)
-    e.reads.push_back(epilogue.bias);
-  e.writes = kernel.writes;
-  e.user_ops.assign(kernel.user_ops.begin() + 1, kernel.user_ops.end());
-  return e;
-}
-
 std::string matmul_epilogue_refusal(const Graph& graph, std::span<const int32_t> kernel_nodes, int32_t id,
                                     bool last_used_elsewhere) {
   const Node& mm = graph.node(kernel_nodes.front());

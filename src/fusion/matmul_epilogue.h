@@ -41,11 +41,6 @@ MatmulEpilogue matmul_epilogue(const Graph& graph, const Kernel& kernel);
 // "bias b1, gelu(approximate=tanh)": the epilogue in words ("" when empty).
 std::string describe_epilogue(const Graph& graph, const MatmulEpilogue& epilogue);
 
-// The epilogue alone as a pointwise kernel over the product: reads the
-// matmul's result (and the bias), writes what `kernel` writes. What a GPU
-// runs after a plain GEMM where cuBLASLt cannot run the epilogue itself.
-Kernel matmul_epilogue_kernel(const Graph& graph, const Kernel& kernel);
-
 // Why node `id` cannot be the next step of the epilogue of a matmul kernel
 // holding `kernel_nodes` (the matmul first, then the steps so far); "" when
 // it can. `last_used_elsewhere`: whether the kernel's last node has a use

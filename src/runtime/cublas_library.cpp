@@ -154,8 +154,8 @@ absl::StatusOr<ColumnMajorGemm> row_major_gemm(int64_t m, int64_t n, int64_t k) 
   return g;
 }
 
-absl::Status gemm_row_major(Handle handle, DataType type, int64_t m, int64_t n, int64_t k, cuda::DevicePtr a,
-                            cuda::DevicePtr b, cuda::DevicePtr c, std::string_view what) {
+absl::Status gemm_row_major(Handle handle, DataType type, DataType c_type, int64_t m, int64_t n, int64_t k,
+                            cuda::DevicePtr a, cuda::DevicePtr b, cuda::DevicePtr c, std::string_view what) {
   const absl::StatusOr<CublasApi>& api = cublas();
   if (!api.ok()) return api.status();
   absl::StatusOr<ColumnMajorGemm> g = row_major_gemm(m, n, k);
@@ -168,8 +168,8 @@ absl::Status gemm_row_major(Handle handle, DataType type, int64_t m, int64_t n, 
   const auto* pb = reinterpret_cast<const void*>(static_cast<uintptr_t>(b));
   auto* pc = reinterpret_cast<void*>(static_cast<uintptr_t>(c));
   return check(*api,
-               api->gemm_ex(handle, kOpN, kOpN, g->m, g->n, g->k, &alpha, pb, t, g->lda, pa, t, g->ldb, &beta, pc, t,
-                            g->ldc, kComputeF32, kGemmDefault),
+               api->gemm_ex(handle, kOpN, kOpN, g->m, g->n, g->k, &alpha, pb, t, g->lda, pa, t, g->ldb, &beta, pc,
+                            static_cast<int>(c_type), g->ldc, kComputeF32, kGemmDefault),
                "cublasGemmEx", what);
 }
 

@@ -60,10 +60,11 @@ struct ColumnMajorGemm {
 // InvalidArgument when an extent does not fit cublasGemmEx's 32-bit int.
 absl::StatusOr<ColumnMajorGemm> row_major_gemm(int64_t m, int64_t n, int64_t k);
 
-// C = A · B (row-major, all three of `type`) with f32 accumulation
-// (CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) on the default stream.
-// Asynchronous like a kernel launch. Errors name cuBLAS's status and `what`.
-absl::Status gemm_row_major(Handle handle, DataType type, int64_t m, int64_t n, int64_t k, cuda::DevicePtr a,
-                            cuda::DevicePtr b, cuda::DevicePtr c, std::string_view what);
+// C = A · B (row-major, A and B of `type`, C of `c_type`: `type`, or f32
+// to keep the product unrounded) with f32 accumulation (CUBLAS_COMPUTE_32F,
+// CUBLAS_GEMM_DEFAULT) on the default stream. Asynchronous like a kernel
+// launch. Errors name cuBLAS's status and `what`.
+absl::Status gemm_row_major(Handle handle, DataType type, DataType c_type, int64_t m, int64_t n, int64_t k,
+                            cuda::DevicePtr a, cuda::DevicePtr b, cuda::DevicePtr c, std::string_view what);
 
 }  // namespace fusejit::cublas

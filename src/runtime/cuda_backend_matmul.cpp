@@ -132,13 +132,12 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
       }
       apart = status_text(gemm.status());
     }
-    absl::StatusOr<cuda::DevicePtr> product = buffer(kernel.nodes.front());
-    if (!product.ok()) return product.status();
-    step.c_ = *product;
     if (absl::Status s = step.prepare_epilogue_kernel(gpu, plan, kernel, buffer); !s.ok()) return s;
+    step.c_ = step.epilogue_->product.get();
+    step.c_type_ = cublas::DataType::kF32;
     step.executed_by_ = "cublas+jit";
     step.summary_ = fmt::format(
-        "{} x {} -> {} (cublasGemmEx), then epilogue {} as generated kernel {}_epilogue, "
+        "{} x {} -> f32 (cublasGemmEx), then epilogue {} as generated kernel {}_epilogue, "
         "as cuBLASLt cannot run it here: {}",
         operand_text(a), operand_text(b), node.dtype, what, kernel.name, apart);
     return step;
@@ -146,6 +145,7 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
   absl::StatusOr<cuda::DevicePtr> product = buffer(kernel.nodes.front());
   if (!product.ok()) return product.status();
   step.c_ = *product;
+  step.c_type_ = step.type_;
   if (a.dtype == node.dtype && b.dtype == node.dtype) return step;
 
   // Mixed operand dtypes: the result is f32 (the promotion of two different
@@ -189,18 +189,29 @@ absl::Status MatmulStep::prepare_epilogue_kernel(
   if (index < 0 || index >= std::ssize(plan.kernels)) {
     return absl::InternalError(fmt::format("matmul kernel {} is not a kernel of the {} plan", kernel.name, plan.label));
   }
-  CudaKernelSource source = emit_cuda_matmul_epilogue(plan, static_cast<int>(index), CudaAccess::kVector);
+  const Node& mm = plan.graph->node(kernel.nodes.front());
   EpilogueKernel e;
-  for (const KernelParam& p : source.params) {
-    if (p.kind != ParamKind::kTensor) continue;
-    absl::StatusOr<cuda::DevicePtr> ptr = buffer(p.node);  // the product's is allocated here
+  const int64_t bytes = storage_bytes(DType::kF32, mm.shape);
+  absl::StatusOr<DeviceBuffer> product = DeviceBuffer::allocate(
+      static_cast<size_t>(bytes),
+      fmt::format("the f32 product of kernel {} (f32{}, {} bytes)", kernel.name, mm.shape, bytes));
+  if (!product.ok()) return product.status();
+  e.product = *std::move(product);
+  CudaMatmulEpilogue code = emit_cuda_matmul_epilogue(plan, static_cast<int>(index), CudaAccess::kVector);
+  for (int32_t id : code.tensors) {
+    if (id == kernel.nodes.front()) {
+      e.pointers.push_back(e.product.get());
+      continue;
+    }
+    absl::StatusOr<cuda::DevicePtr> ptr = buffer(id);
     if (!ptr.ok()) return ptr.status();
     e.pointers.push_back(*ptr);
   }
   // The variant for these buffers, as for the plan's own kernels.
   if (access_for(e.pointers) == CudaAccess::kScalar) {
-    source = emit_cuda_matmul_epilogue(plan, static_cast<int>(index), CudaAccess::kScalar);
+    code = emit_cuda_matmul_epilogue(plan, static_cast<int>(index), CudaAccess::kScalar);
   }
+  const CudaKernelSource& source = code.source;
   absl::StatusOr<CompiledKernel> compiled =
       compile_cuda(source.name, source.source, {.arch = gpu.arch()}, &KernelCache::global());
   if (!compiled.ok()) return compiled.status();
@@ -234,7 +245,9 @@ absl::Status MatmulStep::launch(CudaGpu& gpu) {
   }
   absl::StatusOr<cublas::Handle> handle = gpu.cublas_handle();
   if (!handle.ok()) return handle.status();
-  if (absl::Status s = cublas::gemm_row_major(*handle, type_, m_, n_, k_, a_, b_, c_, summary_); !s.ok()) return s;
+  if (absl::Status s = cublas::gemm_row_major(*handle, type_, c_type_, m_, n_, k_, a_, b_, c_, summary_); !s.ok()) {
+    return s;
+  }
   if (!epilogue_) return absl::OkStatus();
   std::vector<void*> args;
   for (cuda::DevicePtr& p : epilogue_->pointers) args.push_back(&p);

@@ -6,10 +6,10 @@
 // offers no algorithm or refuses a descriptor, or a tensor is not 16-byte
 // aligned, which fusejit does not ask of cuBLASLt: the bias pointer has no
 // alignment preference), the product goes to a buffer of its own through
-// cublasGemmEx and a generated pointwise kernel applies the epilogue: one
-// launch and the product's write and read more, and the product rounded
-// to its dtype before the epilogue (cuBLASLt keeps it in f32), which the
-// reference's tolerance covers.
+// cublasGemmEx, in f32 as cuBLASLt keeps it, and a generated pointwise
+// kernel applies the epilogue and rounds once (emit_cuda_matmul_epilogue):
+// the same values, with one launch and the f32 product's write and read
+// more.
 //
 // The graph types matmul as PyTorch does (ir/infer.cpp): the result has the
 // promoted dtype of its operands, and the reference multiplies their values
@@ -64,6 +64,7 @@ class MatmulStep {
   absl::Status widen(CudaGpu& gpu, Widening& w);
   // The epilogue as a generated kernel after cublasGemmEx.
   struct EpilogueKernel {
+    DeviceBuffer product;  // f32
     ModuleHandle module;
     cuda::Function function = nullptr;
     std::vector<cuda::DevicePtr> pointers;  // in the kernel's params order
@@ -81,6 +82,7 @@ class MatmulStep {
   int64_t n_ = 0;
   int64_t k_ = 0;
   cublas::DataType type_ = cublas::DataType::kF32;
+  cublas::DataType c_type_ = cublas::DataType::kF32;  // type_, or f32 for a product a generated epilogue reads
   cuda::DevicePtr a_ = 0;
   cuda::DevicePtr b_ = 0;
   cuda::DevicePtr c_ = 0;

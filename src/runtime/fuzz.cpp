@@ -369,7 +369,7 @@ absl::StatusOr<std::string> check_plan(const FusionPlan& plan, const TensorMap& 
       const Kernel& k = plan.kernels[static_cast<size_t>(i)];
       if (k.kind != KernelKind::kMatmul || k.nodes.size() < 2) continue;
       for (CudaAccess access : {CudaAccess::kVector, CudaAccess::kScalar}) {
-        CudaKernelSource epilogue = emit_cuda_matmul_epilogue(plan, i, access);
+        CudaKernelSource epilogue = emit_cuda_matmul_epilogue(plan, i, access).source;
         if (access == CudaAccess::kVector || epilogue.has_vector_path) sources.push_back(std::move(epilogue));
       }
     }

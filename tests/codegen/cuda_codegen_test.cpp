@@ -16,6 +16,7 @@
 #include "codegen/cpu/cpu_emitter.h"
 #include "fusejit.h"
 #include "fusion/gpu_row_shape.h"
+#include "fusion/matmul_epilogue.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
 #include "runtime/runtime_test_util.h"
@@ -379,7 +380,18 @@ TEST_F(CudaNvrtcTest, MatmulEpilogueKernelsCompile) {
       const Node& last = plan.graph->node(plan.kernels[0].nodes.back());
       const std::string computes = last.op == Op::kAdd ? " + " : last.op == Op::kRelu ? "fj_relu(" : "fj_gelu_tanh(";
       for (CudaAccess access : {CudaAccess::kVector, CudaAccess::kScalar}) {
-        const CudaKernelSource k = emit_cuda_matmul_epilogue(plan, 0, access);
+        const CudaMatmulEpilogue e = emit_cuda_matmul_epilogue(plan, 0, access);
+        const CudaKernelSource& k = e.source;
+        // The f32 product, the bias, the output: nodes of the plan's graph.
+        std::vector<int32_t> tensors = {plan.kernels[0].nodes.front()};
+        const MatmulEpilogue epilogue = matmul_epilogue(*plan.graph, plan.kernels[0]);
+        if (epilogue.bias >= 0) tensors.push_back(epilogue.bias);
+        tensors.push_back(plan.kernels[0].nodes.back());
+        std::sort(tensors.begin(), tensors.begin() + (epilogue.bias >= 0 ? 2 : 1));
+        std::vector<int32_t> got = e.tensors;
+        std::sort(got.begin(), got.end() - 1);
+        EXPECT_EQ(got, tensors);
+        EXPECT_NE(k.source.find("const float* __restrict__"), std::string::npos) << "the product is read as f32";
         EXPECT_EQ(k.name, plan.kernels[0].name + "_epilogue" +
                               (k.access == CudaAccess::kScalar && k.has_vector_path ? "_scalar" : ""));
         // The product (and the bias) in, the epilogue's last value out: as

@@ -839,6 +839,25 @@ TEST_F(GpuBackend, AMatmulEpilogueCuBlasLtRefusesRunsAsAGeneratedKernel) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->kernels()[0].executed_by, "cublas+jit");
   expect_matches_reference(plan, "cuBLASLt refusing");
+  // The fallback keeps the product in f32, as cuBLASLt does: 16 x 5000 is
+  // 80000, past f16's 65504, and the bias brings it back to 50000 (49984 in
+  // f16). Rounded to f16 before the bias, it was infinity (found by a probe).
+  const FusionPlan f16 =
+      make_fused_plan(parse_or_throw("input x: f16[8, 16]\ninput w: f16[16, 8]\ninput b: f16[8]\nh = matmul(x, w)\n"
+                                     "s = add(h, b)\ny = relu(s)\noutput y\n"),
+                      fusion_options());
+  TensorMap inputs = random_inputs(*f16.graph, 1);
+  std::fill(inputs.at("x").values.begin(), inputs.at("x").values.end(), 1.0);
+  std::fill(inputs.at("w").values.begin(), inputs.at("w").values.end(), 5000.0);
+  std::fill(inputs.at("b").values.begin(), inputs.at("b").values.end(), -30000.0);
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> big = backend().load(f16);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ((*big)->kernels()[0].executed_by, "cublas+jit");
+  ASSERT_TRUE((*big)->set_inputs(inputs).ok());
+  ASSERT_TRUE((*big)->run().ok());
+  absl::StatusOr<TensorMap> out = (*big)->outputs();
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (double v : out->at("y").values) ASSERT_EQ(v, 49984.0);
 }
 
 // NaN and infinity in the bias reach their columns through the epilogue's

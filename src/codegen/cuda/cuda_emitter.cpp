@@ -1,11 +1,16 @@
 #include "codegen/cuda/cuda_emitter.h"
 
+#include <map>
+#include <memory>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "codegen/cuda/emit_kernels.h"
 #include "codegen/translation_unit.h"
 #include "fusion/matmul_epilogue.h"
 #include "fusion/plan_verify.h"
+#include "ir/builder.h"
 #include "ir/error.h"
 
 namespace fusejit {
@@ -24,16 +29,48 @@ std::string_view cuda_access_name(CudaAccess a) {
   return a == CudaAccess::kVector ? "16-byte accesses" : "scalar accesses";
 }
 
-CudaKernelSource emit_cuda_matmul_epilogue(const FusionPlan& plan, int index, CudaAccess access) {
+CudaMatmulEpilogue emit_cuda_matmul_epilogue(const FusionPlan& plan, int index, CudaAccess access) {
   const Kernel& kernel = checked_kernel(plan, index, "emit_cuda_matmul_epilogue");
-  if (matmul_epilogue(*plan.graph, kernel).empty()) {
+  const Graph& g = *plan.graph;
+  const MatmulEpilogue epilogue = matmul_epilogue(g, kernel);
+  if (epilogue.empty()) {
     throw Error(fmt::format("emit_cuda_matmul_epilogue: kernel {} has no matmul epilogue", kernel.name));
   }
-  FusionPlan alone;
+  // A graph of its own: the product an f32 input, the epilogue's ops in
+  // f32 under their own names, then the one rounding to the output's dtype.
+  const Node& mm = g.node(kernel.nodes.front());
+  const Node& last = g.node(kernel.nodes.back());
+  auto e = std::make_shared<Graph>();
+  std::map<std::string, int32_t> original = {{mm.name, kernel.nodes.front()}, {last.name, kernel.nodes.back()}};
+  Value v = e->input(mm.name, DType::kF32, mm.shape);
+  std::optional<Value> bias;
+  if (epilogue.bias >= 0) {
+    const Node& b = g.node(epilogue.bias);
+    bias = e->input(b.name, b.dtype, b.shape);
+    original[b.name] = epilogue.bias;
+  }
+  for (size_t i = 1; i < kernel.nodes.size(); ++i) {
+    const Node& n = g.node(kernel.nodes[i]);
+    std::vector<Arg> args;
+    for (const Operand& o : n.operands) args.emplace_back(o.node == epilogue.bias ? *bias : v);
+    v = apply(n.op, std::span<const Arg>(args), n.attrs);
+    e->rename(v.id(), i + 1 < kernel.nodes.size() || last.dtype != DType::kF32 ? n.name + "_f32" : n.name);
+  }
+  if (last.dtype != DType::kF32) v = cast(v, last.dtype);
+  e->output(last.name, v);
+  FusionPlan alone = make_fused_plan(*e);
+  if (alone.kernels.size() != 1) {
+    throw Error(fmt::format("emit_cuda_matmul_epilogue: the epilogue of kernel {} made {} kernels", kernel.name,
+                            alone.kernels.size()));
+  }
   alone.label = plan.label;
-  alone.graph = plan.graph;
-  alone.kernels.push_back(matmul_epilogue_kernel(*plan.graph, kernel));
-  return emit_cuda_kernel(alone, 0, access);
+  alone.kernels[0].name = kernel.name + "_epilogue";
+  CudaMatmulEpilogue out;
+  out.source = emit_cuda_kernel(alone, 0, access);
+  for (const KernelParam& p : out.source.params) {
+    if (p.kind == ParamKind::kTensor) out.tensors.push_back(original.at(alone.graph->node(p.node).name));
+  }
+  return out;
 }
 
 int64_t cuda_launch_count(const Kernel& kernel) {

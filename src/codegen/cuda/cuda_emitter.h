@@ -30,10 +30,21 @@ int64_t cuda_launch_count(const Kernel& kernel);
 
 // The epilogue of matmul kernel `index` (fusion/matmul_epilogue.h) as a
 // pointwise kernel of its own, named "<kernel>_epilogue": what a GPU runs
-// after cuBLAS where cuBLASLt cannot run the epilogue. Its params: the
-// product, the bias if any, then what the matmul kernel writes. Throws
-// fusejit::Error for a kernel without an epilogue.
-CudaKernelSource emit_cuda_matmul_epilogue(const FusionPlan& plan, int index, CudaAccess access = CudaAccess::kVector);
+// after cuBLAS where cuBLASLt cannot run the epilogue. It reads the product
+// in f32 (cuBLAS writes it so: rounding it to its dtype first would round
+// twice, which the reference and cuBLASLt do not, and an f16 product could
+// overflow before the bias brings it back), computes the epilogue in f32,
+// and rounds once as it stores. Throws fusejit::Error for a kernel without
+// an epilogue.
+struct CudaMatmulEpilogue {
+  CudaKernelSource source;
+  // For each tensor parameter of the source, in order, the node of `plan`'s
+  // graph it stands for: the matmul (its f32 product), the bias, the
+  // kernel's output.
+  std::vector<int32_t> tensors;
+};
+CudaMatmulEpilogue emit_cuda_matmul_epilogue(const FusionPlan& plan, int index,
+                                             CudaAccess access = CudaAccess::kVector);
 
 // The launch shapes worth timing for kernel `index` compiled for `access`:
 // the default first, then half and twice its threads per row (16 elements
