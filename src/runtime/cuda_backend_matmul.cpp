@@ -139,7 +139,7 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
     step.summary_ = fmt::format(
         "{} x {} -> f32 (cublasGemmEx), then epilogue {} as generated kernel {}_epilogue, "
         "as cuBLASLt cannot run it here: {}",
-        operand_text(a), operand_text(b), node.dtype, what, kernel.name, apart);
+        operand_text(a), operand_text(b), what, kernel.name, apart);
     return step;
   }
   absl::StatusOr<cuda::DevicePtr> product = buffer(kernel.nodes.front());
