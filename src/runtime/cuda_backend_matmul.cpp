@@ -46,7 +46,7 @@ std::string operand_text(const Node& n) { return fmt::format("{}{}", n.dtype, n.
 std::string_view widen_kernels_source() { return kWidenSource; }
 
 absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
-                                               const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer) {
+                                               const std::function<cuda::DevicePtr(int32_t)>& buffer) {
   const Graph& g = *plan.graph;
   if (kernel.nodes.empty() || g.node(kernel.nodes[0]).op != Op::kMatmul) {
     return absl::InternalError(fmt::format("matmul kernel {} must start with a matmul node", kernel.name));
@@ -64,12 +64,8 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
   step.m_ = a.shape.numel() / step.k_;  // [..., M, K]: the leading extents are rows too
   step.n_ = b.shape[1];
   step.type_ = cublas::data_type(node.dtype);
-  for (const auto& [target, id] :
-       {std::pair{&step.a_, node.operands[0].node}, std::pair{&step.b_, node.operands[1].node}}) {
-    absl::StatusOr<cuda::DevicePtr> p = buffer(id);
-    if (!p.ok()) return p.status();
-    *target = *p;
-  }
+  step.a_ = buffer(node.operands[0].node);
+  step.b_ = buffer(node.operands[1].node);
   step.summary_ = fmt::format("{} x {} -> {} (cublasGemmEx)", operand_text(a), operand_text(b), node.dtype);
   // Checked here, so that run time finds no extent cuBLAS cannot take.
   if (absl::StatusOr<cublas::ColumnMajorGemm> shape = cublas::row_major_gemm(step.m_, step.n_, step.k_); !shape.ok()) {
@@ -86,14 +82,10 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
                                              operand_text(a), operand_text(b)));
     }
     const std::string what = describe_epilogue(g, epilogue);
-    cublaslt::EpilogueGemm::Operands operands{.a = step.a_, .b = step.b_};
-    for (const auto& [target, id] :
-         {std::pair{&operands.d, kernel.nodes.back()}, std::pair{&operands.bias, epilogue.bias}}) {
-      if (id < 0) continue;
-      absl::StatusOr<cuda::DevicePtr> p = buffer(id);
-      if (!p.ok()) return p.status();
-      *target = *p;
-    }
+    const cublaslt::EpilogueGemm::Operands operands{.a = step.a_,
+                                                    .b = step.b_,
+                                                    .bias = epilogue.bias >= 0 ? buffer(epilogue.bias) : 0,
+                                                    .d = buffer(kernel.nodes.back())};
     // Why cuBLASLt does not run it, if it does not.
     std::string apart;
     absl::StatusOr<cublaslt::Handle> lt = gpu.cublaslt_handle();
@@ -142,9 +134,7 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
         operand_text(a), operand_text(b), what, kernel.name, apart);
     return step;
   }
-  absl::StatusOr<cuda::DevicePtr> product = buffer(kernel.nodes.front());
-  if (!product.ok()) return product.status();
-  step.c_ = *product;
+  step.c_ = buffer(kernel.nodes.front());
   step.c_type_ = step.type_;
   if (a.dtype == node.dtype && b.dtype == node.dtype) return step;
 
@@ -182,9 +172,8 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
   return step;
 }
 
-absl::Status MatmulStep::prepare_epilogue_kernel(
-    CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
-    const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer) {
+absl::Status MatmulStep::prepare_epilogue_kernel(CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
+                                                 const std::function<cuda::DevicePtr(int32_t)>& buffer) {
   const std::ptrdiff_t index = &kernel - plan.kernels.data();
   if (index < 0 || index >= std::ssize(plan.kernels)) {
     return absl::InternalError(fmt::format("matmul kernel {} is not a kernel of the {} plan", kernel.name, plan.label));
@@ -198,15 +187,7 @@ absl::Status MatmulStep::prepare_epilogue_kernel(
   if (!product.ok()) return product.status();
   e.product = *std::move(product);
   CudaMatmulEpilogue code = emit_cuda_matmul_epilogue(plan, static_cast<int>(index), CudaAccess::kVector);
-  for (int32_t id : code.tensors) {
-    if (id == kernel.nodes.front()) {
-      e.pointers.push_back(e.product.get());
-      continue;
-    }
-    absl::StatusOr<cuda::DevicePtr> ptr = buffer(id);
-    if (!ptr.ok()) return ptr.status();
-    e.pointers.push_back(*ptr);
-  }
+  for (int32_t id : code.tensors) e.pointers.push_back(id == kernel.nodes.front() ? e.product.get() : buffer(id));
   // The variant for these buffers, as for the plan's own kernels.
   if (access_for(e.pointers) == CudaAccess::kScalar) {
     code = emit_cuda_matmul_epilogue(plan, static_cast<int>(index), CudaAccess::kScalar);

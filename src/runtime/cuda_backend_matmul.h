@@ -39,11 +39,9 @@ std::string_view widen_kernels_source();
 
 class MatmulStep {
  public:
-  // `buffer(node)` is the device address of a tensor of the plan's graph,
-  // allocated on first request (the product of a matmul with an epilogue
-  // is asked for only where the epilogue runs apart).
+  // `buffer(node)` is the device address of a tensor of the plan's graph.
   static absl::StatusOr<MatmulStep> prepare(CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
-                                            const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer);
+                                            const std::function<cuda::DevicePtr(int32_t)>& buffer);
 
   // Enqueues the widening (if any) and the GEMM on the default stream.
   absl::Status launch(CudaGpu& gpu);
@@ -73,7 +71,7 @@ class MatmulStep {
     cuda::Dim3 block;
   };
   absl::Status prepare_epilogue_kernel(CudaGpu& gpu, const FusionPlan& plan, const Kernel& kernel,
-                                       const std::function<absl::StatusOr<cuda::DevicePtr>(int32_t)>& buffer);
+                                       const std::function<cuda::DevicePtr(int32_t)>& buffer);
 
   std::string name_;
   std::string summary_;

@@ -163,19 +163,11 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
       steps_.emplace_back(*std::move(jit[k]));
       continue;
     }
-    // A matmul whose result nothing uses is still a kernel of the unfused
-    // plan (found by `fusejit fuzz` on the CPU): it writes into a buffer of
-    // its own, which nothing reads.
-    if (kernel.writes.empty()) {
-      if (absl::Status s = allocate(kernel.nodes.front(), false, options.misalign_bytes); !s.ok()) return s;
-    }
-    // The product of a matmul with an epilogue, where a generated kernel
-    // applies the epilogue, is a buffer of its own.
-    const auto buffer = [&](int32_t id) -> absl::StatusOr<cuda::DevicePtr> {
-      if (absl::Status s = allocate(id, false, options.misalign_bytes); !s.ok()) return s;
-      return buffers_.at(id).ptr;
-    };
-    absl::StatusOr<MatmulStep> step = MatmulStep::prepare(*gpu_, plan_, kernel, buffer);
+    // Every tensor it touches was allocated above, a plain matmul's result
+    // even where nothing reads it (an unused matmul of the unfused plan,
+    // found by `fusejit fuzz` on the CPU).
+    absl::StatusOr<MatmulStep> step =
+        MatmulStep::prepare(*gpu_, plan_, kernel, [this](int32_t id) { return buffers_.at(id).ptr; });
     if (!step.ok()) return step.status();
     infos_[k] = LoadedKernelInfo{};
     infos_[k].name = kernel.name;
