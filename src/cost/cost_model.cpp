@@ -29,7 +29,7 @@ void add_node_flops(const Graph& graph, int32_t id, double times, std::array<dou
     }
     case OpKind::kMatmul: {
       const double k = static_cast<double>(graph.node(n.operands[0].node).shape.last());
-      out[static_cast<int>(info.cost_class)] += times * static_cast<double>(n.shape.numel()) * k * info.flops;
+      out[static_cast<int>(graph.cost_class(id))] += times * static_cast<double>(n.shape.numel()) * k * info.flops;
       return;
     }
     default:

@@ -350,6 +350,10 @@ DeviceSpec measure_cpu_device() {
         return dropout_keeps(42, i, 0.1) ? x * dropout_scale(0.1) : 0.0f;
       }));
   set(CostClass::kMatmul, d.peak_f32_tflops);
+  // The FMA units' rate here too: the CPU backend's calibration measures
+  // the generated GEMM's two rates (runtime/cpu_calibration.h), the bf16
+  // one about twice the other where the CPU has AVX512-BF16.
+  set(CostClass::kMatmulBf16, d.peak_f32_tflops);
   load.stop();
   d.others_busy_share = load.others_share();
   return d;

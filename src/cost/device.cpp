@@ -84,6 +84,7 @@ void set_gpu_peaks(DeviceSpec& d, double f32_tflops, double tensor_tflops, doubl
   d.peak_tensor_tflops = tensor_tflops;
   d.class_tflops.fill(f32_tflops);
   d.class_tflops[static_cast<int>(CostClass::kMatmul)] = tensor_tflops;
+  d.class_tflops[static_cast<int>(CostClass::kMatmulBf16)] = tensor_tflops;
   d.issue_tops = issue_tops;
 }
 

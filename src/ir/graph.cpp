@@ -189,7 +189,13 @@ bool Graph::is_16bit_gelu(int32_t id) const {
 }
 
 CostClass Graph::cost_class(int32_t id) const {
-  return is_16bit_gelu(id) ? CostClass::kGelu16Bit : nodes_[id].info().cost_class;
+  if (is_16bit_gelu(id)) return CostClass::kGelu16Bit;
+  const Node& n = nodes_[id];
+  if (n.op == Op::kMatmul && nodes_[n.operands[0].node].dtype == DType::kBF16 &&
+      nodes_[n.operands[1].node].dtype == DType::kBF16) {
+    return CostClass::kMatmulBf16;
+  }
+  return n.info().cost_class;
 }
 
 void Graph::rename(int32_t id, std::string name) {

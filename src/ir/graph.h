@@ -135,8 +135,9 @@ class Graph {
   // (codegen/cuda/fj_math.cuh: fj_gelu_none_16bit), which an f32 value
   // computed from it, cast or promoted, would show.
   bool is_16bit_gelu(int32_t id) const;
-  // Node `id`'s cost class: its op's, or kGelu16Bit for such a GeLU, which
-  // the cost models price apart.
+  // Node `id`'s cost class: its op's, or kGelu16Bit for such a GeLU, or
+  // kMatmulBf16 for a matmul of two bf16 operands, which the cost models
+  // price apart.
   CostClass cost_class(int32_t id) const;
 
   // Name of the file the graph was read from ("" when built in C++), used

@@ -110,6 +110,7 @@ std::string_view cost_class_name(CostClass c) {
     case CostClass::kPow: return "pow";
     case CostClass::kPhilox: return "philox";
     case CostClass::kMatmul: return "matmul";
+    case CostClass::kMatmulBf16: return "matmul_bf16";
   }
   return "?";
 }

@@ -26,9 +26,13 @@ enum class OpKind : uint8_t {
 // (erf form) from which only f16 and bf16 values are computed is not its
 // op's class but kGelu16Bit: generated code computes it with a shorter
 // polynomial and no division, about twice as fast on a CPU
-// (Graph::cost_class).
-enum class CostClass : uint8_t { kSimple, kDivSqrt, kExpLog, kErf, kGelu16Bit, kPow, kPhilox, kMatmul };
-inline constexpr int kNumCostClasses = 8;
+// (Graph::cost_class). Likewise a matmul of two bf16 operands is not
+// kMatmul but kMatmulBf16: a CPU with AVX512-BF16 multiplies its pairs of
+// bf16 values with one dot-product instruction, at about twice the rate of
+// f32 multiply-adds (codegen/cpu/matmul.cpp); a GPU runs both on its
+// tensor cores.
+enum class CostClass : uint8_t { kSimple, kDivSqrt, kExpLog, kErf, kGelu16Bit, kPow, kPhilox, kMatmul, kMatmulBf16 };
+inline constexpr int kNumCostClasses = 9;
 std::string_view cost_class_name(CostClass c);
 
 enum class Op : uint8_t {

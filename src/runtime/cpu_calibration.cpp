@@ -58,8 +58,12 @@ struct Probe {
   int64_t rows_per_thread = kCpuMatmulRowBlock;
 };
 
-// The GEMM probe: B [1024, 1024], as a transformer layer's weights are.
+// The GEMM probe: B [1024, 1024], as a transformer layer's weights are;
+// and the same in bf16, which runs another path where the CPU has
+// AVX512-BF16 (codegen/cpu/matmul.cpp).
 constexpr const char* kGemmProbe = "input x: f32[{}, 1024]\ninput w: f32[1024, 1024]\ny = matmul(x, w)\noutput y\n";
+constexpr const char* kBf16GemmProbe =
+    "input x: bf16[{}, 1024]\ninput w: bf16[1024, 1024]\ny = matmul(x, w)\noutput y\n";
 
 constexpr Probe kProbes[] = {
     {CostClass::kSimple,
@@ -86,6 +90,9 @@ constexpr Probe kProbes[] = {
     // not the FMA units' peak: it reached about half of that on two Xeon
     // cores, and the model predicted matmuls at twice their speed. One row
     // block per thread, about a 256-token batch on two cores.
+    // Its packing is priced at the f32 GEMM's rate (gemm_figures): one
+    // probe, not two, for a path only bf16 matmuls take.
+    {CostClass::kMatmulBf16, nullptr, kBf16GemmProbe},
     {CostClass::kMatmul, nullptr, kGemmProbe},
 };
 
@@ -120,8 +127,9 @@ constexpr std::chrono::milliseconds kProbeWarmup{300};
 // the fastest times, at the final simple rate; 6: the share of the machine
 // other programs took while the probes ran is kept, and a busy
 // calibration measured again once the machine is idle; 7: the GEMM probed
-// at two row counts, B's packing set apart from the multiply-adds).
-constexpr int kProbeMethod = 7;
+// at two row counts, B's packing set apart from the multiply-adds; 8: a
+// bf16 GEMM probed for the matmul_bf16 class).
+constexpr int kProbeMethod = 8;
 // Rounds over all the probes; each probe's fastest counts
 // (calibrated_cpu_device says why).
 constexpr int kRounds = 3;
@@ -227,12 +235,15 @@ DeviceSpec with_pool_threads(DeviceSpec d) {
 // faster than the FMA probe (the two are measured at different moments,
 // and `devices` once showed fp32 0.118 TFLOP/s beside a matmul class of
 // 0.177 on a busy machine), the peak is at least the GEMM's rate.
+// Likewise the "tensor" roof of 16-bit matmuls is at least the bf16 GEMM's
+// rate, twice the FMA units' where the CPU multiplies bf16 pairs.
 DeviceSpec with_peak_at_least_the_gemm(DeviceSpec d) {
   const double gemm = d.class_tflops[static_cast<int>(CostClass::kMatmul)];
   if (gemm > d.peak_f32_tflops) {
     d.peak_f32_tflops = gemm;
     d.peak_tensor_tflops = std::max(d.peak_tensor_tflops, gemm);
   }
+  d.peak_tensor_tflops = std::max(d.peak_tensor_tflops, d.class_tflops[static_cast<int>(CostClass::kMatmulBf16)]);
   return d;
 }
 
@@ -360,6 +371,17 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
                                         fastest.back().flops, one_block.packed_elements);
   d.class_tflops[static_cast<int>(CostClass::kMatmul)] = gemm.tflops;
   d.matmul_pack_gelems = gemm.pack_gelems;
+  // The bf16 GEMM's multiply-adds: its time less its packing at the f32
+  // GEMM's packing rate (the model adds that back to every GEMM), at least
+  // half its time staying, as with conversions.
+  static_assert(kProbes[std::size(kProbes) - 2].cost_class == CostClass::kMatmulBf16,
+                "the bf16 GEMM probe comes just before the f32 one");
+  const ProbeTime& bf16 = fastest[std::size(kProbes) - 2];
+  double bf16_seconds = bf16.seconds;
+  if (gemm.pack_gelems > 0) {
+    bf16_seconds = std::max(bf16_seconds - bf16.packed_elements / (gemm.pack_gelems * 1e9), 0.5 * bf16_seconds);
+  }
+  d.class_tflops[static_cast<int>(CostClass::kMatmulBf16)] = bf16.flops / bf16_seconds / 1e12;
   d.launch_overhead_us = measure_pool_launch_us();
   d.others_busy_share = load.others_share();
   d.busy_remeasures = 0;  // the count is this file's, not cpu-device.json's (better_measured_figures counts)

@@ -13,6 +13,7 @@
 #include "support/run_command.h"
 
 #include "cost/gpu_instructions.h"
+#include "cost/machine_load.h"
 #include "cost/report.h"
 #include "fusejit.h"
 #include "fusion/gpu_row_shape.h"
@@ -594,7 +595,8 @@ TEST(CostModel, GpuKernelsAreChargedByInstructionsAtTheIssueRate) {
     EXPECT_NEAR(d.issue_tops, tops, 0.01) << name;
     EXPECT_TRUE(d.models_instructions()) << name;
     for (int c = 0; c < kNumCostClasses; ++c) {
-      const bool is_matmul = static_cast<CostClass>(c) == CostClass::kMatmul;
+      const bool is_matmul =
+          static_cast<CostClass>(c) == CostClass::kMatmul || static_cast<CostClass>(c) == CostClass::kMatmulBf16;
       EXPECT_DOUBLE_EQ(d.class_tflops[c], is_matmul ? d.peak_tensor_tflops : d.peak_f32_tflops) << name;
     }
     EXPECT_NE(format_device(d).find("instructions"), std::string::npos) << format_device(d);
@@ -849,9 +851,17 @@ TEST(CostModel, CpuDeviceMeasurementsTakeTurns) {
   std::thread second([&] { b = cpu_device(); });
   first.join();
   second.join();
-  EXPECT_EQ(a.bandwidth_gbps, b.bandwidth_gbps);
-  EXPECT_EQ(a.peak_f32_tflops, b.peak_f32_tflops);
-  EXPECT_EQ(a.class_tflops, b.class_tflops);
+  // The later one reads what the earlier one measured, unless other
+  // programs took the CPUs while it measured: then the later one measures
+  // again (machine_load.h), and the busy share says so (under `ctest -j2`
+  // the first measured with 36% taken, and the two differed 2x).
+  if (std::max(a.others_busy_share, b.others_busy_share) <= kBusyShare) {
+    EXPECT_EQ(a.bandwidth_gbps, b.bandwidth_gbps);
+    EXPECT_EQ(a.peak_f32_tflops, b.peak_f32_tflops);
+    EXPECT_EQ(a.class_tflops, b.class_tflops);
+  } else if (a.bandwidth_gbps != b.bandwidth_gbps) {
+    EXPECT_NE(a.others_busy_share, b.others_busy_share) << "measured again, at another moment";
+  }
   unsetenv("FUSEJIT_CACHE_DIR");
 }
 

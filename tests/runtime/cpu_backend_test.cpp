@@ -829,29 +829,133 @@ TEST(CpuBackend, MatmulEpiloguesMatchTheReference) {
 
 // NaN and infinity in A or B reach exactly the outputs whose row or column
 // they are in, as in the reference: the zeros the GEMM pads its blocks with
-// never meet them in an element that is kept.
+// (and, for two bf16 operands, the zero that completes the last pair of an
+// odd depth) never meet them in an element that is kept.
 TEST(CpuBackend, MatmulPropagatesNanAndInfinityToTheirRowsAndColumns) {
-  const Graph g = parse("input x: f32[13, 300]\ninput w: f32[300, 70]\ny = matmul(x, w)\noutput y\n");
-  TensorMap inputs = random_inputs(g, 9);
-  inputs.at("x").values[2 * 300 + 17] = std::numeric_limits<double>::quiet_NaN();   // row 2
-  inputs.at("w").values[299 * 70 + 69] = std::numeric_limits<double>::infinity();   // column 69
-  const FusionPlan plan = make_fused_plan(g);
-  absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs);
-  ASSERT_TRUE(out.ok()) << out.status();
-  absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-  int64_t nonfinite = 0;
-  for (int64_t i = 0; i < 13; ++i) {
-    for (int64_t j = 0; j < 70; ++j) {
-      const double got = out->at("y").values[i * 70 + j], want = ref->at("y").values[i * 70 + j];
-      ASSERT_EQ(std::isnan(got), std::isnan(want)) << i << ", " << j;
-      ASSERT_EQ(std::isinf(got), std::isinf(want)) << i << ", " << j;
-      if (std::isinf(want)) EXPECT_EQ(std::signbit(got), std::signbit(want)) << i << ", " << j;
-      nonfinite += !std::isfinite(want);
+  for (const char* dtype : {"f32", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    const Graph g =
+        parse(fmt::format("input x: {0}[13, 301]\ninput w: {0}[301, 70]\ny = matmul(x, w)\noutput y\n", dtype));
+    TensorMap inputs = random_inputs(g, 9);
+    inputs.at("x").values[2 * 301 + 17] = std::numeric_limits<double>::quiet_NaN();  // row 2
+    inputs.at("w").values[300 * 70 + 69] = std::numeric_limits<double>::infinity();  // column 69, the last k
+    const FusionPlan plan = make_fused_plan(g);
+    absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    int64_t nonfinite = 0;
+    for (int64_t i = 0; i < 13; ++i) {
+      for (int64_t j = 0; j < 70; ++j) {
+        const double got = out->at("y").values[i * 70 + j], want = ref->at("y").values[i * 70 + j];
+        ASSERT_EQ(std::isnan(got), std::isnan(want)) << i << ", " << j;
+        ASSERT_EQ(std::isinf(got), std::isinf(want)) << i << ", " << j;
+        if (std::isinf(want)) EXPECT_EQ(std::signbit(got), std::signbit(want)) << i << ", " << j;
+        nonfinite += !std::isfinite(want);
+      }
     }
+    EXPECT_EQ(nonfinite, 70 + 12);  // row 2 whole, and column 69 in the other rows
   }
-  EXPECT_EQ(nonfinite, 70 + 12);  // row 2 whole, and column 69 in the other rows
 }
+
+// Values that the bf16 GEMM's dot-product instruction would get wrong (it
+// reads subnormal inputs as zero and flushes subnormal sums; found by a
+// probe), which codegen/cpu/matmul.cpp keeps as IEEE arithmetic does, in
+// each dtype and at a shape of several blocks:
+// - every x subnormal times large weights: 2^-130 x 2^100, summed, is a
+//   normal number (the f32 path, many subnormals);
+// - normal values whose products are subnormal: 2^-70 x 2^-70 (every
+//   product small);
+// - a few subnormals among small normal values, beside large values of the
+//   other operand, in x and in w (the dot products, then each subnormal's
+//   product added);
+// - a subnormal and an infinity in one block (0 x inf would be NaN).
+TEST(CpuBackend, MatmulKeepsSubnormalOperands) {
+  for (const char* dtype : {"bf16", "f32", "f16"}) {
+    SCOPED_TRACE(dtype);
+    const Graph g =
+        parse(fmt::format("input x: {0}[140, 301]\ninput w: {0}[301, 300]\ny = matmul(x, w)\noutput y\n", dtype));
+    const FusionPlan plan = make_fused_plan(g);
+    auto expect_exact = [&](const TensorMap& inputs, const char* what) {
+      SCOPED_TRACE(what);
+      absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      const Comparison c = compare_tensors(out->at("y"), ref->at("y"));
+      EXPECT_TRUE(c.within(g.node(*g.find("y")).dtype)) << c.relative_error << " " << c.mismatch;
+    };
+    const bool bf16 = std::string_view(dtype) == "bf16";
+    // f16 has no 2^-130 or 2^100: its own subnormals (2^-20) and large values.
+    const double tiny = bf16                               ? std::ldexp(1.0, -130)
+                        : std::string_view(dtype) == "f16" ? std::ldexp(1.0, -20)
+                                                           : std::ldexp(1.0, -130);
+    const double large = std::string_view(dtype) == "f16" ? 1.0 : std::ldexp(1.0, 100);
+    TensorMap all = random_inputs(g, 3);
+    for (double& v : all.at("x").values) v = tiny;
+    for (double& v : all.at("w").values) v = large;
+    expect_exact(all, "every x subnormal");
+    // (bf16 only: f32 results this small are subnormal, precise to a few
+    // bits whatever computes them, and f16 has no such exponents.)
+    if (bf16) {
+      TensorMap small = random_inputs(g, 4);
+      for (double& v : small.at("x").values) v = std::ldexp(v, -70);
+      for (double& v : small.at("w").values) v = std::ldexp(v, -70);
+      expect_exact(small, "subnormal products");
+    }
+    TensorMap few = random_inputs(g, 5);
+    for (int64_t i = 0; i < 140; ++i) {
+      // Rows of small normal values (f16 has none as small: zeros), and a
+      // subnormal at k = 7 whose product with w's row 7 outweighs them all.
+      for (int64_t k = 0; k < 301; ++k) {
+        double& v = few.at("x").values[i * 301 + k];
+        v = std::string_view(dtype) == "f16" ? 0.0 : std::ldexp(v, -100);
+      }
+      few.at("x").values[i * 301 + 7] = tiny;
+    }
+    for (int64_t j = 0; j < 300; ++j) few.at("w").values[7 * 300 + j] = large;
+    expect_exact(few, "a few subnormals of x");
+    // The same down a column: w's values small, and its row 200 zeros but
+    // for a subnormal at [200, 5], which meets x's large column 200.
+    TensorMap column = random_inputs(g, 7);
+    for (double& v : column.at("w").values) v = std::string_view(dtype) == "f16" ? 0.0 : std::ldexp(v, -100);
+    for (int64_t j = 0; j < 300; ++j) column.at("w").values[200 * 300 + j] = 0.0;
+    column.at("w").values[200 * 300 + 5] = tiny;
+    for (int64_t i = 0; i < 140; ++i) column.at("x").values[i * 301 + 200] = large;
+    expect_exact(column, "a subnormal of w");
+    TensorMap infinite = random_inputs(g, 6);
+    infinite.at("x").values[3 * 301 + 10] = tiny;
+    infinite.at("w").values[10 * 300 + 4] = std::numeric_limits<double>::infinity();
+    absl::StatusOr<TensorMap> out = run_on_cpu(plan, infinite);
+    ASSERT_TRUE(out.ok()) << out.status();
+    absl::StatusOr<TensorMap> ref = interpret_plan(plan, infinite);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    EXPECT_EQ(out->at("y").values[3 * 300 + 4], ref->at("y").values[3 * 300 + 4]);
+    EXPECT_TRUE(std::isinf(ref->at("y").values[3 * 300 + 4]));
+  }
+}
+
+#if defined(__x86_64__)
+// A GEMM of two bf16 operands multiplies pairs with vdpbf16ps exactly where
+// the kernels are compiled for AVX512-BF16 (FJ_BF16_DOT, fj_kernel.h); the
+// f32 path, elsewhere, is checked by NarrowerVectorPathsMatchTheReference.
+TEST(CpuBackend, Bf16GemmUsesDotProductsWhereTheCpuHasThem) {
+  const std::string source = std::string(cpu_helpers_source()) +
+                             "extern \"C\" int dot(void* const* args, long long, long long, float*) {\n"
+                             "  *static_cast<int*>(args[0]) = FJ_BF16_DOT;\n  return 0;\n}\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("dot", source, {"dot"}, nullptr);
+  ASSERT_TRUE(m.ok()) << m.status();
+  int dot = -1;
+  void* args[] = {&dot};
+  ASSERT_EQ((*m)->entry("dot")(args, 0, 1, nullptr), 0);
+  EXPECT_EQ(dot, __builtin_cpu_supports("avx512bf16") ? 1 : 0);
+  const Graph g = parse("input x: bf16[8, 16]\ninput w: bf16[16, 8]\ny = matmul(x, w)\noutput y\n");
+  const std::vector<CpuKernelSource> kernels = emit_cpu(make_fused_plan(g));
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_NE(kernels[0].source.find("#if FJ_BF16_DOT"), std::string::npos);
+  EXPECT_NE(kernels[0].source.find("fj_dot_bf16_pairs(c50, a + k * kMR + 5, b0)"), std::string::npos);
+}
+#endif
 
 // Found by `fusejit fuzz`: a matmul nothing uses is still a kernel of the
 // unfused plan, with nothing to write.
@@ -1082,16 +1186,19 @@ TEST(HostCompiler, VectorizesWithTheWidestVectorsTheCpuHas) {
 
 #if defined(__x86_64__)
 // $FUSEJIT_CXXFLAGS narrows what -march=native enables, so this machine also
-// runs the paths kernels take on narrower CPUs: 32-byte vectors and streams,
-// the GEMM's 16- and 8-float panels, multiply-add without FMA, no streaming
-// at all with SSE only; each is checked against the reference, and the
-// kernels report the fj_vec width the flags imply.
+// runs the paths kernels take on narrower CPUs: the bf16 GEMM in f32
+// without AVX512-BF16, 32-byte vectors and streams, the GEMM's 16- and
+// 8-float panels, multiply-add without FMA, no streaming at all with SSE
+// only; each is checked against the reference, and the kernels report the
+// fj_vec width the flags imply.
 TEST(CpuBackend, NarrowerVectorPathsMatchTheReference) {
   struct Narrower {
     const char* flags;
     int vec_bytes;
   };
-  for (const Narrower& n : {Narrower{"-mno-avx512f", 32}, Narrower{"-mno-avx2 -mno-fma", 32}, Narrower{"-mno-avx", 16}}) {
+  for (const Narrower& n :
+       {Narrower{"-mno-avx512bf16", __builtin_cpu_supports("avx512f") ? 64 : 32}, Narrower{"-mno-avx512f", 32},
+        Narrower{"-mno-avx2 -mno-fma", 32}, Narrower{"-mno-avx", 16}}) {
     SCOPED_TRACE(n.flags);
     testing::ScopedEnv env("FUSEJIT_CXXFLAGS", std::string(n.flags));
     EXPECT_EQ(compiled_vec_bytes(), n.vec_bytes);

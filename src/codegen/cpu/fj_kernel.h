@@ -118,6 +118,31 @@ static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict 
 #define FJ_NATIVE_BF16 0
 #endif
 
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+// The GEMM's step for two bf16 operands (codegen/cpu/matmul.cpp): each f32
+// lane of c adds the products of a pair of bf16 values, the pair at `pair`
+// (broadcast to every lane) times the lane's pair in b, with one vdpbf16ps:
+// 32 multiply-adds where vfmadd231ps does 16, and about twice the rate on
+// an AMD EPYC with AVX512-BF16 (bench/results/2026-12-07-cpu-bf16-gemm.md).
+// A bf16 product is exact in f32; each of the two additions rounds to
+// nearest even, but the instruction reads subnormal inputs as zero and
+// flushes a subnormal sum to zero; the GEMM notes the values that could
+// show it (fj_bf16_subnormal and below) and keeps IEEE results for them.
+// NaN and infinity propagate as in IEEE arithmetic.
+#define FJ_BF16_DOT 1
+static inline void fj_dot_bf16_pairs(fj_vec& c, const unsigned* pair, fj_vec b) {
+  __asm__("vdpbf16ps %[a]%{1to16%}, %[b], %[c]" : [c] "+v"(c) : [a] "m"(*pair), [b] "v"(b));
+}
+// What the GEMM's packing notes of each bf16 value (`bits`), branch-free so
+// that its loops stay vectorized: whether it is subnormal (exponent 0,
+// mantissa not), whether it is an infinity, its biased exponent.
+static inline unsigned fj_bf16_subnormal(unsigned bits) { return (bits & 0x7fffu) - 1u < 0x7fu; }
+static inline unsigned fj_bf16_infinite(unsigned bits) { return (bits & 0x7fffu) == 0x7f80u; }
+static inline unsigned fj_bf16_exponent(unsigned bits) { return (bits >> 7) & 0xffu; }
+#else
+#define FJ_BF16_DOT 0
+#endif
+
 // f16 likewise with vcvtps2ph (rounding immediate 0: to nearest even),
 // which is IEEE for every float but NaN: it keeps a NaN's payload, where
 // fj_from_float<fj_f16> gives the canonical sign | 0x7e00, so a vector

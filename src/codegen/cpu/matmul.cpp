@@ -8,7 +8,9 @@
 // of B per k. The f32 block of C stays in the cache across the k blocks and
 // is converted to C's type once at the end. Each element of C sums its
 // products in increasing k, in f32, with fused multiply-adds where the CPU
-// has them, as a GPU GEMM without split-k does.
+// has them, as a GPU GEMM without split-k does. Two bf16 operands, where
+// the CPU has AVX512-BF16, are packed as pairs and multiplied two k at a
+// time by dot-product instructions instead (write_bf16_pair_blocks).
 //
 // An epilogue (fusion/matmul_epilogue.h) runs over each block of C in f32
 // after its last k block, while the block is in the cache, and the block is
@@ -67,60 +69,39 @@ void write_epilogue(SourceWriter& w, const Graph& g, const Kernel& kernel, const
   w.close();
 }
 
-}  // namespace
-
-CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
-  const Graph& g = *plan.graph;
-  const int32_t mm_id = kernel.nodes.at(0);
-  const Node& mm = g.node(mm_id);
-  const int32_t a_id = mm.operands.at(0).node, b_id = mm.operands.at(1).node;
-  const Node& a = g.node(a_id);
-  const Node& b = g.node(b_id);
-  const int64_t k = a.shape.last();
-  const int64_t n = b.shape.last();
-  CpuKernelSource out;
-  out.name = kernel.name;
-  out.variant = CpuVariant::kMatmul;
-  out.params = kernel_params(plan, kernel);
-  const CpuWorkSplit split = cpu_work_split(g, kernel);
-  out.count = split.count;
-  out.grain = split.grain;
-  SourceWriter w;
-  if (kernel.writes.empty()) {
-    // A matmul whose result nothing uses (the plan keeps every user op):
-    // there is nothing to store, so nothing to compute.
-    write_header(w, plan, kernel, "matmul whose result is unused: does nothing");
-    write_helpers(w);
-    open_entry(w, *plan.graph, kernel, out.params);
-    w.line("return 0;");
-    w.close();
-    out.source = w.text();
-    return out;
+// The tile's kMR x kNR sums in 2 kMR vector registers around `step`, which
+// writes one k step's multiply-adds: zeros at the first k block, else the
+// sums so far from the C block, and back to it after the block's last k.
+template <typename Step>
+void write_tile(SourceWriter& w, const char* steps, Step step) {
+  std::string declare = "fj_vec";
+  for (int r = 0; r < kMicroRows; ++r) declare += fmt::format("{} c{}0, c{}1", r == 0 ? "" : ",", r, r);
+  w.line("{};", declare);
+  w.open("if (k0 == 0)");
+  for (int r = 0; r < kMicroRows; ++r) w.line("c{0}0 = fj_vec_splat(0.0f); c{0}1 = c{0}0;", r);
+  w.close();
+  w.open("else");
+  for (int r = 0; r < kMicroRows; ++r) {
+    w.line(
+        "__builtin_memcpy(&c{0}0, c + {0} * kNB, sizeof(fj_vec)); "
+        "__builtin_memcpy(&c{0}1, c + {0} * kNB + kFjVecLanes, sizeof(fj_vec));",
+        r);
   }
-  write_header(w, plan, kernel,
-               fmt::format("matmul [{}, {}] x [{}, {}] in f32, blocked for the cache", out.count, k, k, n));
-  write_helpers(w);
-  w.blank();
-  open_entry(w, *plan.graph, kernel, out.params);
-  w.line("constexpr long long kK = {}, kN = {};", k, n);
-  w.line("constexpr long long kMB = {}, kNB = {}, kKB = {}, kMR = {}, kNR = 2 * kFjVecLanes;", kMatmulRows,
-         kMatmulCols, kMatmulDepth, kMicroRows);
-  w.line("static_assert(kMB % kMR == 0 && kNB % kNR == 0, \"the blocks hold whole tiles\");");
-  out.scratch_floats = kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulCols + kMatmulRows * kMatmulDepth;
-  w.line("float* const fj_buffer = fj_scratch;  // kKB * kNB + kMB * kNB + kMB * kKB floats");
-  w.line("float* __restrict bp = fj_buffer;       // B block: kNB / kNR panels of kb x kNR");
-  w.line("float* __restrict acc = bp + kKB * kNB;  // C block: kMB x kNB, row-major");
-  w.line("float* __restrict ap = acc + kMB * kNB;  // A block: kMB / kMR slivers of kb x kMR");
-  const std::string pa = param_name(g, a_id), pb = param_name(g, b_id);
-  w.open("for (long long i0 = begin; i0 < end; i0 += kMB)");
-  w.line("const long long mb = end - i0 < kMB ? end - i0 : kMB;");
-  w.line("const long long slivers = (mb + kMR - 1) / kMR;");
-  w.open("for (long long j0 = 0; j0 < kN; j0 += kNB)");
-  w.line("const long long nb = kN - j0 < kNB ? kN - j0 : kNB;");
-  w.line("const long long panels = (nb + kNR - 1) / kNR;");
-  if (k == 0) w.line("fj_fill_span(acc, 0.0f, kMB * kNB);  // no k: C is zeros");
-  w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
-  w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
+  w.close();
+  w.open("for (long long k = 0; k < {}; ++k)", steps);
+  step();
+  w.close();
+  for (int r = 0; r < kMicroRows; ++r) {
+    w.line(
+        "__builtin_memcpy(c + {0} * kNB, &c{0}0, sizeof(fj_vec)); "
+        "__builtin_memcpy(c + {0} * kNB + kFjVecLanes, &c{0}1, sizeof(fj_vec));",
+        r);
+  }
+}
+
+// One k block (k0, kb deep) of one block of C with f32 multiply-adds: B
+// and A packed (converted to f32), then the micro-kernel over every tile.
+void write_f32_k_block(SourceWriter& w, const std::string& pa, const std::string& pb) {
   // kPackRows rows of B at a time, panel by panel, so that each panel's
   // lines are written one after another. A row at a time wrote the
   // panels' lines 16 KiB apart (one per panel, all in one L1 set), and
@@ -159,39 +140,240 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   w.line("float* __restrict c = acc + s * kMR * kNB + p * kNR;");
   w.line("const float* __restrict a = ap + s * kb * kMR;");
   w.line("const float* __restrict b = bp + p * kb * kNR;");
-  std::string declare = "fj_vec";
-  for (int r = 0; r < kMicroRows; ++r) {
-    declare += fmt::format("{} c{}0, c{}1", r == 0 ? "" : ",", r, r);
+  write_tile(w, "kb", [&] {
+    w.line("fj_vec b0, b1;");
+    w.line("__builtin_memcpy(&b0, b + k * kNR, sizeof(fj_vec));");
+    w.line("__builtin_memcpy(&b1, b + k * kNR + kFjVecLanes, sizeof(fj_vec));");
+    for (int r = 0; r < kMicroRows; ++r) {
+      w.line(
+          "{{ const fj_vec x = fj_vec_splat(a[k * kMR + {0}]); c{0}0 = fj_vec_fma(x, b0, c{0}0); "
+          "c{0}1 = fj_vec_fma(x, b1, c{0}1); }}",
+          r);
+    }
+  });
+  w.close();
+  w.close();
+}
+
+// The k blocks of one block of C with f32 multiply-adds.
+void write_f32_blocks(SourceWriter& w, const std::string& pa, const std::string& pb) {
+  w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
+  w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
+  write_f32_k_block(w, pa, pb);
+  w.close();
+}
+
+// The same k blocks for two bf16 operands where the CPU has AVX512-BF16
+// (FJ_BF16_DOT, fj_kernel.h): B and A are packed as pairs of bf16 values
+// of consecutive k in one 32-bit word (rows k and k + 1 of B at a column;
+// columns k and k + 1 of a row of A), unconverted, a zero completing the
+// last pair of an odd depth, and each step of the micro-kernel is one
+// vdpbf16ps per pair of vectors: two k at a time, at about twice the
+// multiply-adds per second and half the packed bytes.
+//
+// vdpbf16ps reads subnormal inputs as zero and flushes subnormal sums to
+// zero, which IEEE arithmetic (the f32 path, the reference) does not; a
+// probe found both (2^-130 x 2^100 gave 0 for 2^-30, and 2^-70 x 2^-70 gave
+// 0). The packing notes, for each k block, the subnormals of A and B, any
+// infinity, and the largest exponent of each, and then:
+// - where every product is below 2^-99 (the sums could be subnormal; where
+//   one is larger, a sum flushed to zero is off by less than 2^-126, far
+//   below what the tolerances of DESIGN.md section 6 see), or
+//   a subnormal meets an infinity anywhere in the block (0 x inf is NaN,
+//   where the reference has an infinity), or subnormals are many (more
+//   than 8 per k), the block is packed again and multiplied by the f32 path;
+// - else the dot products run, and each product of a subnormal is added
+//   to its sum in f32 afterwards: a GeLU's output holds a few (its tail
+//   in f32 runs down to about 1e-45), and a block of mlp_block's second
+//   GEMM had hundreds of them among 32768 values.
+void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::string& pb) {
+  // The packing's notes on one value `v` of A or B.
+  auto note = [&](const std::string& v, const char* count, const char* top) {
+    w.line(
+        "{1} += fj_bf16_subnormal({0}); infinities |= fj_bf16_infinite({0}); "
+        "{2} = {2} > fj_bf16_exponent({0}) ? {2} : fj_bf16_exponent({0});",
+        v, count, top);
+  };
+  w.line("static_assert(kFjVecLanes == 16, \"AVX512-BF16 implies AVX-512F: 16 f32 lanes\");");
+  w.line("unsigned* __restrict bp2 = reinterpret_cast<unsigned*>(bp);  // kb2 x kNR pairs per panel");
+  w.line("unsigned* __restrict ap2 = reinterpret_cast<unsigned*>(ap);  // kb2 x kMR pairs per sliver");
+  w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
+  w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
+  w.line("const long long kb2 = (kb + 1) / 2;  // pairs of k");
+  w.line("// Noted while packing: the subnormals of B and of each row of A, any infinity, the");
+  w.line("// largest biased exponent of A and of B.");
+  w.line("unsigned b_subnormals = 0, a_subnormals = 0, infinities = 0, a_top = 0, b_top = 0;");
+  w.line("unsigned row_subnormals[kMB];");
+  w.line("// Pack B[k0 .., j0 ..] into panels of pairs, zeros beyond column nb and row kK: {} pairs at a time.",
+         kPackRows / 2);
+  w.open("for (long long kg = 0; kg < kb2; kg += {})", kPackRows / 2);
+  w.line("const long long pairs = kb2 - kg < {0} ? kb2 - kg : {0};", kPackRows / 2);
+  w.open("for (long long p = 0; p < panels; ++p)");
+  w.line("const long long cols = nb - p * kNR < kNR ? nb - p * kNR : kNR;");
+  w.open("for (long long r = 0; r < pairs; ++r)");
+  w.line("const long long k = k0 + 2 * (kg + r);");
+  w.line("const fj_bf16* __restrict lo = {} + k * kN + j0 + p * kNR;", pb);
+  w.line("const fj_bf16* __restrict hi = k + 1 < kK ? lo + kN : nullptr;");
+  w.line("unsigned* __restrict dst = bp2 + (p * kb2 + kg + r) * kNR;");
+  // A whole panel of two rows, the common case, in a loop without
+  // conditions; else zeros beyond column nb and row kK.
+  for (const char* pair :
+       {"lo[c].bits, h = hi[c].bits", "c < cols ? lo[c].bits : 0u, h = c < cols && hi != nullptr ? hi[c].bits : 0u"}) {
+    const bool whole = pair[0] == 'l';
+    w.open("{}", whole ? "if (cols == kNR && hi != nullptr)" : "else");
+    w.open("for (long long c = 0; c < kNR; ++c)");
+    w.line("const unsigned l = {};", pair);
+    note("l", "b_subnormals", "b_top");
+    note("h", "b_subnormals", "b_top");
+    w.line("dst[c] = l | h << 16;");
+    w.close();
+    w.close();
   }
-  w.line("{};", declare);
-  w.open("if (k0 == 0)");
-  for (int r = 0; r < kMicroRows; ++r) w.line("c{0}0 = fj_vec_splat(0.0f); c{0}1 = c{0}0;", r);
+  w.close();
+  w.close();
+  w.close();
+  w.line("// Pack A[i0 .., k0 ..] into slivers of pairs, zeros beyond row mb and column kK.");
+  w.open("for (long long s = 0; s < slivers; ++s)");
+  w.open("for (long long r = 0; r < kMR; ++r)");
+  w.line("const long long i = s * kMR + r;");
+  w.line("unsigned* __restrict dst = ap2 + s * kb2 * kMR + r;");
+  w.open("if (i < mb)");
+  w.line("const fj_bf16* __restrict row = {} + (i0 + i) * kK + k0;", pa);
+  // The notes in a loop of their own over the row, which the compiler
+  // vectorizes; with them in the packing loop, whose stores are kMR apart
+  // and scalar, mlp_block's first GEMM took 1.4x as long.
+  w.line("unsigned subnormals = 0;");
+  w.open("for (long long k = 0; k < kb; ++k)");
+  w.line("const unsigned v = row[k].bits;");
+  note("v", "subnormals", "a_top");
+  w.close();
+  w.line("row_subnormals[i] = subnormals;");
+  w.line("a_subnormals += subnormals;");
+  w.line("for (long long k = 0; k < kb / 2; ++k) __builtin_memcpy(dst + k * kMR, row + 2 * k, sizeof(unsigned));");
+  w.line("if (kb % 2 != 0) dst[(kb2 - 1) * kMR] = row[kb - 1].bits;");
   w.close();
   w.open("else");
-  for (int r = 0; r < kMicroRows; ++r) {
-    w.line("__builtin_memcpy(&c{0}0, c + {0} * kNB, sizeof(fj_vec)); "
-           "__builtin_memcpy(&c{0}1, c + {0} * kNB + kFjVecLanes, sizeof(fj_vec));",
-           r);
-  }
+  w.line("for (long long k = 0; k < kb2; ++k) dst[k * kMR] = 0;");
   w.close();
+  w.close();
+  w.close();
+  w.line("// Every product below 2^-99 (biased exponents adding to at most 153: below 2^(153 - 252)),");
+  w.line("// a subnormal beside an infinity, or many subnormals: the f32 path, which keeps them all.");
+  w.line("const unsigned subnormals = a_subnormals + b_subnormals;");
+  w.open("if (a_top + b_top <= 153 || (subnormals != 0 && (infinities != 0 || subnormals > 8 * kb)))");
+  write_f32_k_block(w, pa, pb);
+  w.line("continue;");
+  w.close();
+  w.line("// The micro-kernel over every tile, two k per step.");
+  w.open("for (long long p = 0; p < panels; ++p)");
+  w.open("for (long long s = 0; s < slivers; ++s)");
+  w.line("float* __restrict c = acc + s * kMR * kNB + p * kNR;");
+  w.line("const unsigned* __restrict a = ap2 + s * kb2 * kMR;");
+  w.line("const unsigned* __restrict b = bp2 + p * kb2 * kNR;");
+  write_tile(w, "kb2", [&] {
+    w.line("fj_vec b0, b1;");
+    w.line("__builtin_memcpy(&b0, b + k * kNR, sizeof(fj_vec));");
+    w.line("__builtin_memcpy(&b1, b + k * kNR + kFjVecLanes, sizeof(fj_vec));");
+    for (int r = 0; r < kMicroRows; ++r) {
+      w.line("fj_dot_bf16_pairs(c{0}0, a + k * kMR + {0}, b0); fj_dot_bf16_pairs(c{0}1, a + k * kMR + {0}, b1);", r);
+    }
+  });
+  w.close();
+  w.close();
+  w.line("// The products of subnormals, which vdpbf16ps read as zero, added in f32: those of A's");
+  w.line("// along their row of C (only rows that hold one are searched, up to their last), then");
+  w.line("// those of B's down their column. A product of two subnormals is below 2^-252, zero in");
+  w.line("// f32, and adds nothing in either.");
+  w.open("if (a_subnormals != 0)");
+  w.open("for (long long i = 0; i < mb; ++i)");
+  w.line("const fj_bf16* __restrict row = {} + (i0 + i) * kK + k0;", pa);
+  w.line("float* __restrict ci = acc + i * kNB;");
+  w.line("unsigned left = row_subnormals[i];");
+  w.open("for (long long k = 0; left != 0 && k < kb; ++k)");
+  w.line("if (!fj_bf16_subnormal(row[k].bits)) continue;");
+  w.line("--left;");
+  w.line("const float x = fj_to_float(row[k]);");
+  w.line("const fj_bf16* __restrict brow = {} + (k0 + k) * kN + j0;", pb);
+  w.line("for (long long j = 0; j < nb; ++j) ci[j] += x * fj_to_float(brow[j]);");
+  w.close();
+  w.close();
+  w.close();
+  w.open("if (b_subnormals != 0)");
   w.open("for (long long k = 0; k < kb; ++k)");
-  w.line("fj_vec b0, b1;");
-  w.line("__builtin_memcpy(&b0, b + k * kNR, sizeof(fj_vec));");
-  w.line("__builtin_memcpy(&b1, b + k * kNR + kFjVecLanes, sizeof(fj_vec));");
-  for (int r = 0; r < kMicroRows; ++r) {
-    w.line("{{ const fj_vec x = fj_vec_splat(a[k * kMR + {0}]); c{0}0 = fj_vec_fma(x, b0, c{0}0); "
-           "c{0}1 = fj_vec_fma(x, b1, c{0}1); }}",
-           r);
+  w.line("const fj_bf16* __restrict brow = {} + (k0 + k) * kN + j0;", pb);
+  w.open("for (long long j = 0; j < nb; ++j)");
+  w.line("if (!fj_bf16_subnormal(brow[j].bits)) continue;");
+  w.line("const float y = fj_to_float(brow[j]);");
+  w.line("for (long long i = 0; i < mb; ++i) acc[i * kNB + j] += fj_to_float({}[(i0 + i) * kK + k0 + k]) * y;", pa);
+  w.close();
+  w.close();
+  w.close();
+  w.close();  // the k blocks
+}
+
+}  // namespace
+
+CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
+  const Graph& g = *plan.graph;
+  const int32_t mm_id = kernel.nodes.at(0);
+  const Node& mm = g.node(mm_id);
+  const int32_t a_id = mm.operands.at(0).node, b_id = mm.operands.at(1).node;
+  const Node& a = g.node(a_id);
+  const Node& b = g.node(b_id);
+  const int64_t k = a.shape.last();
+  const int64_t n = b.shape.last();
+  // Two bf16 operands take the dot-product path where the compiler targets
+  // AVX512-BF16, the f32 path elsewhere: the source holds both.
+  const bool bf16_pairs = a.dtype == DType::kBF16 && b.dtype == DType::kBF16;
+  CpuKernelSource out;
+  out.name = kernel.name;
+  out.variant = CpuVariant::kMatmul;
+  out.params = kernel_params(plan, kernel);
+  const CpuWorkSplit split = cpu_work_split(g, kernel);
+  out.count = split.count;
+  out.grain = split.grain;
+  SourceWriter w;
+  if (kernel.writes.empty()) {
+    // A matmul whose result nothing uses (the plan keeps every user op):
+    // there is nothing to store, so nothing to compute.
+    write_header(w, plan, kernel, "matmul whose result is unused: does nothing");
+    write_helpers(w);
+    open_entry(w, *plan.graph, kernel, out.params);
+    w.line("return 0;");
+    w.close();
+    out.source = w.text();
+    return out;
   }
-  w.close();
-  for (int r = 0; r < kMicroRows; ++r) {
-    w.line("__builtin_memcpy(c + {0} * kNB, &c{0}0, sizeof(fj_vec)); "
-           "__builtin_memcpy(c + {0} * kNB + kFjVecLanes, &c{0}1, sizeof(fj_vec));",
-           r);
+  write_header(w, plan, kernel,
+               fmt::format("matmul [{}, {}] x [{}, {}] in f32{}, blocked for the cache", out.count, k, k, n,
+                           bf16_pairs ? " (bf16 pairs by dot products where the CPU has AVX512-BF16)" : ""));
+  write_helpers(w);
+  w.blank();
+  open_entry(w, *plan.graph, kernel, out.params);
+  w.line("constexpr long long kK = {}, kN = {};", k, n);
+  w.line("constexpr long long kMB = {}, kNB = {}, kKB = {}, kMR = {}, kNR = 2 * kFjVecLanes;", kMatmulRows,
+         kMatmulCols, kMatmulDepth, kMicroRows);
+  w.line("static_assert(kMB % kMR == 0 && kNB % kNR == 0, \"the blocks hold whole tiles\");");
+  out.scratch_floats = kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulCols + kMatmulRows * kMatmulDepth;
+  w.line("float* const fj_buffer = fj_scratch;  // kKB * kNB + kMB * kNB + kMB * kKB floats");
+  w.line("float* __restrict bp = fj_buffer;       // B block: kNB / kNR panels of kb x kNR");
+  w.line("float* __restrict acc = bp + kKB * kNB;  // C block: kMB x kNB, row-major");
+  w.line("float* __restrict ap = acc + kMB * kNB;  // A block: kMB / kMR slivers of kb x kMR");
+  const std::string pa = param_name(g, a_id), pb = param_name(g, b_id);
+  w.open("for (long long i0 = begin; i0 < end; i0 += kMB)");
+  w.line("const long long mb = end - i0 < kMB ? end - i0 : kMB;");
+  w.line("const long long slivers = (mb + kMR - 1) / kMR;");
+  w.open("for (long long j0 = 0; j0 < kN; j0 += kNB)");
+  w.line("const long long nb = kN - j0 < kNB ? kN - j0 : kNB;");
+  w.line("const long long panels = (nb + kNR - 1) / kNR;");
+  if (k == 0) w.line("fj_fill_span(acc, 0.0f, kMB * kNB);  // no k: C is zeros");
+  if (bf16_pairs) {
+    w.line("#if FJ_BF16_DOT");
+    write_bf16_pair_blocks(w, pa, pb);
+    w.line("#else");
   }
-  w.close();
-  w.close();
-  w.close();
+  write_f32_blocks(w, pa, pb);
+  if (bf16_pairs) w.line("#endif");
   const int32_t stored = kernel.nodes.back();  // the product, or the epilogue's last value
   if (const MatmulEpilogue epilogue = matmul_epilogue(g, kernel); !epilogue.empty()) {
     write_epilogue(w, g, kernel, epilogue);
