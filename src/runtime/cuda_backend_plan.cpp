@@ -386,8 +386,8 @@ absl::Status CudaLoadedPlan::launch_shape(size_t k, const CompiledShape& shape) 
 // writes what it reads), so timing them on the plan's own buffers changes
 // nothing the next launch does not write again. Tuning is a bonus: should
 // it fail (no memory for the L2 flush buffer, a launch error), the default
-// shape stays and the run goes on; an error that broke the context shows
-// again at the next launch.
+// shape stays and the run goes on, unless the error broke the context
+// (cuda::context_lost()): then nothing can go on, and it is returned.
 absl::Status CudaLoadedPlan::tune(size_t k) {
   JitKernel* kernel = std::get_if<JitKernel>(&steps_[k]);
   if (kernel == nullptr || kernel->code->tuned) return absl::OkStatus();
@@ -415,6 +415,8 @@ absl::Status CudaLoadedPlan::tune(size_t k) {
     std::vector<std::string> names;
     for (const CompiledShape& shape : code.shapes) names.push_back(shape.shape);
     note = describe_tuning(names, best_us, code.chosen);
+  } else if (cuda::context_lost()) {
+    return absl::Status(s.code(), fmt::format("timing the launch shapes of {}: {}", kernel_label(k), status_text(s)));
   } else {
     code.chosen = 0;
     note = fmt::format("default shape kept: timing the launch shapes failed: {}", status_text(s));
@@ -526,6 +528,18 @@ absl::Status CudaLoadedPlan::do_set_dropout_seed(int32_t id, uint64_t seed) {
 
 absl::StatusOr<std::unique_ptr<LoadedPlan>> load_plan(std::shared_ptr<CudaGpu> gpu, const FusionPlan& plan,
                                                       const LoadOptions& options) {
+  // bf16 arithmetic (cvt.rn.bf16.f32 and the like, which the kernels'
+  // helpers use) needs compute capability 8.0: on an older GPU say which
+  // tensor is bf16, rather than let NVRTC fail on a helper's line.
+  if (gpu->info().cc_major < 8) {
+    for (const Node& node : plan.graph->nodes()) {
+      if (node.dtype != DType::kBF16) continue;
+      return absl::FailedPreconditionError(fmt::format(
+          "{} ({}) cannot run bf16 kernels, which need compute capability 8.0 or newer: {} is bf16; use f16 or f32, or "
+          "--backend cpu",
+          gpu->info().name, gpu->info().arch(), describe(node)));
+    }
+  }
   if (absl::Status s = gpu->make_current(); !s.ok()) return s;
   auto loaded = std::make_unique<CudaLoadedPlan>(std::move(gpu), plan);
   // On failure the half-loaded plan frees what it made.

@@ -7,6 +7,7 @@
 
 #include "ir/error.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/nvrtc_library.h"
 #include "runtime/warnings.h"
 
 namespace fusejit::cuda_backend {
@@ -121,6 +122,18 @@ absl::StatusOr<std::shared_ptr<CudaGpu>> CudaGpu::open() {
   if (absl::Status s = cuda_driver_status(); !s.ok()) return s;
   if (absl::Status s = nvrtc_status(); !s.ok()) {
     return absl::UnavailableError(fmt::format("the CUDA backend compiles kernels with NVRTC: {}", status_text(s)));
+  }
+  // A driver of an older CUDA major version than NVRTC's refuses its PTX
+  // and CUBINs, and the same toolkit's cuBLAS: say so before anything fails
+  // on a module load. Minor versions of one major are compatible.
+  absl::StatusOr<int> driver = cuda::driver_version();
+  if (!driver.ok()) return driver.status();
+  if (absl::StatusOr<std::pair<int, int>> nvrtc = nvrtc_library_version();
+      nvrtc.ok() && *driver / 1000 < nvrtc->first) {
+    return absl::UnavailableError(fmt::format(
+        "the CUDA driver supports CUDA {}.{}, older than the CUDA {}.{} toolkit whose NVRTC fusejit uses: the driver "
+        "would refuse its kernels; install a driver for CUDA {} or newer, or build fusejit with a CUDA {} toolkit",
+        *driver / 1000, *driver % 1000 / 10, nvrtc->first, nvrtc->second, nvrtc->first, *driver / 1000));
   }
   absl::StatusOr<GpuInfo> info = query_gpu(0);
   if (!info.ok()) return info.status();

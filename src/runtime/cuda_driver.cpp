@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include <absl/strings/str_join.h>
@@ -98,6 +100,31 @@ const absl::StatusOr<Driver>& driver() {
   return loaded;
 }
 
+// The first failure that lost the context (cuda_abi::loses_context), or "".
+std::mutex lost_mutex;
+std::string lost_at;
+
+// A kernel fault is reported by whichever call next waits for the GPU (a
+// synchronization, a copy), not by the kernel's launch, which returned
+// before the kernel ran, and it breaks the context for good: the first such
+// failure says both, and every later one names it, rather than leaving a
+// stream of unrelated calls failing with CUDA_ERROR_ILLEGAL_ADDRESS.
+std::string with_lost_context(Result result, std::string message) {
+  std::lock_guard lock(lost_mutex);
+  if (!lost_at.empty()) {
+    return fmt::format(
+        "{}; the GPU context was lost earlier ({}), and every CUDA call in this process fails: restart it", message,
+        lost_at);
+  }
+  if (!cuda_abi::loses_context(result)) return message;
+  lost_at = message;
+  return fmt::format(
+      "{}; a kernel fault, which leaves the GPU context unusable: every later CUDA call in this process fails (the "
+      "faulting kernel may be one launched before this call; CUDA_LAUNCH_BLOCKING=1 makes each launch wait for its "
+      "kernel, so that its own launch reports the fault)",
+      message);
+}
+
 // Calls one driver function; a failure names it, and ends with context
 // when there is one: "cuMemAlloc_v2 failed: ... (allocating 1024 bytes)".
 template <auto Member, typename... Args>
@@ -108,6 +135,7 @@ absl::Status call_about(std::string_view context, Args... args) {
   if (result == cuda_abi::kSuccess) return absl::OkStatus();
   std::string message = fmt::format("{} failed: {}", kSymbol<Member>, describe(loaded->api, result));
   if (!context.empty()) message += fmt::format(" ({})", context);
+  message = with_lost_context(result, std::move(message));
   if (result == cuda_abi::kErrorOutOfMemory) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }
@@ -176,6 +204,11 @@ absl::StatusOr<int> driver_version() {
   int version = 0;
   if (absl::Status s = call<&DriverApi::driver_get_version>(&version); !s.ok()) return s;
   return version;
+}
+
+bool context_lost() {
+  std::lock_guard lock(lost_mutex);
+  return !lost_at.empty();
 }
 
 absl::StatusOr<int> device_count() {

@@ -84,6 +84,10 @@ struct Dim3 {
 };
 
 absl::StatusOr<int> driver_version();  // 12080 for CUDA 12.8
+// Whether a kernel fault (an illegal address, say) has made the context
+// unusable, as the driver reports it; every later call fails, and each
+// failure's message says so and names the first.
+bool context_lost();
 absl::StatusOr<int> device_count();
 absl::StatusOr<std::string> device_name(int device);
 absl::StatusOr<int> device_attribute(int device, DeviceAttribute attribute);

@@ -26,6 +26,17 @@ inline constexpr Result kSuccess = 0;                 // CUDA_SUCCESS
 inline constexpr Result kErrorOutOfMemory = 2;        // CUDA_ERROR_OUT_OF_MEMORY
 inline constexpr Result kErrorStubLibrary = 34;       // CUDA_ERROR_STUB_LIBRARY
 inline constexpr Result kErrorNoDevice = 100;         // CUDA_ERROR_NO_DEVICE
+// The errors after which, as CUDA's documentation says of each, "the
+// process is in an inconsistent state and any further CUDA work will
+// return the same error": a kernel's illegal or misaligned address,
+// illegal instruction, stack error, timeout, launch failure.
+inline constexpr Result kErrorIllegalAddress = 700;  // CUDA_ERROR_ILLEGAL_ADDRESS
+inline constexpr Result kErrorLaunchTimeout = 702;   // CUDA_ERROR_LAUNCH_TIMEOUT
+inline constexpr Result kErrorHardwareStack = 714;   // CUDA_ERROR_HARDWARE_STACK_ERROR
+inline constexpr Result kErrorLaunchFailed = 719;    // CUDA_ERROR_LAUNCH_FAILED (714-719: faults in a kernel)
+inline constexpr bool loses_context(Result r) {
+  return r == kErrorIllegalAddress || r == kErrorLaunchTimeout || (r >= kErrorHardwareStack && r <= kErrorLaunchFailed);
+}
 inline constexpr int kJitErrorLogBuffer = 5;          // CU_JIT_ERROR_LOG_BUFFER
 inline constexpr int kJitErrorLogBufferSize = 6;      // CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES
 inline constexpr int kFuncMaxDynamicSharedBytes = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES

@@ -10,7 +10,8 @@
 // are the CUDA source compiled for the host, with device_shim.h), timing,
 // and anything cuBLAS does.
 //
-// One emulated device ("sm_90", 4 SMs or $FUSEJIT_EMULATOR_SMS, 8 GiB).
+// One emulated device ("sm_90" or $FUSEJIT_EMULATOR_CC, 4 SMs or
+// $FUSEJIT_EMULATOR_SMS, 8 GiB).
 // Device memory (device_memory.h) is host memory filled with 0xFF (NaN in
 // every float type) when allocated, between inaccessible pages; a kernel
 // (or GEMM) that reads or writes outside its buffers fails with
@@ -90,6 +91,14 @@ Result fail(Result code, std::string detail) {
   return code;
 }
 
+// $FUSEJIT_EMULATOR_STICKY_FAULTS=1: a kernel's fault is reported as a
+// real driver reports it: its launch succeeds (the kernel runs after the
+// launch returns, on a GPU), and every later call returns the fault's code,
+// the context being lost for good. By default the launch itself fails and
+// the emulator goes on, which names the faulting kernel at once.
+Result g_sticky = 0;
+Result sticky() { return g_sticky; }
+
 const char* env_or(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : fallback;
@@ -145,8 +154,10 @@ extern "C" {
 const char* fusejitCudaEmulator() { return kDeviceName; }
 
 Result cuInit(unsigned) { return kSuccess; }
+// CUDA 13.0, or $FUSEJIT_EMULATOR_DRIVER_VERSION (12040: a CUDA 12.4
+// driver, older than the toolkit fusejit was built with).
 Result cuDriverGetVersion(int* version) {
-  *version = 13000;
+  *version = std::atoi(env_or("FUSEJIT_EMULATOR_DRIVER_VERSION", "13000"));
   return kSuccess;
 }
 
@@ -203,12 +214,17 @@ Result cuDeviceGetAttribute(int* value, int attribute, Device) {
       {37, 256},        // memory bus width, bits
       {38, 512 << 10},  // L2 bytes
       {39, 2048},       // threads per SM
-      {75, 9},          // compute capability major
-      {76, 0},          // minor
       {97, 232448},     // shared memory per block, opt-in
   };
   if (attribute == 16) {  // SMs
     *value = emulated_sms();
+    return kSuccess;
+  }
+  if (attribute == 75 || attribute == 76) {
+    // Compute capability: 9.0, or $FUSEJIT_EMULATOR_CC ("75": a Turing
+    // GPU, for the refusals of what needs a newer one), read at each call.
+    const int cc = std::clamp(std::atoi(env_or("FUSEJIT_EMULATOR_CC", "90")), 10, 999);
+    *value = attribute == 75 ? cc / 10 : cc % 10;
     return kSuccess;
   }
   auto it = kAttributes.find(attribute);
@@ -228,13 +244,17 @@ Result cuDevicePrimaryCtxRetain(Context* context, Device) {
 }
 Result cuDevicePrimaryCtxRelease_v2(Device) { return kSuccess; }
 Result cuCtxSetCurrent(Context) { return kSuccess; }
-Result cuCtxSynchronize() { return kSuccess; }  // every call completes before it returns
+Result cuCtxSynchronize() {  // every call completes before it returns
+  std::lock_guard lock(driver_mutex());
+  return sticky();
+}
 
 Result cuModuleLoadDataEx(Module* module, const void* image, unsigned num_options, int* options,
                           void** option_values) {
   std::string error;
   std::unique_ptr<KernelModule> loaded = KernelModule::load(static_cast<const char*>(image), &error);
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (!loaded) {
     for (unsigned i = 0; i < num_options; ++i) {  // CU_JIT_ERROR_LOG_BUFFER, as the driver fills it
       if (options[i] != fusejit::cuda_abi::kJitErrorLogBuffer) continue;
@@ -259,6 +279,7 @@ Result cuModuleLoadDataEx(Module* module, const void* image, unsigned num_option
 
 Result cuModuleUnload(Module module) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   auto it = g_modules.find(module);
   if (it == g_modules.end()) return fail(kInvalidHandle, "cuModuleUnload of a module the emulator never loaded");
   for (auto f = g_functions.begin(); f != g_functions.end();) {
@@ -270,6 +291,7 @@ Result cuModuleUnload(Module module) {
 
 Result cuModuleGetFunction(Function* function, Module module, const char* name) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   auto it = g_modules.find(module);
   if (it == g_modules.end()) return fail(kInvalidHandle, "cuModuleGetFunction on a module the emulator never loaded");
   KernelModule::Launch launch = it->second->module->kernel(name);
@@ -285,6 +307,7 @@ Result cuFuncSetAttribute(Function, int, int) { return kSuccess; }
 Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
                       unsigned block_y, unsigned block_z, unsigned shared_bytes, Stream, void** params, void** extra) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   auto it = g_functions.find(function);
   if (it == g_functions.end()) return fail(kInvalidHandle, "cuLaunchKernel of a function the emulator never made");
   const EmulatedFunction& f = *it->second;
@@ -328,13 +351,20 @@ Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsig
       }
     }
   });
-  if (!launch_error.empty()) return fail(kLaunchFailed, launch_error);
-  if (!bad_access.empty()) return fail(kIllegalAddress, fmt::format("kernel {} made {}", f.name, bad_access));
-  return kSuccess;
+  Result fault = kSuccess;
+  if (!launch_error.empty()) fault = fail(kLaunchFailed, launch_error);
+  if (!bad_access.empty()) fault = fail(kIllegalAddress, fmt::format("kernel {} made {}", f.name, bad_access));
+  static const bool sticky_faults = std::string_view(env_or("FUSEJIT_EMULATOR_STICKY_FAULTS", "0")) == "1";
+  if (fault != kSuccess && sticky_faults) {
+    g_sticky = fault;
+    return kSuccess;
+  }
+  return fault;
 }
 
 Result cuMemAlloc_v2(DevicePtr* ptr, size_t bytes) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (bytes == 0) return fail(kInvalidValue, "cuMemAlloc of 0 bytes");
   const size_t allocated = fusejit::emulator::allocated_bytes();
   if (bytes > kDeviceMemory - allocated) {
@@ -349,6 +379,7 @@ Result cuMemAlloc_v2(DevicePtr* ptr, size_t bytes) {
 
 Result cuMemFree_v2(DevicePtr ptr) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (!fusejit::emulator::release(ptr)) {
     return fail(kInvalidValue, fmt::format("cuMemFree of 0x{:x}, not an allocation", ptr));
   }
@@ -357,6 +388,7 @@ Result cuMemFree_v2(DevicePtr ptr) {
 
 Result cuMemcpyHtoD_v2(DevicePtr dst, const void* src, size_t bytes) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, bytes, "cuMemcpyHtoD destination"); r != kSuccess) return r;
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return kSuccess;
@@ -364,6 +396,7 @@ Result cuMemcpyHtoD_v2(DevicePtr dst, const void* src, size_t bytes) {
 
 Result cuMemcpyDtoH_v2(void* dst, DevicePtr src, size_t bytes) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(src, bytes, "cuMemcpyDtoH source"); r != kSuccess) return r;
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return kSuccess;
@@ -371,6 +404,7 @@ Result cuMemcpyDtoH_v2(void* dst, DevicePtr src, size_t bytes) {
 
 Result cuMemcpyDtoD_v2(DevicePtr dst, DevicePtr src, size_t bytes) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, bytes, "cuMemcpyDtoD destination"); r != kSuccess) return r;
   if (Result r = check_range(src, bytes, "cuMemcpyDtoD source"); r != kSuccess) return r;
   std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
@@ -379,6 +413,7 @@ Result cuMemcpyDtoD_v2(DevicePtr dst, DevicePtr src, size_t bytes) {
 
 Result cuMemsetD8_v2(DevicePtr dst, unsigned char value, size_t count) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, count, "cuMemsetD8"); r != kSuccess) return r;
   std::memset(reinterpret_cast<void*>(dst), value, count);
   return kSuccess;
@@ -386,6 +421,7 @@ Result cuMemsetD8_v2(DevicePtr dst, unsigned char value, size_t count) {
 
 Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (dst % 4 != 0) return fail(kInvalidValue, fmt::format("cuMemsetD32 at 0x{:x}, not 4-byte aligned", dst));
   if (Result r = check_range(dst, count * 4, "cuMemsetD32"); r != kSuccess) return r;
   auto* words = reinterpret_cast<unsigned*>(dst);
@@ -395,6 +431,7 @@ Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
 
 Result cuEventCreate(Event* event, unsigned) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   auto made = std::make_unique<EmulatedEvent>();
   *event = reinterpret_cast<Event>(made.get());
   g_events[made.get()] = std::move(made);
@@ -403,12 +440,14 @@ Result cuEventCreate(Event* event, unsigned) {
 
 Result cuEventDestroy_v2(Event event) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (g_events.erase(event) == 0) return fail(kInvalidHandle, "cuEventDestroy of an event the emulator never made");
   return kSuccess;
 }
 
 Result cuEventRecord(Event event, Stream) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   EmulatedEvent* e = find_event(event);
   if (e == nullptr) return fail(kInvalidHandle, "cuEventRecord of an event the emulator never made");
   e->time = std::chrono::steady_clock::now();
@@ -418,6 +457,7 @@ Result cuEventRecord(Event event, Stream) {
 
 Result cuEventSynchronize(Event event) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   if (find_event(event) == nullptr)
     return fail(kInvalidHandle, "cuEventSynchronize of an event the emulator never made");
   return kSuccess;
@@ -425,6 +465,7 @@ Result cuEventSynchronize(Event event) {
 
 Result cuEventElapsedTime(float* milliseconds, Event start, Event end) {
   std::lock_guard lock(driver_mutex());
+  if (sticky() != kSuccess) return sticky();
   const EmulatedEvent* a = find_event(start);
   const EmulatedEvent* b = find_event(end);
   if (a == nullptr || b == nullptr)

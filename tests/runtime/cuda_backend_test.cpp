@@ -980,6 +980,50 @@ TEST_F(GpuBackend, OutOfMemoryNamesTheTensor) {
   expect_matches_reference(make_fused_plan(parse_or_throw("input x: f32[4, 8]\ny = neg(x)\noutput y\n")), "after OOM");
 }
 
+// A GPU older than compute capability 8.0 has no bf16 arithmetic, which
+// the kernels' helpers use: loading a bf16 plan names the tensor and the
+// GPU, and an f32 plan still runs. The emulator plays a Turing GPU (sm_75).
+TEST_F(GpuBackend, AnOlderGpuRefusesBf16AndNamesTheTensor) {
+  if (!cuda_driver_is_emulator()) GTEST_SKIP() << "needs the emulator, which can play an sm_75 GPU";
+  testing::ScopedEnv cc("FUSEJIT_EMULATOR_CC", "75");
+  absl::StatusOr<std::unique_ptr<Backend>> turing = make_cuda_backend();
+  ASSERT_TRUE(turing.ok()) << turing.status();
+  const Graph g =
+      parse_or_throw("input x: f32[4, 40]\ninput b: bf16[40]\nc = cast(b, dtype=f32)\ny = add(x, c)\noutput y\n");
+  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = (*turing)->load(make_fused_plan(g));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition) << loaded.status();
+  const std::string message(status_text(loaded.status()));
+  EXPECT_TRUE(testing::contains(message, "(sm_75) cannot run bf16 kernels, which need compute capability 8.0"))
+      << message;
+  EXPECT_TRUE(testing::contains(message, "b: bf16[40] is bf16")) << message;
+  const Graph f32 = parse_or_throw("input x: f32[4, 40]\ny = softmax(x)\noutput y\n");
+  loaded = (*turing)->load(make_fused_plan(f32));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const TensorMap inputs = random_inputs(f32, 2);
+  ASSERT_TRUE((*loaded)->set_inputs(inputs).ok());
+  ASSERT_TRUE((*loaded)->run().ok());
+  absl::StatusOr<TensorMap> out = (*loaded)->outputs();
+  ASSERT_TRUE(out.ok()) << out.status();
+  absl::StatusOr<TensorMap> ref = interpret_plan(make_fused_plan(f32), inputs);
+  ASSERT_TRUE(ref.ok());
+  EXPECT_TRUE(compare_tensors(out->at("y"), ref->at("y")).within(DType::kF32));
+}
+
+// A driver of an older CUDA major version than the toolkit's NVRTC would
+// refuse every kernel: the backend says so when it opens. The emulator
+// plays a CUDA 12.4 driver.
+TEST_F(GpuBackend, ADriverOlderThanNvrtcIsRefusedWithAReason) {
+  if (!cuda_driver_is_emulator()) GTEST_SKIP() << "needs the emulator, which can play an older driver";
+  testing::ScopedEnv version("FUSEJIT_EMULATOR_DRIVER_VERSION", "12040");
+  absl::StatusOr<std::unique_ptr<Backend>> old = make_cuda_backend();
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.status().code(), absl::StatusCode::kUnavailable) << old.status();
+  EXPECT_TRUE(
+      testing::contains(status_text(old.status()), "the CUDA driver supports CUDA 12.4, older than the CUDA 13"))
+      << old.status();
+}
+
 TEST_F(GpuBackend, LoadedPlanOutlivesItsBackend) {
   const Graph g = parse_or_throw("input x: bf16[8, 24]\ny = softmax(x)\noutput y\n");
   const FusionPlan plan = make_fused_plan(g);

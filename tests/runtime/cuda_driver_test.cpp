@@ -215,5 +215,62 @@ TEST_F(CudaDriverGpu, RunsANvrtcCompiledKernelFromCubinAndFromPtx) {
   run_axpb(ptx_only->ptx);
 }
 
+// A kernel that writes p[offset]: past its buffer, a fault.
+constexpr const char* kPoke = R"(extern "C" __global__ void poke(int* p, long long offset) { p[offset] = 1; }
+)";
+
+// Run in a child process by AKernelFaultLosesTheContextAndSaysSo: a kernel
+// faults, and what the calls after its launch report is printed.
+TEST_F(CudaDriverGpu, FaultingChild) {
+  if (std::getenv("FUSEJIT_TEST_FAULT_CHILD") == nullptr) GTEST_SKIP() << "run by AKernelFaultLosesTheContextAndSaysSo";
+  std::string image = kPoke;  // the emulator loads CUDA source
+  if (!cuda_driver_is_emulator()) {
+    absl::StatusOr<GpuInfo> gpu = query_gpu(0);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    absl::StatusOr<std::string> arch = cuda_arch_for(gpu->cc_major, gpu->cc_minor);
+    ASSERT_TRUE(arch.ok()) << arch.status();
+    absl::StatusOr<CompiledKernel> k = compile_cuda("poke", kPoke, {.arch = *arch}, nullptr);
+    ASSERT_TRUE(k.ok()) << k.status();
+    image = k->cubin.empty() ? k->ptx : k->cubin;
+  }
+  absl::StatusOr<cuda::Module> module = cuda::load_module(image);
+  ASSERT_TRUE(module.ok()) << module.status();
+  absl::StatusOr<cuda::Function> poke = cuda::module_function(*module, "poke");
+  ASSERT_TRUE(poke.ok()) << poke.status();
+  absl::StatusOr<DevicePtr> buffer = cuda::mem_alloc(1024);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  // On a GPU the null pointer faults for certain; the emulator watches its
+  // allocations' guard pages: the page after this one's 1024 bytes (int 300 is byte 1200).
+  DevicePtr p = cuda_driver_is_emulator() ? *buffer : 0;
+  long long offset = cuda_driver_is_emulator() ? 300 : 0;
+  void* args[] = {&p, &offset};
+  std::printf("LAUNCH[%s]\n",
+              std::string(status_text(cuda::launch_kernel(*poke, {.x = 1}, {.x = 1}, 0, nullptr, args))).c_str());
+  std::printf("SYNC[%s]\n", std::string(status_text(cuda::context_synchronize())).c_str());
+  std::printf("LATER[%s]\n", std::string(status_text(cuda::mem_alloc(16).status())).c_str());
+  std::printf("LOST[%d]\n", cuda::context_lost() ? 1 : 0);
+}
+
+// A kernel fault is reported by a later call (on a GPU the launch returns
+// before the kernel runs) and breaks the context for good: the first
+// failure says so and how to find the kernel, and every later one names the
+// first. The emulator reports faults as a GPU does when asked to
+// (FUSEJIT_EMULATOR_STICKY_FAULTS=1).
+TEST_F(CudaDriverGpu, AKernelFaultLosesTheContextAndSaysSo) {
+  const testing::CommandResult r =
+      testing::run_command("env FUSEJIT_TEST_FAULT_CHILD=1 FUSEJIT_EMULATOR_STICKY_FAULTS=1 /proc/" +
+                           std::to_string(getpid()) + "/exe --gtest_filter=CudaDriverGpu.FaultingChild");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(testing::contains(r.out, "LAUNCH[]")) << r.out;  // the launch itself succeeds
+  EXPECT_TRUE(testing::contains(r.out, "SYNC[cuCtxSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS")) << r.out;
+  EXPECT_TRUE(testing::contains(r.out, "a kernel fault, which leaves the GPU context unusable")) << r.out;
+  EXPECT_TRUE(testing::contains(r.out, "CUDA_LAUNCH_BLOCKING=1")) << r.out;
+  EXPECT_TRUE(testing::contains(r.out, "LATER[cuMemAlloc_v2 failed: CUDA_ERROR_ILLEGAL_ADDRESS")) << r.out;
+  EXPECT_TRUE(
+      testing::contains(r.out, "the GPU context was lost earlier (cuCtxSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS"))
+      << r.out;
+  EXPECT_TRUE(testing::contains(r.out, "LOST[1]")) << r.out;
+}
+
 }  // namespace
 }  // namespace fusejit
