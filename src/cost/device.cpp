@@ -65,6 +65,10 @@ DeviceSpec better_measured_figures(const DeviceSpec& cached, const DeviceSpec& m
   const DeviceSpec& faster_gemm = block_seconds(cached) < block_seconds(measured) ? cached : measured;
   d.class_tflops[gemm] = faster_gemm.class_tflops[gemm];
   d.matmul_pack_gelems = faster_gemm.matmul_pack_gelems;
+  // The bf16 GEMM's rate had that measurement's packing rate taken out
+  // (runtime/cpu_calibration.cpp): it goes with it.
+  const int bf16_gemm = static_cast<int>(CostClass::kMatmulBf16);
+  d.class_tflops[bf16_gemm] = faster_gemm.class_tflops[bf16_gemm];
   d.launch_overhead_us = std::min(cached.launch_overhead_us, measured.launch_overhead_us);
   d.others_busy_share = std::min(cached.others_busy_share, measured.others_busy_share);
   d.busy_remeasures = d.others_busy_share > kBusyShare ? cached.busy_remeasures + 1 : 0;

@@ -935,6 +935,61 @@ TEST(CpuBackend, MatmulKeepsSubnormalOperands) {
   }
 }
 
+// Found by a review of the bf16 dot-product path, each where the f32 path
+// was right: sums flushed to zero where every product is small though the
+// block's largest values are not (they never meet); a subnormal sum left by
+// one k block and dropped by the next; and a pair added k + 1 first, which
+// overflowed M + M - M (M the largest bf16). The remaining values are zeros.
+TEST(CpuBackend, MatmulSumsAsIeeeArithmeticDoes) {
+  const double m = 3.3895313892515355e38;
+  struct Case {
+    const char* what;
+    int64_t rows, depth, cols;
+    std::vector<std::pair<int64_t, double>> x, w;  // (flat index, value)
+  };
+  const Case cases[] = {
+      {"small products, large maxima",
+       4,
+       2,
+       3,
+       {{0, 1.0}, {3, std::ldexp(1.0, -70)}, {5, std::ldexp(1.0, -71)}},
+       {{3, std::ldexp(1.0, -60)}, {4, std::ldexp(1.0, -62)}}},
+      {"a subnormal sum across k blocks",
+       2,
+       512,
+       2,
+       {{512, std::ldexp(1.0, -70)}, {513, std::ldexp(1.0, -70)}, {256, 1.0}},
+       {{0, std::ldexp(1.0, -60)}, {3, std::ldexp(1.0, -58)}, {515, 1.0}}},
+      // A second column of ordinary values, so that the block is not all
+      // infinite or tiny (which the f32 path would compute again).
+      {"M + M - M in increasing k",
+       1,
+       4,
+       2,
+       {{0, 1.0}, {1, 1.0}, {2, 1.0}, {3, 1.0}},
+       {{0, m}, {4, -m}, {6, m}, {1, 1.0}}},
+  };
+  for (const char* dtype : {"bf16", "f32"}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{}: {}", dtype, c.what));
+      const Graph g = parse(fmt::format("input x: {0}[{1}, {2}]\ninput w: {0}[{2}, {3}]\ny = matmul(x, w)\noutput y\n",
+                                        dtype, c.rows, c.depth, c.cols));
+      TensorMap inputs = random_inputs(g, 1);
+      for (double& v : inputs.at("x").values) v = 0;
+      for (double& v : inputs.at("w").values) v = 0;
+      for (const auto& [i, v] : c.x) inputs.at("x").values[i] = v;
+      for (const auto& [i, v] : c.w) inputs.at("w").values[i] = v;
+      const FusionPlan plan = make_fused_plan(g);
+      absl::StatusOr<TensorMap> out = run_on_cpu(plan, inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      absl::StatusOr<TensorMap> ref = interpret_plan(plan, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.status();
+      const Comparison cmp = compare_tensors(out->at("y"), ref->at("y"));
+      EXPECT_TRUE(cmp.within(g.node(*g.find("y")).dtype)) << cmp.relative_error << " " << cmp.mismatch;
+    }
+  }
+}
+
 #if defined(__x86_64__)
 // A GEMM of two bf16 operands multiplies pairs with vdpbf16ps exactly where
 // the kernels are compiled for AVX512-BF16 (FJ_BF16_DOT, fj_kernel.h); the

@@ -124,21 +124,20 @@ static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict 
 // (broadcast to every lane) times the lane's pair in b, with one vdpbf16ps:
 // 32 multiply-adds where vfmadd231ps does 16, and about twice the rate on
 // an AMD EPYC with AVX512-BF16 (bench/results/2026-12-07-cpu-bf16-gemm.md).
-// A bf16 product is exact in f32; each of the two additions rounds to
-// nearest even, but the instruction reads subnormal inputs as zero and
-// flushes a subnormal sum to zero; the GEMM notes the values that could
-// show it (fj_bf16_subnormal and below) and keeps IEEE results for them.
-// NaN and infinity propagate as in IEEE arithmetic.
+// A bf16 product is exact in f32; the instruction adds the high halves'
+// product first, then the low halves', each addition rounded to nearest
+// even, but it reads subnormal inputs (and a subnormal c) as zero and
+// flushes subnormal results to zero; the GEMM notes the values that could
+// show it (fj_bf16_subnormal, fj_bf16_infinite) and keeps IEEE results.
 #define FJ_BF16_DOT 1
 static inline void fj_dot_bf16_pairs(fj_vec& c, const unsigned* pair, fj_vec b) {
   __asm__("vdpbf16ps %[a]%{1to16%}, %[b], %[c]" : [c] "+v"(c) : [a] "m"(*pair), [b] "v"(b));
 }
 // What the GEMM's packing notes of each bf16 value (`bits`), branch-free so
 // that its loops stay vectorized: whether it is subnormal (exponent 0,
-// mantissa not), whether it is an infinity, its biased exponent.
+// mantissa not), whether it is an infinity.
 static inline unsigned fj_bf16_subnormal(unsigned bits) { return (bits & 0x7fffu) - 1u < 0x7fu; }
 static inline unsigned fj_bf16_infinite(unsigned bits) { return (bits & 0x7fffu) == 0x7f80u; }
-static inline unsigned fj_bf16_exponent(unsigned bits) { return (bits >> 7) & 0xffu; }
 #else
 #define FJ_BF16_DOT 0
 #endif

@@ -21,6 +21,9 @@
 // (a load and a store per vector multiply-add): 69 GFLOP/s on two Xeon
 // cores where the FMA units peak at 450, and PyTorch's mlp_block ran 4x
 // faster (bench/results/2026-12-01-cpu-intel.md).
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/ranges.h>
 
 #include "codegen/cpu/cpu_emit_common.h"
@@ -169,40 +172,43 @@ void write_f32_blocks(SourceWriter& w, const std::string& pa, const std::string&
 // columns k and k + 1 of a row of A), unconverted, a zero completing the
 // last pair of an odd depth, and each step of the micro-kernel is one
 // vdpbf16ps per pair of vectors: two k at a time, at about twice the
-// multiply-adds per second and half the packed bytes.
+// multiply-adds per second and half the packed bytes. The instruction adds
+// the product of the pair's high halves first, so k goes there: the sums
+// are the f32 path's, in increasing k (a review found k + 1 added first,
+// which overflowed M + M - M, M the largest bf16, where the f32 path did not).
 //
-// vdpbf16ps reads subnormal inputs as zero and flushes subnormal sums to
-// zero, which IEEE arithmetic (the f32 path, the reference) does not; a
-// probe found both (2^-130 x 2^100 gave 0 for 2^-30, and 2^-70 x 2^-70 gave
-// 0). The packing notes, for each k block, the subnormals of A and B, any
-// infinity, and the largest exponent of each, and then:
-// - where every product is below 2^-99 (the sums could be subnormal; where
-//   one is larger, a sum flushed to zero is off by less than 2^-126, far
-//   below what the tolerances of DESIGN.md section 6 see), or
-//   a subnormal meets an infinity anywhere in the block (0 x inf is NaN,
-//   where the reference has an infinity), or subnormals are many (more
-//   than 8 per k), the block is packed again and multiplied by the f32 path;
-// - else the dot products run, and each product of a subnormal is added
-//   to its sum in f32 afterwards: a GeLU's output holds a few (its tail
-//   in f32 runs down to about 1e-45), and a block of mlp_block's second
-//   GEMM had hundreds of them among 32768 values.
-void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::string& pb) {
+// vdpbf16ps reads subnormal inputs, and its subnormal f32 accumulator, as
+// zero and flushes subnormal results to zero, which IEEE arithmetic (the
+// f32 path, the reference) does not. A probe and a review found each:
+// 2^-130 x 2^100 gave 0 for 2^-30; 2^-70 x 2^-70 gave 0; a subnormal sum
+// left by one k block was dropped by the next. So:
+// - the packing notes the subnormals of B and of each row of A, and any
+//   infinity; where a subnormal meets an infinity in a k block (0 x inf
+//   is NaN, where the reference has an infinity) or subnormals are many
+//   (more than 8 per k), that block is packed again and multiplied by the
+//   f32 path; else the dot products run, and each subnormal's products are
+//   added in f32 afterwards (a GeLU's output holds a few: its tail in f32
+//   runs down to about 1e-45, and a block of mlp_block's second GEMM had
+//   hundreds among 32768 values);
+// - each flush is off by less than 2^-126, so a block of C is off by less
+//   than K x 2^-126 in each element; where its largest finite element is
+//   below 2^32 times that, the errors could show against its norm, and the
+//   whole block of C is computed again by the f32 path.
+void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::string& pb, int64_t k) {
   // The packing's notes on one value `v` of A or B.
-  auto note = [&](const std::string& v, const char* count, const char* top) {
-    w.line(
-        "{1} += fj_bf16_subnormal({0}); infinities |= fj_bf16_infinite({0}); "
-        "{2} = {2} > fj_bf16_exponent({0}) ? {2} : fj_bf16_exponent({0});",
-        v, count, top);
+  auto note = [&](const std::string& v, const char* count) {
+    w.line("{1} += fj_bf16_subnormal({0}); infinities |= fj_bf16_infinite({0});", v, count);
   };
   w.line("static_assert(kFjVecLanes == 16, \"AVX512-BF16 implies AVX-512F: 16 f32 lanes\");");
-  w.line("unsigned* __restrict bp2 = reinterpret_cast<unsigned*>(bp);  // kb2 x kNR pairs per panel");
-  w.line("unsigned* __restrict ap2 = reinterpret_cast<unsigned*>(ap);  // kb2 x kMR pairs per sliver");
+  w.line("// Regions of their own, after the f32 path's: a block may take either path, and two");
+  w.line("// views of one region, unsigned and float, would let the compiler reorder their stores.");
+  w.line("unsigned* __restrict bp2 = reinterpret_cast<unsigned*>(ap + kMB * kKB);  // kb2 x kNR pairs per panel");
+  w.line("unsigned* __restrict ap2 = bp2 + kKB / 2 * kNB;  // kb2 x kMR pairs per sliver");
   w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
   w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
   w.line("const long long kb2 = (kb + 1) / 2;  // pairs of k");
-  w.line("// Noted while packing: the subnormals of B and of each row of A, any infinity, the");
-  w.line("// largest biased exponent of A and of B.");
-  w.line("unsigned b_subnormals = 0, a_subnormals = 0, infinities = 0, a_top = 0, b_top = 0;");
+  w.line("// Noted while packing: the subnormals of B and of each row of A, and any infinity.");
+  w.line("unsigned b_subnormals = 0, a_subnormals = 0, infinities = 0;");
   w.line("unsigned row_subnormals[kMB];");
   w.line("// Pack B[k0 .., j0 ..] into panels of pairs, zeros beyond column nb and row kK: {} pairs at a time.",
          kPackRows / 2);
@@ -223,9 +229,9 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
     w.open("{}", whole ? "if (cols == kNR && hi != nullptr)" : "else");
     w.open("for (long long c = 0; c < kNR; ++c)");
     w.line("const unsigned l = {};", pair);
-    note("l", "b_subnormals", "b_top");
-    note("h", "b_subnormals", "b_top");
-    w.line("dst[c] = l | h << 16;");
+    note("l", "b_subnormals");
+    note("h", "b_subnormals");
+    w.line("dst[c] = h | l << 16;  // row k in the high half: added first");
     w.close();
     w.close();
   }
@@ -245,22 +251,26 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   w.line("unsigned subnormals = 0;");
   w.open("for (long long k = 0; k < kb; ++k)");
   w.line("const unsigned v = row[k].bits;");
-  note("v", "subnormals", "a_top");
+  note("v", "subnormals");
   w.close();
   w.line("row_subnormals[i] = subnormals;");
   w.line("a_subnormals += subnormals;");
-  w.line("for (long long k = 0; k < kb / 2; ++k) __builtin_memcpy(dst + k * kMR, row + 2 * k, sizeof(unsigned));");
-  w.line("if (kb % 2 != 0) dst[(kb2 - 1) * kMR] = row[kb - 1].bits;");
+  w.line("// Column k in the high half, as in B: the word of columns k and k + 1 turned by 16 bits.");
+  w.open("for (long long k = 0; k < kb / 2; ++k)");
+  w.line("unsigned v;");
+  w.line("__builtin_memcpy(&v, row + 2 * k, sizeof v);");
+  w.line("dst[k * kMR] = v << 16 | v >> 16;");
+  w.close();
+  w.line("if (kb % 2 != 0) dst[(kb2 - 1) * kMR] = static_cast<unsigned>(row[kb - 1].bits) << 16;");
   w.close();
   w.open("else");
   w.line("for (long long k = 0; k < kb2; ++k) dst[k * kMR] = 0;");
   w.close();
   w.close();
   w.close();
-  w.line("// Every product below 2^-99 (biased exponents adding to at most 153: below 2^(153 - 252)),");
-  w.line("// a subnormal beside an infinity, or many subnormals: the f32 path, which keeps them all.");
+  w.line("// A subnormal beside an infinity, or many subnormals: the f32 path, which keeps them.");
   w.line("const unsigned subnormals = a_subnormals + b_subnormals;");
-  w.open("if (a_top + b_top <= 153 || (subnormals != 0 && (infinities != 0 || subnormals > 8 * kb)))");
+  w.open("if (subnormals != 0 && (infinities != 0 || subnormals > 8 * kb))");
   write_f32_k_block(w, pa, pb);
   w.line("continue;");
   w.close();
@@ -309,6 +319,22 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   w.close();
   w.close();
   w.close();  // the k blocks
+  // Each element is off by less than K x 2^-126 (one flush per addition);
+  // 2^32 times that is the smallest largest element whose block's norm
+  // hides it (DESIGN.md section 6 judges outputs by their norm).
+  w.line("// The block's largest finite element: below kTiny (K x 2^-94) the flushes could show, and");
+  w.line("// the f32 path computes the block again.");
+  w.line("constexpr float kTiny = {:a}f;", std::ldexp(static_cast<double>(std::max<int64_t>(k, 1)), -94));
+  w.line("float largest = 0.0f;");
+  w.open("for (long long i = 0; i < mb; ++i)");
+  w.open("for (long long j = 0; j < nb; ++j)");
+  w.line("const float v = acc[i * kNB + j] < 0.0f ? -acc[i * kNB + j] : acc[i * kNB + j];");
+  w.line("largest = v > largest && v <= 3.40282347e38f ? v : largest;");
+  w.close();
+  w.close();
+  w.open("if (largest < kTiny)");
+  write_f32_blocks(w, pa, pb);
+  w.close();
 }
 
 }  // namespace
@@ -355,7 +381,10 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
          kMatmulCols, kMatmulDepth, kMicroRows);
   w.line("static_assert(kMB % kMR == 0 && kNB % kNR == 0, \"the blocks hold whole tiles\");");
   out.scratch_floats = kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulCols + kMatmulRows * kMatmulDepth;
-  w.line("float* const fj_buffer = fj_scratch;  // kKB * kNB + kMB * kNB + kMB * kKB floats");
+  // The pairs of the bf16 path: half as many words as B's and A's floats.
+  if (bf16_pairs) out.scratch_floats += (kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulDepth) / 2;
+  w.line("float* const fj_buffer = fj_scratch;  // kKB * kNB + kMB * kNB + kMB * kKB floats{}",
+         bf16_pairs ? ", then the bf16 path's pairs" : "");
   w.line("float* __restrict bp = fj_buffer;       // B block: kNB / kNR panels of kb x kNR");
   w.line("float* __restrict acc = bp + kKB * kNB;  // C block: kMB x kNB, row-major");
   w.line("float* __restrict ap = acc + kMB * kNB;  // A block: kMB / kMR slivers of kb x kMR");
@@ -369,7 +398,7 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   if (k == 0) w.line("fj_fill_span(acc, 0.0f, kMB * kNB);  // no k: C is zeros");
   if (bf16_pairs) {
     w.line("#if FJ_BF16_DOT");
-    write_bf16_pair_blocks(w, pa, pb);
+    write_bf16_pair_blocks(w, pa, pb, k);
     w.line("#else");
   }
   write_f32_blocks(w, pa, pb);
