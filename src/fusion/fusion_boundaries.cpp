@@ -92,6 +92,23 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
                           graph.node(last).name);
       }
       if (!why.empty()) return "a matmul runs as a library call: " + why;
+      // An add the epilogue could take, but for where its bias comes
+      // from: computed in a kernel that runs after the matmul's (b, which
+      // also reads the product), it cannot be in memory when the matmul
+      // runs. Found by a probe, which got the generic reason below.
+      if (n.op == Op::kAdd) {
+        for (const Operand& o : n.operands) {
+          if (o.is_literal() || o.node == last) continue;
+          for (size_t k = static_cast<size_t>(a) + 1; k < plan.kernels.size(); ++k) {
+            const std::vector<int32_t>& nodes = plan.kernels[k].nodes;
+            if (std::find(nodes.begin(), nodes.end(), o.node) == nodes.end()) continue;
+            return fmt::format(
+                "a matmul runs as a library call: {} '{}' adds {}, which a later kernel computes ({}), and an "
+                "epilogue reads its bias from memory when the matmul runs",
+                n.info().name, n.name, graph.node(o.node).name, plan.kernels[k].name);
+          }
+        }
+      }
     }
     return "a matmul runs as a library call (cuBLAS on a GPU, the generated GEMM on the CPU), a kernel of its own";
   }

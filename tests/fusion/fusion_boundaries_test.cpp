@@ -65,6 +65,19 @@ TEST(FusionBoundaries, AComputedBiasIsReadByTheEpilogue) {
             "a matmul's epilogue, run by the library call (cuBLASLt on a GPU), reads its bias from memory");
 }
 
+// A bias computed in the kernel that reads the product (so after the
+// matmul runs) cannot be the epilogue's: the reason names it. Found by a
+// probe, which got "a kernel of its own".
+TEST(FusionBoundaries, ABiasComputedAfterTheMatmulIsNamed) {
+  const auto b = boundaries_of(
+      "input x: bf16[1, 32]\ninput w: bf16[32, 16]\ninput b: bf16[1, 16]\nb2 = neg(b)\nh = matmul(x, w)\n"
+      "hb = add(h, b2)\ny = relu(hb)\nz = add(y, b)\noutput z\n");
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].reason,
+            "a matmul runs as a library call: add 'hb' adds b2, which a later kernel computes (k1_neg_add_relu_add), "
+            "and an epilogue reads its bias from memory when the matmul runs");
+}
+
 TEST(FusionBoundaries, AnotherIterationSpaceIsNamed) {
   const auto b = boundaries_of(
       "input x: f32[1024, 512]\ninput y: f32[1024, 300]\ns = sum(x)\nt = add(y, s)\nu = mul(x, s)\noutput t, u\n");
