@@ -201,6 +201,7 @@ KernelCost estimate_kernel(const FusionPlan& plan, const Kernel& kernel, const D
 
 PlanCost estimate_plan(const FusionPlan& plan, const DeviceSpec& device) {
   PlanCost cost;
+  cost.models_instructions = device.models_instructions();
   for (const Kernel& k : plan.kernels) {
     cost.kernels.push_back(estimate_kernel(plan, k, device));
     cost.bytes += cost.kernels.back().bytes();

@@ -65,6 +65,9 @@ struct PlanCost {
   int64_t bytes = 0;
   double flops = 0;
   double predicted_us = 0;
+  // Whether the device prices generated kernels by instructions (a GPU):
+  // tables show their instructions per element, "-" for a library matmul.
+  bool models_instructions = false;
 };
 
 struct PlanComparison {

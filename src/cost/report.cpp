@@ -136,9 +136,12 @@ std::string ops_column(const std::vector<std::string>& ops) {
 
 std::string format_plan_table(const FusionPlan& plan, const PlanCost& cost) {
   // On a GPU, the instructions per element that set a generated kernel's
-  // compute time; a kernel bound by them is "issue"-bound.
-  const bool instructions = std::any_of(cost.kernels.begin(), cost.kernels.end(),
-                                        [](const KernelCost& c) { return c.instructions > 0; });
+  // compute time; a kernel bound by them is "issue"-bound. The column is
+  // there in a plan of library matmuls only too (mlp_block's fused plan),
+  // as in its unfused plan beside it.
+  const bool instructions =
+      cost.models_instructions ||
+      std::any_of(cost.kernels.begin(), cost.kernels.end(), [](const KernelCost& c) { return c.instructions > 0; });
   std::string text = fmt::format("{} plan: {}\n", plan.label, counted(std::ssize(plan.kernels), "kernel"));
   const size_t name_width = name_column_width(34, plan.kernels);
   text += fmt::format("  {:<{}} {:<9} {:<34} {:>15} {:>15} {:>9} {}{:<8} {:>12}\n", "kernel", name_width, "kind", "ops",
