@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <limits>
 #include <set>
@@ -986,6 +987,55 @@ TEST(CpuBackend, MatmulSumsAsIeeeArithmeticDoes) {
       ASSERT_TRUE(ref.ok()) << ref.status();
       const Comparison cmp = compare_tensors(out->at("y"), ref->at("y"));
       EXPECT_TRUE(cmp.within(g.node(*g.find("y")).dtype)) << cmp.relative_error << " " << cmp.mismatch;
+    }
+  }
+}
+
+// Each element as IEEE arithmetic has it, however large the others in its
+// block of C are (a review found small normal results flushed to zero beside
+// large ones, and which rows depended on the thread count; the norm-wise
+// comparison hid it, a log of the result showed -inf):
+// - x's row 1 is 2^-64, w is 2^-64: each product 2^-128, the sum 2^-120
+//   (tiny values by the thousand: the f32 path);
+// - a few tiny values in x's row 1 and w's first rows, beside ones: row 1
+//   is 4 x 2^-128 = 2^-126 (the dot products, then each tiny value's
+//   products, a product of two tiny values counted once);
+// - x's row 1 2^-120, normal, and w 2^-10: the products 2^-130, so x's
+//   values are tiny for these weights (ta = 142 - tb), and row 1 is 2^-122.
+TEST(CpuBackend, MatmulKeepsEachSmallResultBesideLargeOnes) {
+  struct Case {
+    const char* what;
+    std::function<double(int64_t k)> x1, w;  // x's row 1 and w's rows (x's row 0 is ones)
+    double y0, y1;
+  };
+  const double t = std::ldexp(1.0, -64);
+  const Case cases[] = {
+      {"all of w tiny", [&](int64_t) { return t; }, [&](int64_t) { return t; }, 256 * t, std::ldexp(1.0, -120)},
+      // 252 + 4 x 2^-64 rounds to 252.
+      {"a few tiny values", [&](int64_t k) { return k < 4 ? t : 0.0; }, [&](int64_t k) { return k < 4 ? t : 1.0; },
+       252.0, std::ldexp(1.0, -126)},
+      {"small x beside small weights", [](int64_t) { return std::ldexp(1.0, -120); },
+       [](int64_t) { return std::ldexp(1.0, -10); }, 0.25, std::ldexp(1.0, -122)},
+  };
+  for (const char* dtype : {"bf16", "f32"}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{}: {}", dtype, c.what));
+      const Graph g =
+          parse(fmt::format("input x: {0}[2, 256]\ninput w: {0}[256, 40]\ny = matmul(x, w)\noutput y\n", dtype));
+      TensorMap inputs = random_inputs(g, 1);
+      std::vector<double>& x = inputs.at("x").values;
+      std::vector<double>& w = inputs.at("w").values;
+      for (int64_t k = 0; k < 256; ++k) {
+        x[k] = 1.0;
+        x[256 + k] = c.x1(k);
+        for (int64_t j = 0; j < 40; ++j) w[k * 40 + j] = c.w(k);
+      }
+      absl::StatusOr<TensorMap> out = run_on_cpu(make_fused_plan(g), inputs);
+      ASSERT_TRUE(out.ok()) << out.status();
+      for (int64_t j = 0; j < 40; ++j) {
+        ASSERT_EQ(out->at("y").values[j], c.y0) << j;
+        ASSERT_EQ(out->at("y").values[40 + j], c.y1) << j;
+      }
     }
   }
 }

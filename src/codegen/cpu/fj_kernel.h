@@ -127,17 +127,25 @@ static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict 
 // A bf16 product is exact in f32; the instruction adds the high halves'
 // product first, then the low halves', each addition rounded to nearest
 // even, but it reads subnormal inputs (and a subnormal c) as zero and
-// flushes subnormal results to zero; the GEMM notes the values that could
-// show it (fj_bf16_subnormal, fj_bf16_infinite) and keeps IEEE results.
+// flushes subnormal results to zero; the GEMM keeps every value it gives
+// the instruction far enough from the subnormals that neither can happen
+// (codegen/cpu/matmul.cpp, write_bf16_pair_blocks).
 #define FJ_BF16_DOT 1
 static inline void fj_dot_bf16_pairs(fj_vec& c, const unsigned* pair, fj_vec b) {
   __asm__("vdpbf16ps %[a]%{1to16%}, %[b], %[c]" : [c] "+v"(c) : [a] "m"(*pair), [b] "v"(b));
 }
 // What the GEMM's packing notes of each bf16 value (`bits`), branch-free so
-// that its loops stay vectorized: whether it is subnormal (exponent 0,
-// mantissa not), whether it is an infinity.
-static inline unsigned fj_bf16_subnormal(unsigned bits) { return (bits & 0x7fffu) - 1u < 0x7fu; }
+// that its loops stay vectorized: whether it is tiny (nonzero, of biased
+// exponent below `low`: subnormal, for any low of 1 or more), whether it
+// is an infinity, and the lower of `low` and its exponent if it is nonzero.
+static inline unsigned fj_bf16_tiny(unsigned bits, unsigned low) {
+  return (bits & 0x7fffu) != 0 && ((bits >> 7) & 0xffu) < low;
+}
 static inline unsigned fj_bf16_infinite(unsigned bits) { return (bits & 0x7fffu) == 0x7f80u; }
+static inline unsigned fj_bf16_lower_exponent(unsigned bits, unsigned low) {
+  const unsigned e = (bits >> 7) & 0xffu;
+  return (bits & 0x7fffu) != 0 && e < low ? e : low;
+}
 #else
 #define FJ_BF16_DOT 0
 #endif

@@ -76,11 +76,11 @@ void write_epilogue(SourceWriter& w, const Graph& g, const Kernel& kernel, const
 // writes one k step's multiply-adds: zeros at the first k block, else the
 // sums so far from the C block, and back to it after the block's last k.
 template <typename Step>
-void write_tile(SourceWriter& w, const char* steps, Step step) {
+void write_tile(SourceWriter& w, const char* steps, const char* first, Step step) {
   std::string declare = "fj_vec";
   for (int r = 0; r < kMicroRows; ++r) declare += fmt::format("{} c{}0, c{}1", r == 0 ? "" : ",", r, r);
   w.line("{};", declare);
-  w.open("if (k0 == 0)");
+  w.open("if ({})", first);
   for (int r = 0; r < kMicroRows; ++r) w.line("c{0}0 = fj_vec_splat(0.0f); c{0}1 = c{0}0;", r);
   w.close();
   w.open("else");
@@ -103,8 +103,11 @@ void write_tile(SourceWriter& w, const char* steps, Step step) {
 }
 
 // One k block (k0, kb deep) of one block of C with f32 multiply-adds: B
-// and A packed (converted to f32), then the micro-kernel over every tile.
-void write_f32_k_block(SourceWriter& w, const std::string& pa, const std::string& pb) {
+// and A packed (converted to f32), then the micro-kernel over every tile,
+// adding into `target` (acc, or the bf16 path's fix), whose sums start at
+// zero where `first` holds.
+void write_f32_k_block(SourceWriter& w, const std::string& pa, const std::string& pb, const char* target,
+                       const char* first) {
   // kPackRows rows of B at a time, panel by panel, so that each panel's
   // lines are written one after another. A row at a time wrote the
   // panels' lines 16 KiB apart (one per panel, all in one L1 set), and
@@ -140,10 +143,10 @@ void write_f32_k_block(SourceWriter& w, const std::string& pa, const std::string
   w.line("// the L1 cache while every sliver of A passes it, as in BLIS.");
   w.open("for (long long p = 0; p < panels; ++p)");
   w.open("for (long long s = 0; s < slivers; ++s)");
-  w.line("float* __restrict c = acc + s * kMR * kNB + p * kNR;");
+  w.line("float* __restrict c = {} + s * kMR * kNB + p * kNR;", target);
   w.line("const float* __restrict a = ap + s * kb * kMR;");
   w.line("const float* __restrict b = bp + p * kb * kNR;");
-  write_tile(w, "kb", [&] {
+  write_tile(w, "kb", first, [&] {
     w.line("fj_vec b0, b1;");
     w.line("__builtin_memcpy(&b0, b + k * kNR, sizeof(fj_vec));");
     w.line("__builtin_memcpy(&b1, b + k * kNR + kFjVecLanes, sizeof(fj_vec));");
@@ -162,7 +165,7 @@ void write_f32_k_block(SourceWriter& w, const std::string& pa, const std::string
 void write_f32_blocks(SourceWriter& w, const std::string& pa, const std::string& pb) {
   w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
   w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
-  write_f32_k_block(w, pa, pb);
+  write_f32_k_block(w, pa, pb, "acc", "k0 == 0");
   w.close();
 }
 
@@ -177,39 +180,41 @@ void write_f32_blocks(SourceWriter& w, const std::string& pa, const std::string&
 // are the f32 path's, in increasing k (a review found k + 1 added first,
 // which overflowed M + M - M, M the largest bf16, where the f32 path did not).
 //
-// vdpbf16ps reads subnormal inputs, and its subnormal f32 accumulator, as
+// vdpbf16ps reads subnormal inputs, and a subnormal f32 accumulator, as
 // zero and flushes subnormal results to zero, which IEEE arithmetic (the
-// f32 path, the reference) does not. A probe and a review found each:
-// 2^-130 x 2^100 gave 0 for 2^-30; 2^-70 x 2^-70 gave 0; a subnormal sum
-// left by one k block was dropped by the next. So:
-// - the packing notes the subnormals of B and of each row of A, and any
-//   infinity; where a subnormal meets an infinity in a k block (0 x inf
-//   is NaN, where the reference has an infinity) or subnormals are many
-//   (more than 8 per k), that block is packed again and multiplied by the
-//   f32 path; else the dot products run, and each subnormal's products are
-//   added in f32 afterwards (a GeLU's output holds a few: its tail in f32
-//   runs down to about 1e-45, and a block of mlp_block's second GEMM had
-//   hundreds among 32768 values);
-// - each flush is off by less than 2^-126, so a block of C is off by less
-//   than K x 2^-126 in each element; where its largest finite element is
-//   below 2^32 times that, the errors could show against its norm, and the
-//   whole block of C is computed again by the f32 path.
-void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::string& pb, int64_t k) {
-  // The packing's notes on one value `v` of A or B.
-  auto note = [&](const std::string& v, const char* count) {
-    w.line("{1} += fj_bf16_subnormal({0}); infinities |= fj_bf16_infinite({0});", v, count);
-  };
+// f32 path, the reference) does not: a probe and two reviews found
+// 2^-130 x 2^100 giving 0 for 2^-30, 2^-64 x 2^-64 summed giving 0 for
+// 2^-120, and a subnormal sum of one k block dropped by the next. So no
+// value the instruction sees is ever subnormal:
+// - A value of B of biased exponent below tb, or of A below ta, is "tiny":
+//   packed as zero, its products added in f32 apart. With ta + tb >= 142
+//   every other value is a multiple of 2^(ta - 134) or 2^(tb - 134), each
+//   product in the dot products a multiple of 2^-126, and so is every sum
+//   of them, exact or rounded to f32: nonzero, it is at least 2^-126,
+//   never subnormal. tb is the smallest exponent of B's nonzero values (no
+//   value of B tiny: weights rarely are), at least 71; ta is 142 - tb, at
+//   least 1 (a subnormal is always tiny). For mlp_block's second GEMM,
+//   weights down to about 2^-17 leave the GeLU's tail below about 2^-96
+//   tiny: 1-2% of its values.
+// - The products of tiny values, and any k block that holds a tiny value
+//   beside an infinity (0 x inf is NaN, where the reference has an
+//   infinity) or tiny values by the thousand (more than 8 per k), which
+//   the f32 path multiplies, go to `fix`, an f32 block of their own added
+//   to C at the end: C holds only the dot products' multiples of 2^-126.
+void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::string& pb) {
   w.line("static_assert(kFjVecLanes == 16, \"AVX512-BF16 implies AVX-512F: 16 f32 lanes\");");
-  w.line("// Regions of their own, after the f32 path's: a block may take either path, and two");
+  w.line("// Regions of their own, after the f32 path's: a k block may take either path, and two");
   w.line("// views of one region, unsigned and float, would let the compiler reorder their stores.");
   w.line("unsigned* __restrict bp2 = reinterpret_cast<unsigned*>(ap + kMB * kKB);  // kb2 x kNR pairs per panel");
   w.line("unsigned* __restrict ap2 = bp2 + kKB / 2 * kNB;  // kb2 x kMR pairs per sliver");
+  w.line("float* __restrict fix = reinterpret_cast<float*>(ap2 + kMB * kKB / 2);  // kMB x kNB, as acc");
+  w.line("bool acc_started = false, fix_started = false;  // whether acc and fix hold sums");
+  w.line("const auto start_fix = [&] {{ if (!fix_started) fj_fill_span(fix, 0.0f, kMB * kNB); fix_started = true; }};");
   w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
   w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
   w.line("const long long kb2 = (kb + 1) / 2;  // pairs of k");
-  w.line("// Noted while packing: the subnormals of B and of each row of A, and any infinity.");
-  w.line("unsigned b_subnormals = 0, a_subnormals = 0, infinities = 0;");
-  w.line("unsigned row_subnormals[kMB];");
+  w.line("// B's smallest biased exponent of a nonzero value, and any infinity in B or A.");
+  w.line("unsigned b_low = 255, infinities = 0;");
   w.line("// Pack B[k0 .., j0 ..] into panels of pairs, zeros beyond column nb and row kK: {} pairs at a time.",
          kPackRows / 2);
   w.open("for (long long kg = 0; kg < kb2; kg += {})", kPackRows / 2);
@@ -229,8 +234,8 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
     w.open("{}", whole ? "if (cols == kNR && hi != nullptr)" : "else");
     w.open("for (long long c = 0; c < kNR; ++c)");
     w.line("const unsigned l = {};", pair);
-    note("l", "b_subnormals");
-    note("h", "b_subnormals");
+    w.line("b_low = fj_bf16_lower_exponent(l, fj_bf16_lower_exponent(h, b_low));");
+    w.line("infinities |= fj_bf16_infinite(l) | fj_bf16_infinite(h);");
     w.line("dst[c] = h | l << 16;  // row k in the high half: added first");
     w.close();
     w.close();
@@ -238,7 +243,19 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   w.close();
   w.close();
   w.close();
-  w.line("// Pack A[i0 .., k0 ..] into slivers of pairs, zeros beyond row mb and column kK.");
+  w.line("const unsigned tb = b_low < 71 ? 71 : b_low, ta = tb >= 141 ? 1 : 142 - tb;");
+  w.line("unsigned tiny = 0;  // tiny values of A and B");
+  w.open("if (b_low < tb)");
+  w.line("// B's tiny values out of the dot products (weights rarely have any).");
+  w.open("for (long long i = 0; i < panels * kb2 * kNR; ++i)");
+  w.line("const unsigned v = bp2[i], h = v >> 16, l = v & 0xffffu;");
+  w.line("const unsigned th = fj_bf16_tiny(h, tb), tl = fj_bf16_tiny(l, tb);");
+  w.line("tiny += th + tl;");
+  w.line("bp2[i] = (th ? 0u : h << 16) | (tl ? 0u : l);");
+  w.close();
+  w.close();
+  w.line("unsigned row_tiny[kMB];");
+  w.line("// Pack A[i0 .., k0 ..] into slivers of pairs, zeros beyond row mb and column kK, and for tiny values.");
   w.open("for (long long s = 0; s < slivers; ++s)");
   w.open("for (long long r = 0; r < kMR; ++r)");
   w.line("const long long i = s * kMR + r;");
@@ -248,30 +265,34 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   // The notes in a loop of their own over the row, which the compiler
   // vectorizes; with them in the packing loop, whose stores are kMR apart
   // and scalar, mlp_block's first GEMM took 1.4x as long.
-  w.line("unsigned subnormals = 0;");
+  w.line("unsigned count = 0;");
   w.open("for (long long k = 0; k < kb; ++k)");
-  w.line("const unsigned v = row[k].bits;");
-  note("v", "subnormals");
+  w.line("count += fj_bf16_tiny(row[k].bits, ta);");
+  w.line("infinities |= fj_bf16_infinite(row[k].bits);");
   w.close();
-  w.line("row_subnormals[i] = subnormals;");
-  w.line("a_subnormals += subnormals;");
+  w.line("row_tiny[i] = count;");
+  w.line("tiny += count;");
   w.line("// Column k in the high half, as in B: the word of columns k and k + 1 turned by 16 bits.");
   w.open("for (long long k = 0; k < kb / 2; ++k)");
   w.line("unsigned v;");
   w.line("__builtin_memcpy(&v, row + 2 * k, sizeof v);");
-  w.line("dst[k * kMR] = v << 16 | v >> 16;");
+  w.line("const unsigned l = v & 0xffffu, h = v >> 16;");
+  w.line(
+      "dst[k * kMR] = (count != 0 && fj_bf16_tiny(l, ta) ? 0u : l << 16) | (count != 0 && fj_bf16_tiny(h, ta) ? 0u : "
+      "h);");
   w.close();
-  w.line("if (kb % 2 != 0) dst[(kb2 - 1) * kMR] = static_cast<unsigned>(row[kb - 1].bits) << 16;");
+  w.line("const unsigned last = kb % 2 != 0 ? row[kb - 1].bits : 0u;");
+  w.line("if (kb % 2 != 0) dst[(kb2 - 1) * kMR] = fj_bf16_tiny(last, ta) ? 0u : last << 16;");
   w.close();
   w.open("else");
   w.line("for (long long k = 0; k < kb2; ++k) dst[k * kMR] = 0;");
   w.close();
   w.close();
   w.close();
-  w.line("// A subnormal beside an infinity, or many subnormals: the f32 path, which keeps them.");
-  w.line("const unsigned subnormals = a_subnormals + b_subnormals;");
-  w.open("if (subnormals != 0 && (infinities != 0 || subnormals > 8 * kb))");
-  write_f32_k_block(w, pa, pb);
+  w.line("// A tiny value beside an infinity, or thousands of them: the f32 path, into fix.");
+  w.open("if (tiny != 0 && (infinities != 0 || tiny > 8 * kb))");
+  w.line("start_fix();");
+  write_f32_k_block(w, pa, pb, "fix", "false");
   w.line("continue;");
   w.close();
   w.line("// The micro-kernel over every tile, two k per step.");
@@ -280,7 +301,7 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   w.line("float* __restrict c = acc + s * kMR * kNB + p * kNR;");
   w.line("const unsigned* __restrict a = ap2 + s * kb2 * kMR;");
   w.line("const unsigned* __restrict b = bp2 + p * kb2 * kNR;");
-  write_tile(w, "kb2", [&] {
+  write_tile(w, "kb2", "!acc_started", [&] {
     w.line("fj_vec b0, b1;");
     w.line("__builtin_memcpy(&b0, b + k * kNR, sizeof(fj_vec));");
     w.line("__builtin_memcpy(&b1, b + k * kNR + kFjVecLanes, sizeof(fj_vec));");
@@ -290,50 +311,43 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   });
   w.close();
   w.close();
-  w.line("// The products of subnormals, which vdpbf16ps read as zero, added in f32: those of A's");
-  w.line("// along their row of C (only rows that hold one are searched, up to their last), then");
-  w.line("// those of B's down their column. A product of two subnormals is below 2^-252, zero in");
-  w.line("// f32, and adds nothing in either.");
-  w.open("if (a_subnormals != 0)");
+  w.line("acc_started = true;");
+  w.open("if (tiny != 0)");
+  w.line("// The products of tiny values, in f32, into fix: A's along their row (only rows that hold");
+  w.line("// one are searched, up to their last), with all of B's row; then B's down their column,");
+  w.line("// with A's values that are not tiny (a product of two tiny ones is counted once).");
+  w.line("start_fix();");
   w.open("for (long long i = 0; i < mb; ++i)");
   w.line("const fj_bf16* __restrict row = {} + (i0 + i) * kK + k0;", pa);
-  w.line("float* __restrict ci = acc + i * kNB;");
-  w.line("unsigned left = row_subnormals[i];");
+  w.line("float* __restrict fi = fix + i * kNB;");
+  w.line("unsigned left = row_tiny[i];");
   w.open("for (long long k = 0; left != 0 && k < kb; ++k)");
-  w.line("if (!fj_bf16_subnormal(row[k].bits)) continue;");
+  w.line("if (!fj_bf16_tiny(row[k].bits, ta)) continue;");
   w.line("--left;");
   w.line("const float x = fj_to_float(row[k]);");
   w.line("const fj_bf16* __restrict brow = {} + (k0 + k) * kN + j0;", pb);
-  w.line("for (long long j = 0; j < nb; ++j) ci[j] += x * fj_to_float(brow[j]);");
+  w.line("for (long long j = 0; j < nb; ++j) fi[j] += x * fj_to_float(brow[j]);");
   w.close();
   w.close();
-  w.close();
-  w.open("if (b_subnormals != 0)");
+  w.open("if (b_low < tb)");
   w.open("for (long long k = 0; k < kb; ++k)");
   w.line("const fj_bf16* __restrict brow = {} + (k0 + k) * kN + j0;", pb);
   w.open("for (long long j = 0; j < nb; ++j)");
-  w.line("if (!fj_bf16_subnormal(brow[j].bits)) continue;");
+  w.line("if (!fj_bf16_tiny(brow[j].bits, tb)) continue;");
   w.line("const float y = fj_to_float(brow[j]);");
-  w.line("for (long long i = 0; i < mb; ++i) acc[i * kNB + j] += fj_to_float({}[(i0 + i) * kK + k0 + k]) * y;", pa);
+  w.open("for (long long i = 0; i < mb; ++i)");
+  w.line("const fj_bf16 x = {}[(i0 + i) * kK + k0 + k];", pa);
+  w.line("if (!fj_bf16_tiny(x.bits, ta)) fix[i * kNB + j] += fj_to_float(x) * y;");
+  w.close();
+  w.close();
   w.close();
   w.close();
   w.close();
   w.close();  // the k blocks
-  // Each element is off by less than K x 2^-126 (one flush per addition);
-  // 2^32 times that is the smallest largest element whose block's norm
-  // hides it (DESIGN.md section 6 judges outputs by their norm).
-  w.line("// The block's largest finite element: below kTiny (K x 2^-94) the flushes could show, and");
-  w.line("// the f32 path computes the block again.");
-  w.line("constexpr float kTiny = {:a}f;", std::ldexp(static_cast<double>(std::max<int64_t>(k, 1)), -94));
-  w.line("float largest = 0.0f;");
-  w.open("for (long long i = 0; i < mb; ++i)");
-  w.open("for (long long j = 0; j < nb; ++j)");
-  w.line("const float v = acc[i * kNB + j] < 0.0f ? -acc[i * kNB + j] : acc[i * kNB + j];");
-  w.line("largest = v > largest && v <= 3.40282347e38f ? v : largest;");
-  w.close();
-  w.close();
-  w.open("if (largest < kTiny)");
-  write_f32_blocks(w, pa, pb);
+  w.line("// C is the dot products' sums plus fix's.");
+  w.open("if (fix_started)");
+  w.line("if (!acc_started) fj_fill_span(acc, 0.0f, kMB * kNB);");
+  w.line("for (long long i = 0; i < mb; ++i) for (long long j = 0; j < nb; ++j) acc[i * kNB + j] += fix[i * kNB + j];");
   w.close();
 }
 
@@ -381,8 +395,11 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
          kMatmulCols, kMatmulDepth, kMicroRows);
   w.line("static_assert(kMB % kMR == 0 && kNB % kNR == 0, \"the blocks hold whole tiles\");");
   out.scratch_floats = kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulCols + kMatmulRows * kMatmulDepth;
-  // The pairs of the bf16 path: half as many words as B's and A's floats.
-  if (bf16_pairs) out.scratch_floats += (kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulDepth) / 2;
+  // The pairs of the bf16 path (half as many words as B's and A's floats)
+  // and its block of f32 sums apart (fix).
+  if (bf16_pairs) {
+    out.scratch_floats += (kMatmulDepth * kMatmulCols + kMatmulRows * kMatmulDepth) / 2 + kMatmulRows * kMatmulCols;
+  }
   w.line("float* const fj_buffer = fj_scratch;  // kKB * kNB + kMB * kNB + kMB * kKB floats{}",
          bf16_pairs ? ", then the bf16 path's pairs" : "");
   w.line("float* __restrict bp = fj_buffer;       // B block: kNB / kNR panels of kb x kNR");
@@ -398,7 +415,7 @@ CpuKernelSource emit_matmul(const FusionPlan& plan, const Kernel& kernel) {
   if (k == 0) w.line("fj_fill_span(acc, 0.0f, kMB * kNB);  // no k: C is zeros");
   if (bf16_pairs) {
     w.line("#if FJ_BF16_DOT");
-    write_bf16_pair_blocks(w, pa, pb, k);
+    write_bf16_pair_blocks(w, pa, pb);
     w.line("#else");
   }
   write_f32_blocks(w, pa, pb);
