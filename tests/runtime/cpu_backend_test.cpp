@@ -1040,6 +1040,53 @@ TEST(CpuBackend, MatmulKeepsEachSmallResultBesideLargeOnes) {
   }
 }
 
+// A k block that the bf16 path sends to the f32 path (here for B's tiny
+// values, 2^-100, in its second k block) adds in increasing k like the rest:
+// 1.5 x 2^127 - 1.5 x 2^127 - 1.5 x 2^127 is finite. Found by a review,
+// where the fallback's sums were kept apart and added last, and
+// -1.5 x 2^127 - 1.5 x 2^127 overflowed to -inf.
+TEST(CpuBackend, MatmulFallbackKeepsTheOrderOfItsSums) {
+  for (const char* dtype : {"bf16", "f32"}) {
+    SCOPED_TRACE(dtype);
+    const Graph g =
+        parse(fmt::format("input x: {0}[1, 512]\ninput w: {0}[512, 40]\ny = matmul(x, w)\noutput y\n", dtype));
+    TensorMap inputs = random_inputs(g, 1);
+    std::vector<double>& x = inputs.at("x").values;
+    std::vector<double>& w = inputs.at("w").values;
+    std::fill(x.begin(), x.end(), 0.0);
+    std::fill(w.begin(), w.end(), 0.0);
+    x[0] = 1.5 * std::ldexp(1.0, 63);
+    x[256] = x[257] = -1.5 * std::ldexp(1.0, 63);
+    w[0] = w[256 * 40] = w[257 * 40] = std::ldexp(1.0, 64);
+    for (int64_t k = 256; k < 512; ++k) {
+      for (int64_t j = 1; j < 40; ++j) w[k * 40 + j] = std::ldexp(1.0, -100);
+    }
+    absl::StatusOr<TensorMap> out = run_on_cpu(make_fused_plan(g), inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->at("y").values[0], -1.5 * std::ldexp(1.0, 127));
+    // A subnormal sum the fallback leaves (2^-30 x 2^-100) survives the
+    // dot products of the next k block, which would read it as zero: it
+    // is kept apart (C keeps its multiple of 2^-126, here 0).
+    const Graph g2 =
+        parse(fmt::format("input x: {0}[2, 512]\ninput w: {0}[512, 40]\ny = matmul(x, w)\noutput y\n", dtype));
+    TensorMap in2 = random_inputs(g2, 1);
+    std::vector<double>& x2 = in2.at("x").values;
+    std::vector<double>& w2 = in2.at("w").values;
+    std::fill(x2.begin(), x2.end(), 0.0);
+    for (int64_t k = 0; k < 512; ++k) {
+      for (int64_t j = 0; j < 40; ++j) w2[k * 40 + j] = k < 256 ? std::ldexp(1.0, -100) : 1.0;
+    }
+    x2[512] = std::ldexp(1.0, -30);  // x[1, 0]
+    x2[256] = 1.0;                   // x[0, 256]: the second k block's dot products run
+    out = run_on_cpu(make_fused_plan(g2), in2);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t j = 0; j < 40; ++j) {
+      ASSERT_EQ(out->at("y").values[j], 1.0) << j;
+      ASSERT_EQ(out->at("y").values[40 + j], std::ldexp(1.0, -130)) << j;
+    }
+  }
+}
+
 #if defined(__x86_64__)
 // A GEMM of two bf16 operands multiplies pairs with vdpbf16ps exactly where
 // the kernels are compiled for AVX512-BF16 (FJ_BF16_DOT, fj_kernel.h); the

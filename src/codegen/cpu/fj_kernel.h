@@ -137,14 +137,13 @@ static inline void fj_dot_bf16_pairs(fj_vec& c, const unsigned* pair, fj_vec b) 
 // What the GEMM's packing notes of each bf16 value (`bits`), branch-free so
 // that its loops stay vectorized: whether it is tiny (nonzero, of biased
 // exponent below `low`: subnormal, for any low of 1 or more), whether it
-// is an infinity, and the lower of `low` and its exponent if it is nonzero.
+// is an infinity, and its biased exponent if it is nonzero, else 255.
 static inline unsigned fj_bf16_tiny(unsigned bits, unsigned low) {
   return (bits & 0x7fffu) != 0 && ((bits >> 7) & 0xffu) < low;
 }
 static inline unsigned fj_bf16_infinite(unsigned bits) { return (bits & 0x7fffu) == 0x7f80u; }
-static inline unsigned fj_bf16_lower_exponent(unsigned bits, unsigned low) {
-  const unsigned e = (bits >> 7) & 0xffu;
-  return (bits & 0x7fffu) != 0 && e < low ? e : low;
+static inline unsigned fj_bf16_exponent_of_nonzero(unsigned bits) {
+  return (bits & 0x7fffu) != 0 ? (bits >> 7) & 0xffu : 255u;
 }
 #else
 #define FJ_BF16_DOT 0

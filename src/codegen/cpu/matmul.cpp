@@ -196,11 +196,15 @@ void write_f32_blocks(SourceWriter& w, const std::string& pa, const std::string&
 //   least 1 (a subnormal is always tiny). For mlp_block's second GEMM,
 //   weights down to about 2^-17 leave the GeLU's tail below about 2^-96
 //   tiny: 1-2% of its values.
-// - The products of tiny values, and any k block that holds a tiny value
-//   beside an infinity (0 x inf is NaN, where the reference has an
-//   infinity) or tiny values by the thousand (more than 8 per k), which
-//   the f32 path multiplies, go to `fix`, an f32 block of their own added
-//   to C at the end: C holds only the dot products' multiples of 2^-126.
+// - The products of tiny values go to `fix`, an f32 block of their own
+//   added to C at the end: C holds only multiples of 2^-126.
+// - A k block that holds a tiny value beside an infinity (0 x inf is NaN,
+//   where the reference has an infinity), or tiny values by the thousand
+//   (more than 8 per k, B's weighed by the mb scalar additions each
+//   costs), is multiplied by the f32 path into C, in increasing k (into
+//   `fix` a sum near the largest float overflowed where the f32 path's did
+//   not: a review), and then each element of C below 2^-102 keeps its
+//   multiple of 2^-126 in C, the remainder, exact, going to `fix`.
 void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::string& pb) {
   w.line("static_assert(kFjVecLanes == 16, \"AVX512-BF16 implies AVX-512F: 16 f32 lanes\");");
   w.line("// Regions of their own, after the f32 path's: a k block may take either path, and two");
@@ -234,7 +238,11 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
     w.open("{}", whole ? "if (cols == kNR && hi != nullptr)" : "else");
     w.open("for (long long c = 0; c < kNR; ++c)");
     w.line("const unsigned l = {};", pair);
-    w.line("b_low = fj_bf16_lower_exponent(l, fj_bf16_lower_exponent(h, b_low));");
+    // A plain minimum, which the compiler vectorizes; a review found the
+    // conditional form left this loop scalar and the GEMM 3x slower.
+    w.line("const unsigned el = fj_bf16_exponent_of_nonzero(l), eh = fj_bf16_exponent_of_nonzero(h);");
+    w.line("b_low = el < b_low ? el : b_low;");
+    w.line("b_low = eh < b_low ? eh : b_low;");
     w.line("infinities |= fj_bf16_infinite(l) | fj_bf16_infinite(h);");
     w.line("dst[c] = h | l << 16;  // row k in the high half: added first");
     w.close();
@@ -244,13 +252,13 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   w.close();
   w.close();
   w.line("const unsigned tb = b_low < 71 ? 71 : b_low, ta = tb >= 141 ? 1 : 142 - tb;");
-  w.line("unsigned tiny = 0;  // tiny values of A and B");
+  w.line("unsigned a_tiny = 0, b_tiny = 0;  // tiny values of A and of B");
   w.open("if (b_low < tb)");
   w.line("// B's tiny values out of the dot products (weights rarely have any).");
   w.open("for (long long i = 0; i < panels * kb2 * kNR; ++i)");
   w.line("const unsigned v = bp2[i], h = v >> 16, l = v & 0xffffu;");
   w.line("const unsigned th = fj_bf16_tiny(h, tb), tl = fj_bf16_tiny(l, tb);");
-  w.line("tiny += th + tl;");
+  w.line("b_tiny += th + tl;");
   w.line("bp2[i] = (th ? 0u : h << 16) | (tl ? 0u : l);");
   w.close();
   w.close();
@@ -271,7 +279,7 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   w.line("infinities |= fj_bf16_infinite(row[k].bits);");
   w.close();
   w.line("row_tiny[i] = count;");
-  w.line("tiny += count;");
+  w.line("a_tiny += count;");
   w.line("// Column k in the high half, as in B: the word of columns k and k + 1 turned by 16 bits.");
   w.open("for (long long k = 0; k < kb / 2; ++k)");
   w.line("unsigned v;");
@@ -289,10 +297,25 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   w.close();
   w.close();
   w.close();
-  w.line("// A tiny value beside an infinity, or thousands of them: the f32 path, into fix.");
-  w.open("if (tiny != 0 && (infinities != 0 || tiny > 8 * kb))");
+  w.line("const unsigned tiny = a_tiny + b_tiny;");
+  w.line("// A tiny value beside an infinity, or tiny values by the thousand (B's weighed by the mb");
+  w.line("// scalar additions each costs, A's by a vector row): the f32 path, into acc in increasing k;");
+  w.line("// then any element of acc below 2^-102 keeps its multiple of 2^-126 there, and the rest,");
+  w.line("// exact, goes to fix, so that later dot products meet no subnormal sum.");
+  w.open("if (tiny != 0 && (infinities != 0 || a_tiny + b_tiny * (mb / 8 + 1) > 8 * kb))");
+  write_f32_k_block(w, pa, pb, "acc", "!acc_started");
+  w.line("acc_started = true;");
+  w.open("for (long long i = 0; i < mb; ++i)");
+  w.open("for (long long j = 0; j < nb; ++j)");
+  w.line("const float v = acc[i * kNB + j];");
+  w.line("if (!(v > -0x1p-102f && v < 0x1p-102f)) continue;");
+  w.line("const float kept = __builtin_truncf(v * 0x1p126f) * 0x1p-126f;");
+  w.line("if (kept == v) continue;");
   w.line("start_fix();");
-  write_f32_k_block(w, pa, pb, "fix", "false");
+  w.line("acc[i * kNB + j] = kept;");
+  w.line("fix[i * kNB + j] += v - kept;");
+  w.close();
+  w.close();
   w.line("continue;");
   w.close();
   w.line("// The micro-kernel over every tile, two k per step.");
