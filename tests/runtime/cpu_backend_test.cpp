@@ -828,6 +828,12 @@ TEST(CpuBackend, MatmulEpiloguesMatchTheReference) {
   }
 }
 
+// y = matmul(x, w), x [m, k] and w [k, n] of `dtype`.
+Graph matmul_graph(std::string_view dtype, int64_t m, int64_t k, int64_t n) {
+  return parse(
+      fmt::format("input x: {0}[{1}, {2}]\ninput w: {0}[{2}, {3}]\ny = matmul(x, w)\noutput y\n", dtype, m, k, n));
+}
+
 // NaN and infinity in A or B reach exactly the outputs whose row or column
 // they are in, as in the reference: the zeros the GEMM pads its blocks with
 // (and, for two bf16 operands, the zero that completes the last pair of an
@@ -835,8 +841,7 @@ TEST(CpuBackend, MatmulEpiloguesMatchTheReference) {
 TEST(CpuBackend, MatmulPropagatesNanAndInfinityToTheirRowsAndColumns) {
   for (const char* dtype : {"f32", "bf16"}) {
     SCOPED_TRACE(dtype);
-    const Graph g =
-        parse(fmt::format("input x: {0}[13, 301]\ninput w: {0}[301, 70]\ny = matmul(x, w)\noutput y\n", dtype));
+    const Graph g = matmul_graph(dtype, 13, 301, 70);
     TensorMap inputs = random_inputs(g, 9);
     inputs.at("x").values[2 * 301 + 17] = std::numeric_limits<double>::quiet_NaN();  // row 2
     inputs.at("w").values[300 * 70 + 69] = std::numeric_limits<double>::infinity();  // column 69, the last k
@@ -874,8 +879,7 @@ TEST(CpuBackend, MatmulPropagatesNanAndInfinityToTheirRowsAndColumns) {
 TEST(CpuBackend, MatmulKeepsSubnormalOperands) {
   for (const char* dtype : {"bf16", "f32", "f16"}) {
     SCOPED_TRACE(dtype);
-    const Graph g =
-        parse(fmt::format("input x: {0}[140, 301]\ninput w: {0}[301, 300]\ny = matmul(x, w)\noutput y\n", dtype));
+    const Graph g = matmul_graph(dtype, 140, 301, 300);
     const FusionPlan plan = make_fused_plan(g);
     auto expect_exact = [&](const TensorMap& inputs, const char* what) {
       SCOPED_TRACE(what);
@@ -973,8 +977,7 @@ TEST(CpuBackend, MatmulSumsAsIeeeArithmeticDoes) {
   for (const char* dtype : {"bf16", "f32"}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(fmt::format("{}: {}", dtype, c.what));
-      const Graph g = parse(fmt::format("input x: {0}[{1}, {2}]\ninput w: {0}[{2}, {3}]\ny = matmul(x, w)\noutput y\n",
-                                        dtype, c.rows, c.depth, c.cols));
+      const Graph g = matmul_graph(dtype, c.rows, c.depth, c.cols);
       TensorMap inputs = random_inputs(g, 1);
       for (double& v : inputs.at("x").values) v = 0;
       for (double& v : inputs.at("w").values) v = 0;
@@ -1020,8 +1023,7 @@ TEST(CpuBackend, MatmulKeepsEachSmallResultBesideLargeOnes) {
   for (const char* dtype : {"bf16", "f32"}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(fmt::format("{}: {}", dtype, c.what));
-      const Graph g =
-          parse(fmt::format("input x: {0}[2, 256]\ninput w: {0}[256, 40]\ny = matmul(x, w)\noutput y\n", dtype));
+      const Graph g = matmul_graph(dtype, 2, 256, 40);
       TensorMap inputs = random_inputs(g, 1);
       std::vector<double>& x = inputs.at("x").values;
       std::vector<double>& w = inputs.at("w").values;
@@ -1048,8 +1050,7 @@ TEST(CpuBackend, MatmulKeepsEachSmallResultBesideLargeOnes) {
 TEST(CpuBackend, MatmulFallbackKeepsTheOrderOfItsSums) {
   for (const char* dtype : {"bf16", "f32"}) {
     SCOPED_TRACE(dtype);
-    const Graph g =
-        parse(fmt::format("input x: {0}[1, 512]\ninput w: {0}[512, 40]\ny = matmul(x, w)\noutput y\n", dtype));
+    const Graph g = matmul_graph(dtype, 1, 512, 40);
     TensorMap inputs = random_inputs(g, 1);
     std::vector<double>& x = inputs.at("x").values;
     std::vector<double>& w = inputs.at("w").values;
@@ -1067,8 +1068,7 @@ TEST(CpuBackend, MatmulFallbackKeepsTheOrderOfItsSums) {
     // A subnormal sum the fallback leaves (2^-30 x 2^-100) survives the
     // dot products of the next k block, which would read it as zero: it
     // is kept apart (C keeps its multiple of 2^-126, here 0).
-    const Graph g2 =
-        parse(fmt::format("input x: {0}[2, 512]\ninput w: {0}[512, 40]\ny = matmul(x, w)\noutput y\n", dtype));
+    const Graph g2 = matmul_graph(dtype, 2, 512, 40);
     TensorMap in2 = random_inputs(g2, 1);
     std::vector<double>& x2 = in2.at("x").values;
     std::vector<double>& w2 = in2.at("w").values;
