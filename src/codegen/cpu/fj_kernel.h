@@ -142,6 +142,17 @@ static inline unsigned fj_bf16_tiny(unsigned bits, unsigned low) {
   return (bits & 0x7fffu) != 0 && ((bits >> 7) & 0xffu) < low;
 }
 static inline unsigned fj_bf16_infinite(unsigned bits) { return (bits & 0x7fffu) == 0x7f80u; }
+// Whether any of the four bf16 values in `four` is tiny (fj_bf16_tiny), in
+// 64-bit arithmetic, lane by lane without carries between lanes: bit 8 of
+// a lane of (exponent + 256 - low) is clear where exponent < low, and bit
+// 15 of (magnitude + 0x7fff) is set where the value is nonzero.
+static inline unsigned fj_bf16_any_tiny4(unsigned long long four, unsigned low) {
+  const unsigned long long lanes = 0x0001000100010001ull;
+  const unsigned long long exponents = (four >> 7) & (0xffull * lanes);
+  const unsigned long long below = ~((exponents | (0x100ull * lanes)) - low * lanes) & (0x100ull * lanes);
+  const unsigned long long nonzero = ((four & (0x7fffull * lanes)) + 0x7fffull * lanes) & (0x8000ull * lanes);
+  return ((nonzero >> 7) & below) != 0;
+}
 static inline unsigned fj_bf16_exponent_of_nonzero(unsigned bits) {
   return (bits & 0x7fffu) != 0 ? (bits >> 7) & 0xffu : 255u;
 }
