@@ -198,12 +198,17 @@ void run_axpb(const std::string& image) {
   EXPECT_TRUE(cuda::unload_module(*module).ok());
 }
 
+// The architecture NVRTC compiles for on GPU 0.
+absl::StatusOr<std::string> device_arch() {
+  absl::StatusOr<GpuInfo> gpu = query_gpu(0);
+  if (!gpu.ok()) return gpu.status();
+  return cuda_arch_for(gpu->cc_major, gpu->cc_minor);
+}
+
 TEST_F(CudaDriverGpu, RunsANvrtcCompiledKernelFromCubinAndFromPtx) {
   if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
   if (cuda_driver_is_emulator()) GTEST_SKIP() << "the CUDA emulator loads CUDA source, not CUBIN or PTX";
-  absl::StatusOr<GpuInfo> gpu = query_gpu(0);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  absl::StatusOr<std::string> arch = cuda_arch_for(gpu->cc_major, gpu->cc_minor);
+  absl::StatusOr<std::string> arch = device_arch();
   ASSERT_TRUE(arch.ok()) << arch.status();
   absl::StatusOr<CompiledKernel> k = compile_cuda("axpb", kAxpb, {.arch = *arch}, nullptr);
   ASSERT_TRUE(k.ok()) << k.status();
@@ -225,9 +230,7 @@ TEST_F(CudaDriverGpu, FaultingChild) {
   if (std::getenv("FUSEJIT_TEST_FAULT_CHILD") == nullptr) GTEST_SKIP() << "run by AKernelFaultLosesTheContextAndSaysSo";
   std::string image = kPoke;  // the emulator loads CUDA source
   if (!cuda_driver_is_emulator()) {
-    absl::StatusOr<GpuInfo> gpu = query_gpu(0);
-    ASSERT_TRUE(gpu.ok()) << gpu.status();
-    absl::StatusOr<std::string> arch = cuda_arch_for(gpu->cc_major, gpu->cc_minor);
+    absl::StatusOr<std::string> arch = device_arch();
     ASSERT_TRUE(arch.ok()) << arch.status();
     absl::StatusOr<CompiledKernel> k = compile_cuda("poke", kPoke, {.arch = *arch}, nullptr);
     ASSERT_TRUE(k.ok()) << k.status();

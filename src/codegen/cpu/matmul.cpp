@@ -169,6 +169,189 @@ void write_f32_blocks(SourceWriter& w, const std::string& pa, const std::string&
   w.close();
 }
 
+// The bf16 path's packing of B into pairs (k in the high half), noting
+// B's smallest exponent and any infinity; then the thresholds tb and ta,
+// and B's tiny values taken out of the pairs (write_bf16_pair_blocks).
+void write_bf16_pack_b(SourceWriter& w, const std::string& pb) {
+  w.line("// B's smallest biased exponent of a nonzero value, and any infinity in B or A.");
+  w.line("unsigned b_low = 255, infinities = 0;");
+  w.line("// Pack B[k0 .., j0 ..] into panels of pairs, zeros beyond column nb and row kK: {} pairs at a time.",
+         kPackRows / 2);
+  w.open("for (long long kg = 0; kg < kb2; kg += {})", kPackRows / 2);
+  w.line("const long long pairs = kb2 - kg < {0} ? kb2 - kg : {0};", kPackRows / 2);
+  w.open("for (long long p = 0; p < panels; ++p)");
+  w.line("const long long cols = nb - p * kNR < kNR ? nb - p * kNR : kNR;");
+  w.open("for (long long r = 0; r < pairs; ++r)");
+  w.line("const long long k = k0 + 2 * (kg + r);");
+  w.line("const fj_bf16* __restrict lo = {} + k * kN + j0 + p * kNR;", pb);
+  w.line("const fj_bf16* __restrict hi = k + 1 < kK ? lo + kN : nullptr;");
+  w.line("unsigned* __restrict dst = bp2 + (p * kb2 + kg + r) * kNR;");
+  // A whole panel of two rows, the common case, in a loop without
+  // conditions; else zeros beyond column nb and row kK.
+  for (const char* pair :
+       {"lo[c].bits, h = hi[c].bits", "c < cols ? lo[c].bits : 0u, h = c < cols && hi != nullptr ? hi[c].bits : 0u"}) {
+    const bool whole = pair[0] == 'l';
+    w.open("{}", whole ? "if (cols == kNR && hi != nullptr)" : "else");
+    w.open("for (long long c = 0; c < kNR; ++c)");
+    w.line("const unsigned l = {};", pair);
+    // A plain minimum, which the compiler vectorizes; a review found the
+    // conditional form left this loop scalar and the GEMM 3x slower.
+    w.line("const unsigned el = fj_bf16_exponent_of_nonzero(l), eh = fj_bf16_exponent_of_nonzero(h);");
+    w.line("b_low = el < b_low ? el : b_low;");
+    w.line("b_low = eh < b_low ? eh : b_low;");
+    w.line("infinities |= fj_bf16_infinite(l) | fj_bf16_infinite(h);");
+    w.line("dst[c] = h | l << 16;  // row k in the high half: added first");
+    w.close();
+    w.close();
+  }
+  w.close();
+  w.close();
+  w.close();
+  w.line("const unsigned tb = b_low < 71 ? 71 : b_low, ta = tb >= 141 ? 1 : 142 - tb;");
+  w.line("unsigned a_tiny = 0, b_tiny = 0;  // tiny values of A and of B");
+  w.open("if (b_low < tb)");
+  w.line("// B's tiny values out of the dot products (weights rarely have any).");
+  w.open("for (long long i = 0; i < panels * kb2 * kNR; ++i)");
+  w.line("const unsigned v = bp2[i], h = v >> 16, l = v & 0xffffu;");
+  w.line("const unsigned th = fj_bf16_tiny(h, tb), tl = fj_bf16_tiny(l, tb);");
+  w.line("b_tiny += th + tl;");
+  w.line("bp2[i] = (th ? 0u : h << 16) | (tl ? 0u : l);");
+  w.close();
+  w.close();
+}
+
+// The bf16 path's packing of A into pairs, its tiny values zero, noting
+// each row's count of them and any infinity.
+void write_bf16_pack_a(SourceWriter& w, const std::string& pa) {
+  w.line("unsigned row_tiny[kMB];");
+  w.line("// Pack A[i0 .., k0 ..] into slivers of pairs, zeros beyond row mb and column kK, and for tiny values.");
+  w.open("for (long long s = 0; s < slivers; ++s)");
+  w.open("for (long long r = 0; r < kMR; ++r)");
+  w.line("const long long i = s * kMR + r;");
+  w.line("unsigned* __restrict dst = ap2 + s * kb2 * kMR + r;");
+  w.open("if (i < mb)");
+  w.line("const fj_bf16* __restrict row = {} + (i0 + i) * kK + k0;", pa);
+  // The notes in a loop of their own over the row, which the compiler
+  // vectorizes; with them in the packing loop, whose stores are kMR apart
+  // and scalar, mlp_block's first GEMM took 1.4x as long.
+  w.line("unsigned count = 0;");
+  w.open("for (long long k = 0; k < kb; ++k)");
+  w.line("count += fj_bf16_tiny(row[k].bits, ta);");
+  w.line("infinities |= fj_bf16_infinite(row[k].bits);");
+  w.close();
+  w.line("row_tiny[i] = count;");
+  w.line("a_tiny += count;");
+  w.line("// Column k in the high half, as in B: the word of columns k and k + 1 turned by 16 bits.");
+  w.open("for (long long k = 0; k < kb / 2; ++k)");
+  w.line("unsigned v;");
+  w.line("__builtin_memcpy(&v, row + 2 * k, sizeof v);");
+  w.line("const unsigned l = v & 0xffffu, h = v >> 16;");
+  w.line(
+      "dst[k * kMR] = (count != 0 && fj_bf16_tiny(l, ta) ? 0u : l << 16) | (count != 0 && fj_bf16_tiny(h, ta) ? 0u : "
+      "h);");
+  w.close();
+  w.line("const unsigned last = kb % 2 != 0 ? row[kb - 1].bits : 0u;");
+  w.line("if (kb % 2 != 0) dst[(kb2 - 1) * kMR] = fj_bf16_tiny(last, ta) ? 0u : last << 16;");
+  w.close();
+  w.open("else");
+  w.line("for (long long k = 0; k < kb2; ++k) dst[k * kMR] = 0;");
+  w.close();
+  w.close();
+  w.close();
+}
+
+// A k block the bf16 path leaves to the f32 path, into acc; then acc keeps
+// only multiples of 2^-126, the exact remainder going to fix.
+void write_bf16_fallback(SourceWriter& w, const std::string& pa, const std::string& pb) {
+  w.line("const unsigned tiny = a_tiny + b_tiny;");
+  w.line("// A tiny value beside an infinity, or tiny values by the thousand (B's weighed by the mb");
+  w.line("// scalar additions each costs, A's by a vector row): the f32 path, into acc in increasing k;");
+  w.line("// then any element of acc below 2^-102 keeps its multiple of 2^-126 there, and the rest,");
+  w.line("// exact, goes to fix, so that later dot products meet no subnormal sum.");
+  w.open("if (tiny != 0 && (infinities != 0 || a_tiny + b_tiny * (mb / 8 + 1) > 8 * kb))");
+  write_f32_k_block(w, pa, pb, "acc", "!acc_started");
+  w.line("acc_started = true;");
+  w.open("for (long long i = 0; i < mb; ++i)");
+  w.open("for (long long j = 0; j < nb; ++j)");
+  w.line("const float v = acc[i * kNB + j];");
+  w.line("if (!(v > -0x1p-102f && v < 0x1p-102f)) continue;");
+  w.line("const float kept = __builtin_truncf(v * 0x1p126f) * 0x1p-126f;");
+  w.line("if (kept == v) continue;");
+  w.line("start_fix();");
+  w.line("acc[i * kNB + j] = kept;");
+  w.line("fix[i * kNB + j] += v - kept;");
+  w.close();
+  w.close();
+  w.line("continue;");
+  w.close();
+}
+
+// The dot products of one k block over every tile, into acc.
+void write_bf16_dot_tiles(SourceWriter& w) {
+  w.line("// The micro-kernel over every tile, two k per step.");
+  w.open("for (long long p = 0; p < panels; ++p)");
+  w.open("for (long long s = 0; s < slivers; ++s)");
+  w.line("float* __restrict c = acc + s * kMR * kNB + p * kNR;");
+  w.line("const unsigned* __restrict a = ap2 + s * kb2 * kMR;");
+  w.line("const unsigned* __restrict b = bp2 + p * kb2 * kNR;");
+  write_tile(w, "kb2", "!acc_started", [&] {
+    w.line("fj_vec b0, b1;");
+    w.line("__builtin_memcpy(&b0, b + k * kNR, sizeof(fj_vec));");
+    w.line("__builtin_memcpy(&b1, b + k * kNR + kFjVecLanes, sizeof(fj_vec));");
+    for (int r = 0; r < kMicroRows; ++r) {
+      w.line("fj_dot_bf16_pairs(c{0}0, a + k * kMR + {0}, b0); fj_dot_bf16_pairs(c{0}1, a + k * kMR + {0}, b1);", r);
+    }
+  });
+  w.close();
+  w.close();
+  w.line("acc_started = true;");
+}
+
+// The products of the k block's tiny values, in f32, into fix.
+void write_bf16_tiny_products(SourceWriter& w, const std::string& pa, const std::string& pb) {
+  w.line("// The products of tiny values, in f32, into fix: A's along their row (only rows that hold");
+  w.line("// one are searched, up to their last), with all of B's row; then B's down their column,");
+  w.line("// with A's values that are not tiny (a product of two tiny ones is counted once).");
+  w.line("start_fix();");
+  w.open("for (long long i = 0; i < mb; ++i)");
+  w.line("const fj_bf16* __restrict row = {} + (i0 + i) * kK + k0;", pa);
+  w.line("float* __restrict fi = fix + i * kNB;");
+  w.line("unsigned left = row_tiny[i];");
+  w.line("// Four values at a time are passed over where none is tiny: searched one by one, the rows");
+  w.line("// of mlp_block's hidden layer (a tiny value in nearly every row) made its second GEMM");
+  w.line("// slower than the f32 path's.");
+  w.line("long long k = 0;");
+  w.open("for (; left != 0 && k < kb; ++k)");
+  w.open("if (k % 4 == 0 && k + 4 <= kb)");
+  w.line("unsigned long long four;");
+  w.line("__builtin_memcpy(&four, row + k, sizeof four);");
+  w.open("if (!fj_bf16_any_tiny4(four, ta))");
+  w.line("k += 3;");
+  w.line("continue;");
+  w.close();
+  w.close();
+  w.line("if (!fj_bf16_tiny(row[k].bits, ta)) continue;");
+  w.line("--left;");
+  w.line("const float x = fj_to_float(row[k]);");
+  w.line("const fj_bf16* __restrict brow = {} + (k0 + k) * kN + j0;", pb);
+  w.line("for (long long j = 0; j < nb; ++j) fi[j] += x * fj_to_float(brow[j]);");
+  w.close();
+  w.close();
+  w.open("if (b_low < tb)");
+  w.open("for (long long k = 0; k < kb; ++k)");
+  w.line("const fj_bf16* __restrict brow = {} + (k0 + k) * kN + j0;", pb);
+  w.open("for (long long j = 0; j < nb; ++j)");
+  w.line("if (!fj_bf16_tiny(brow[j].bits, tb)) continue;");
+  w.line("const float y = fj_to_float(brow[j]);");
+  w.open("for (long long i = 0; i < mb; ++i)");
+  w.line("const fj_bf16 x = {}[(i0 + i) * kK + k0 + k];", pa);
+  w.line("if (!fj_bf16_tiny(x.bits, ta)) fix[i * kNB + j] += fj_to_float(x) * y;");
+  w.close();
+  w.close();
+  w.close();
+  w.close();
+}
+
 // The same k blocks for two bf16 operands where the CPU has AVX512-BF16
 // (FJ_BF16_DOT, fj_kernel.h): B and A are packed as pairs of bf16 values
 // of consecutive k in one 32-bit word (rows k and k + 1 of B at a column;
@@ -217,166 +400,12 @@ void write_bf16_pair_blocks(SourceWriter& w, const std::string& pa, const std::s
   w.open("for (long long k0 = 0; k0 < kK; k0 += kKB)");
   w.line("const long long kb = kK - k0 < kKB ? kK - k0 : kKB;");
   w.line("const long long kb2 = (kb + 1) / 2;  // pairs of k");
-  w.line("// B's smallest biased exponent of a nonzero value, and any infinity in B or A.");
-  w.line("unsigned b_low = 255, infinities = 0;");
-  w.line("// Pack B[k0 .., j0 ..] into panels of pairs, zeros beyond column nb and row kK: {} pairs at a time.",
-         kPackRows / 2);
-  w.open("for (long long kg = 0; kg < kb2; kg += {})", kPackRows / 2);
-  w.line("const long long pairs = kb2 - kg < {0} ? kb2 - kg : {0};", kPackRows / 2);
-  w.open("for (long long p = 0; p < panels; ++p)");
-  w.line("const long long cols = nb - p * kNR < kNR ? nb - p * kNR : kNR;");
-  w.open("for (long long r = 0; r < pairs; ++r)");
-  w.line("const long long k = k0 + 2 * (kg + r);");
-  w.line("const fj_bf16* __restrict lo = {} + k * kN + j0 + p * kNR;", pb);
-  w.line("const fj_bf16* __restrict hi = k + 1 < kK ? lo + kN : nullptr;");
-  w.line("unsigned* __restrict dst = bp2 + (p * kb2 + kg + r) * kNR;");
-  // A whole panel of two rows, the common case, in a loop without
-  // conditions; else zeros beyond column nb and row kK.
-  for (const char* pair :
-       {"lo[c].bits, h = hi[c].bits", "c < cols ? lo[c].bits : 0u, h = c < cols && hi != nullptr ? hi[c].bits : 0u"}) {
-    const bool whole = pair[0] == 'l';
-    w.open("{}", whole ? "if (cols == kNR && hi != nullptr)" : "else");
-    w.open("for (long long c = 0; c < kNR; ++c)");
-    w.line("const unsigned l = {};", pair);
-    // A plain minimum, which the compiler vectorizes; a review found the
-    // conditional form left this loop scalar and the GEMM 3x slower.
-    w.line("const unsigned el = fj_bf16_exponent_of_nonzero(l), eh = fj_bf16_exponent_of_nonzero(h);");
-    w.line("b_low = el < b_low ? el : b_low;");
-    w.line("b_low = eh < b_low ? eh : b_low;");
-    w.line("infinities |= fj_bf16_infinite(l) | fj_bf16_infinite(h);");
-    w.line("dst[c] = h | l << 16;  // row k in the high half: added first");
-    w.close();
-    w.close();
-  }
-  w.close();
-  w.close();
-  w.close();
-  w.line("const unsigned tb = b_low < 71 ? 71 : b_low, ta = tb >= 141 ? 1 : 142 - tb;");
-  w.line("unsigned a_tiny = 0, b_tiny = 0;  // tiny values of A and of B");
-  w.open("if (b_low < tb)");
-  w.line("// B's tiny values out of the dot products (weights rarely have any).");
-  w.open("for (long long i = 0; i < panels * kb2 * kNR; ++i)");
-  w.line("const unsigned v = bp2[i], h = v >> 16, l = v & 0xffffu;");
-  w.line("const unsigned th = fj_bf16_tiny(h, tb), tl = fj_bf16_tiny(l, tb);");
-  w.line("b_tiny += th + tl;");
-  w.line("bp2[i] = (th ? 0u : h << 16) | (tl ? 0u : l);");
-  w.close();
-  w.close();
-  w.line("unsigned row_tiny[kMB];");
-  w.line("// Pack A[i0 .., k0 ..] into slivers of pairs, zeros beyond row mb and column kK, and for tiny values.");
-  w.open("for (long long s = 0; s < slivers; ++s)");
-  w.open("for (long long r = 0; r < kMR; ++r)");
-  w.line("const long long i = s * kMR + r;");
-  w.line("unsigned* __restrict dst = ap2 + s * kb2 * kMR + r;");
-  w.open("if (i < mb)");
-  w.line("const fj_bf16* __restrict row = {} + (i0 + i) * kK + k0;", pa);
-  // The notes in a loop of their own over the row, which the compiler
-  // vectorizes; with them in the packing loop, whose stores are kMR apart
-  // and scalar, mlp_block's first GEMM took 1.4x as long.
-  w.line("unsigned count = 0;");
-  w.open("for (long long k = 0; k < kb; ++k)");
-  w.line("count += fj_bf16_tiny(row[k].bits, ta);");
-  w.line("infinities |= fj_bf16_infinite(row[k].bits);");
-  w.close();
-  w.line("row_tiny[i] = count;");
-  w.line("a_tiny += count;");
-  w.line("// Column k in the high half, as in B: the word of columns k and k + 1 turned by 16 bits.");
-  w.open("for (long long k = 0; k < kb / 2; ++k)");
-  w.line("unsigned v;");
-  w.line("__builtin_memcpy(&v, row + 2 * k, sizeof v);");
-  w.line("const unsigned l = v & 0xffffu, h = v >> 16;");
-  w.line(
-      "dst[k * kMR] = (count != 0 && fj_bf16_tiny(l, ta) ? 0u : l << 16) | (count != 0 && fj_bf16_tiny(h, ta) ? 0u : "
-      "h);");
-  w.close();
-  w.line("const unsigned last = kb % 2 != 0 ? row[kb - 1].bits : 0u;");
-  w.line("if (kb % 2 != 0) dst[(kb2 - 1) * kMR] = fj_bf16_tiny(last, ta) ? 0u : last << 16;");
-  w.close();
-  w.open("else");
-  w.line("for (long long k = 0; k < kb2; ++k) dst[k * kMR] = 0;");
-  w.close();
-  w.close();
-  w.close();
-  w.line("const unsigned tiny = a_tiny + b_tiny;");
-  w.line("// A tiny value beside an infinity, or tiny values by the thousand (B's weighed by the mb");
-  w.line("// scalar additions each costs, A's by a vector row): the f32 path, into acc in increasing k;");
-  w.line("// then any element of acc below 2^-102 keeps its multiple of 2^-126 there, and the rest,");
-  w.line("// exact, goes to fix, so that later dot products meet no subnormal sum.");
-  w.open("if (tiny != 0 && (infinities != 0 || a_tiny + b_tiny * (mb / 8 + 1) > 8 * kb))");
-  write_f32_k_block(w, pa, pb, "acc", "!acc_started");
-  w.line("acc_started = true;");
-  w.open("for (long long i = 0; i < mb; ++i)");
-  w.open("for (long long j = 0; j < nb; ++j)");
-  w.line("const float v = acc[i * kNB + j];");
-  w.line("if (!(v > -0x1p-102f && v < 0x1p-102f)) continue;");
-  w.line("const float kept = __builtin_truncf(v * 0x1p126f) * 0x1p-126f;");
-  w.line("if (kept == v) continue;");
-  w.line("start_fix();");
-  w.line("acc[i * kNB + j] = kept;");
-  w.line("fix[i * kNB + j] += v - kept;");
-  w.close();
-  w.close();
-  w.line("continue;");
-  w.close();
-  w.line("// The micro-kernel over every tile, two k per step.");
-  w.open("for (long long p = 0; p < panels; ++p)");
-  w.open("for (long long s = 0; s < slivers; ++s)");
-  w.line("float* __restrict c = acc + s * kMR * kNB + p * kNR;");
-  w.line("const unsigned* __restrict a = ap2 + s * kb2 * kMR;");
-  w.line("const unsigned* __restrict b = bp2 + p * kb2 * kNR;");
-  write_tile(w, "kb2", "!acc_started", [&] {
-    w.line("fj_vec b0, b1;");
-    w.line("__builtin_memcpy(&b0, b + k * kNR, sizeof(fj_vec));");
-    w.line("__builtin_memcpy(&b1, b + k * kNR + kFjVecLanes, sizeof(fj_vec));");
-    for (int r = 0; r < kMicroRows; ++r) {
-      w.line("fj_dot_bf16_pairs(c{0}0, a + k * kMR + {0}, b0); fj_dot_bf16_pairs(c{0}1, a + k * kMR + {0}, b1);", r);
-    }
-  });
-  w.close();
-  w.close();
-  w.line("acc_started = true;");
+  write_bf16_pack_b(w, pb);
+  write_bf16_pack_a(w, pa);
+  write_bf16_fallback(w, pa, pb);
+  write_bf16_dot_tiles(w);
   w.open("if (tiny != 0)");
-  w.line("// The products of tiny values, in f32, into fix: A's along their row (only rows that hold");
-  w.line("// one are searched, up to their last), with all of B's row; then B's down their column,");
-  w.line("// with A's values that are not tiny (a product of two tiny ones is counted once).");
-  w.line("start_fix();");
-  w.open("for (long long i = 0; i < mb; ++i)");
-  w.line("const fj_bf16* __restrict row = {} + (i0 + i) * kK + k0;", pa);
-  w.line("float* __restrict fi = fix + i * kNB;");
-  w.line("unsigned left = row_tiny[i];");
-  w.line("// Four values at a time are passed over where none is tiny: searched one by one, the rows");
-  w.line("// of mlp_block's hidden layer (a tiny value in nearly every row) made its second GEMM");
-  w.line("// slower than the f32 path's.");
-  w.line("long long k = 0;");
-  w.open("for (; left != 0 && k < kb; ++k)");
-  w.open("if (k % 4 == 0 && k + 4 <= kb)");
-  w.line("unsigned long long four;");
-  w.line("__builtin_memcpy(&four, row + k, sizeof four);");
-  w.open("if (!fj_bf16_any_tiny4(four, ta))");
-  w.line("k += 3;");
-  w.line("continue;");
-  w.close();
-  w.close();
-  w.line("if (!fj_bf16_tiny(row[k].bits, ta)) continue;");
-  w.line("--left;");
-  w.line("const float x = fj_to_float(row[k]);");
-  w.line("const fj_bf16* __restrict brow = {} + (k0 + k) * kN + j0;", pb);
-  w.line("for (long long j = 0; j < nb; ++j) fi[j] += x * fj_to_float(brow[j]);");
-  w.close();
-  w.close();
-  w.open("if (b_low < tb)");
-  w.open("for (long long k = 0; k < kb; ++k)");
-  w.line("const fj_bf16* __restrict brow = {} + (k0 + k) * kN + j0;", pb);
-  w.open("for (long long j = 0; j < nb; ++j)");
-  w.line("if (!fj_bf16_tiny(brow[j].bits, tb)) continue;");
-  w.line("const float y = fj_to_float(brow[j]);");
-  w.open("for (long long i = 0; i < mb; ++i)");
-  w.line("const fj_bf16 x = {}[(i0 + i) * kK + k0 + k];", pa);
-  w.line("if (!fj_bf16_tiny(x.bits, ta)) fix[i * kNB + j] += fj_to_float(x) * y;");
-  w.close();
-  w.close();
-  w.close();
-  w.close();
+  write_bf16_tiny_products(w, pa, pb);
   w.close();
   w.close();  // the k blocks
   w.line("// C is the dot products' sums plus fix's.");
