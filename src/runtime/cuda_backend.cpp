@@ -37,7 +37,8 @@ class CudaBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<CopyTimer>> prepare_copy(int64_t bytes) override;
   absl::Status flush_cache() override {
-    if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+    absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+    if (!context.ok()) return context.status();
     // Not waited for: time_kernel's start event follows it on the stream.
     return gpu_->queue_l2_flush();
   }
@@ -53,7 +54,8 @@ class CudaCopyTimer final : public CopyTimer {
   CudaCopyTimer(std::shared_ptr<CudaGpu> gpu, DeviceBuffer src, DeviceBuffer dst, EventTimer timer)
       : gpu_(std::move(gpu)), src_(std::move(src)), dst_(std::move(dst)), timer_(std::move(timer)) {}
   absl::StatusOr<double> time_us() override {
-    if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+    absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+    if (!context.ok()) return context.status();
     if (absl::Status s = timer_.start(); !s.ok()) return s;
     if (absl::Status s = cuda::memcpy_dtod(dst_.get(), src_.get(), src_.size()); !s.ok()) return s;
     absl::StatusOr<double> ms = timer_.stop_ms();
@@ -69,7 +71,8 @@ class CudaCopyTimer final : public CopyTimer {
 
 absl::StatusOr<std::unique_ptr<CopyTimer>> CudaBackend::prepare_copy(int64_t bytes) {
   if (bytes <= 0) return absl::InvalidArgumentError(fmt::format("a copy of {} bytes", bytes));
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   const auto size = static_cast<size_t>(bytes);
   absl::StatusOr<DeviceBuffer> src = DeviceBuffer::allocate(size, fmt::format("a {}-byte copy source", bytes));
   if (!src.ok()) return src.status();

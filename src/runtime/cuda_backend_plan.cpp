@@ -74,8 +74,6 @@ struct JitKernel {
 class CudaLoadedPlan final : public LoadedPlan {
  public:
   CudaLoadedPlan(std::shared_ptr<CudaGpu> gpu, const FusionPlan& plan) : gpu_(std::move(gpu)), plan_(plan) {}
-  // Frees modules and buffers in the GPU's context, whichever thread destroys the plan.
-  ~CudaLoadedPlan() override { (void)gpu_->make_current(); }
 
   absl::Status load(const LoadOptions& options);
 
@@ -330,7 +328,8 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
 
 absl::Status CudaLoadedPlan::do_set_inputs(const TensorMap& inputs) {
   // The inputs were checked by set_inputs().
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   std::vector<uint8_t> host;
   for (int32_t id : plan_.graph->inputs()) {
     auto it = buffers_.find(id);
@@ -347,7 +346,8 @@ absl::Status CudaLoadedPlan::do_set_inputs(const TensorMap& inputs) {
 }
 
 absl::Status CudaLoadedPlan::do_poison_outputs() {
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   for (const auto& [id, buffer] : buffers_) {
     if (!buffer.poisoned) continue;
     if (absl::Status s = cuda::memset_d8(buffer.ptr, 0xFF, static_cast<size_t>(buffer.bytes)); !s.ok()) return s;
@@ -433,14 +433,16 @@ absl::Status CudaLoadedPlan::tune(size_t k) {
 }
 
 absl::Status CudaLoadedPlan::do_run_kernel(size_t k) {
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   if (absl::Status s = tune(k); !s.ok()) return s;
   if (absl::Status s = launch(k); !s.ok()) return about_kernel(k, s);
   return about_kernel(k, cuda::context_synchronize());
 }
 
 absl::StatusOr<double> CudaLoadedPlan::do_time_kernel(size_t k) {
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   if (const JitKernel* jit = std::get_if<JitKernel>(&steps_[k]); jit != nullptr && !jit->code->tuned) {
     if (absl::Status s = tune(k); !s.ok()) return s;
     // Tuning used the L2 flush the caller queued for this timing.
@@ -455,7 +457,8 @@ absl::StatusOr<double> CudaLoadedPlan::do_time_kernel(size_t k) {
 
 absl::StatusOr<double> CudaLoadedPlan::do_measure_kernel_bytes(size_t k) {
   if (cuda_driver_is_emulator()) return absl::UnavailableError("the CUDA emulator has no DRAM counters");
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   if (absl::Status s = tune(k); !s.ok()) return s;
   // A profiler for this measurement only: one enabled on the context would
   // stay in the way of other plans' profilers and of later timings.
@@ -475,7 +478,8 @@ absl::StatusOr<double> CudaLoadedPlan::do_measure_kernel_bytes(size_t k) {
 }
 
 absl::StatusOr<TensorMap> CudaLoadedPlan::do_outputs() {
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   TensorMap out;
   std::vector<uint8_t> host;
   for (int32_t id : plan_.graph->outputs()) {
@@ -493,7 +497,8 @@ absl::StatusOr<TensorMap> CudaLoadedPlan::do_outputs() {
 absl::Status CudaLoadedPlan::do_write_input(int32_t id, const void* data) {
   auto it = buffers_.find(id);
   if (it == buffers_.end()) return absl::OkStatus();  // an input no kernel reads
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   if (absl::Status s = cuda::memcpy_htod(it->second.ptr, data, static_cast<size_t>(it->second.bytes)); !s.ok()) {
     return absl::Status(
         s.code(), fmt::format("copying input {} to the GPU: {}", describe(plan_.graph->node(id)), status_text(s)));
@@ -502,7 +507,8 @@ absl::Status CudaLoadedPlan::do_write_input(int32_t id, const void* data) {
 }
 
 absl::Status CudaLoadedPlan::do_read_output(int32_t id, void* data) {
-  if (absl::Status s = gpu_->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu_->enter();
+  if (!context.ok()) return context.status();
   const TensorBuffer& buffer = buffers_.at(id);
   if (absl::Status s = cuda::memcpy_dtoh(data, buffer.ptr, static_cast<size_t>(buffer.bytes)); !s.ok()) {
     return absl::Status(
@@ -540,7 +546,8 @@ absl::StatusOr<std::unique_ptr<LoadedPlan>> load_plan(std::shared_ptr<CudaGpu> g
           gpu->info().name, gpu->info().arch(), describe(node)));
     }
   }
-  if (absl::Status s = gpu->make_current(); !s.ok()) return s;
+  absl::StatusOr<cuda::ContextScope> context = gpu->enter();
+  if (!context.ok()) return context.status();
   auto loaded = std::make_unique<CudaLoadedPlan>(std::move(gpu), plan);
   // On failure the half-loaded plan frees what it made.
   if (absl::Status s = loaded->load(options); !s.ok()) return s;

@@ -22,24 +22,31 @@ void warn_if_failed(const absl::Status& s, std::string_view what) {
 }  // namespace
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::allocate(size_t bytes, std::string_view what) {
+  absl::StatusOr<cuda::Context> context = cuda::current_context();
+  if (!context.ok()) return context.status();
   absl::StatusOr<cuda::DevicePtr> ptr = cuda::mem_alloc(bytes);
   if (!ptr.ok()) {
     return absl::Status(ptr.status().code(),
                         fmt::format("cannot allocate {} on the GPU: {}", what, status_text(ptr.status())));
   }
-  return DeviceBuffer(*ptr, bytes);
+  return DeviceBuffer(*context, *ptr, bytes);
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != 0) warn_if_failed(cuda::mem_free(ptr_), fmt::format("freeing {} bytes", bytes_));
+  if (ptr_ == 0) return;
+  absl::StatusOr<cuda::ContextScope> scope = cuda::ContextScope::enter(context_);
+  warn_if_failed(scope.ok() ? cuda::mem_free(ptr_) : scope.status(), fmt::format("freeing {} bytes", bytes_));
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : context_(std::exchange(other.context_, nullptr)),
+      ptr_(std::exchange(other.ptr_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     DeviceBuffer old(std::move(*this));
+    context_ = std::exchange(other.context_, nullptr);
     ptr_ = std::exchange(other.ptr_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
   }
@@ -49,21 +56,26 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 absl::StatusOr<ModuleHandle> ModuleHandle::load(const CompiledKernel& compiled) {
   const std::string& image =
       cuda_driver_is_emulator() ? compiled.source : (compiled.cubin.empty() ? compiled.ptx : compiled.cubin);
+  absl::StatusOr<cuda::Context> context = cuda::current_context();
+  if (!context.ok()) return context.status();
   absl::StatusOr<cuda::Module> module = cuda::load_module(image);
   if (!module.ok()) {
     return absl::Status(module.status().code(), fmt::format("loading kernel {} onto the GPU: {}", compiled.name,
                                                             status_text(module.status())));
   }
-  return ModuleHandle(*module);
+  return ModuleHandle(*context, *module);
 }
 
 ModuleHandle::~ModuleHandle() {
-  if (module_ != nullptr) warn_if_failed(cuda::unload_module(module_), "unloading a module");
+  if (module_ == nullptr) return;
+  absl::StatusOr<cuda::ContextScope> scope = cuda::ContextScope::enter(context_);
+  warn_if_failed(scope.ok() ? cuda::unload_module(module_) : scope.status(), "unloading a module");
 }
 
 ModuleHandle& ModuleHandle::operator=(ModuleHandle&& other) noexcept {
   if (this != &other) {
     ModuleHandle old(std::move(*this));
+    context_ = std::exchange(other.context_, nullptr);
     module_ = std::exchange(other.module_, nullptr);
   }
   return *this;
@@ -71,6 +83,9 @@ ModuleHandle& ModuleHandle::operator=(ModuleHandle&& other) noexcept {
 
 absl::StatusOr<EventTimer> EventTimer::create() {
   EventTimer timer;
+  absl::StatusOr<cuda::Context> context = cuda::current_context();
+  if (!context.ok()) return context.status();
+  timer.context_ = *context;
   absl::StatusOr<cuda::Event> start = cuda::event_create();
   if (!start.ok()) return start.status();
   timer.start_ = *start;
@@ -81,8 +96,10 @@ absl::StatusOr<EventTimer> EventTimer::create() {
 }
 
 EventTimer::~EventTimer() {
+  if (start_ == nullptr && stop_ == nullptr) return;
+  absl::StatusOr<cuda::ContextScope> scope = cuda::ContextScope::enter(context_);
   for (cuda::Event e : {start_, stop_}) {
-    if (e != nullptr) warn_if_failed(cuda::event_destroy(e), "destroying an event");
+    if (e != nullptr) warn_if_failed(scope.ok() ? cuda::event_destroy(e) : scope.status(), "destroying an event");
   }
 }
 
@@ -148,22 +165,25 @@ absl::StatusOr<std::shared_ptr<CudaGpu>> CudaGpu::open() {
   absl::StatusOr<cuda::Context> context = cuda::retain_primary_context(0);
   if (!context.ok()) return context.status();
   // From here the destructor releases the context, whatever fails next.
-  std::shared_ptr<CudaGpu> gpu(new CudaGpu(*context, *std::move(info), *std::move(arch), *clock, *threads));
-  if (absl::Status s = gpu->make_current(); !s.ok()) return s;
-  return gpu;
+  return std::shared_ptr<CudaGpu>(new CudaGpu(*context, *std::move(info), *std::move(arch), *clock, *threads));
 }
 
 CudaGpu::~CudaGpu() {
-  warn_if_failed(make_current(), "making the context current");
-  flush_buffer_.reset();
+  flush_buffer_.reset();  // each frees itself in the context
   lt_workspace_.reset();
   flush_module_ = ModuleHandle();
-  if (cublas_) warn_if_failed(cublas::destroy_handle(*cublas_), "destroying the cuBLAS handle");
-  if (cublaslt_) warn_if_failed(cublaslt::destroy_handle(*cublaslt_), "destroying the cuBLASLt handle");
+  if (cublas_ || cublaslt_) {
+    // cuBLAS frees its handles' device memory in the current context.
+    absl::StatusOr<cuda::ContextScope> scope = enter();
+    warn_if_failed(scope.status(), "making the context current");
+    if (cublas_) warn_if_failed(cublas::destroy_handle(*cublas_), "destroying the cuBLAS handle");
+    if (cublaslt_) warn_if_failed(cublaslt::destroy_handle(*cublaslt_), "destroying the cuBLASLt handle");
+  }
+  // Not in a scope: the context may be destroyed with its last reference.
   warn_if_failed(cuda::release_primary_context(0), "releasing the primary context");
 }
 
-absl::Status CudaGpu::make_current() const { return cuda::set_current_context(context_); }
+absl::StatusOr<cuda::ContextScope> CudaGpu::enter() const { return cuda::ContextScope::enter(context_); }
 
 absl::StatusOr<cublas::Handle> CudaGpu::cublas_handle() {
   const std::lock_guard lock(lazy_mutex_);

@@ -4,9 +4,10 @@
 // the L2 flush buffer), shared by the backend and every plan it loaded so
 // that a loaded plan may outlive its backend. Internal to src/runtime/.
 //
-// Handles free their object in the context current on the destroying
-// thread; their owners make the GPU's context current before destroying
-// them (CudaGpu::make_current()).
+// Every entry point of the backend makes the GPU's context current for
+// the call only (CudaGpu::enter()), and each handle remembers the context it
+// was made in and frees its object there, whichever thread destroys it and
+// whatever context that thread has current.
 #pragma once
 
 #include <cstddef>
@@ -44,7 +45,9 @@ class DeviceBuffer {
   size_t size() const { return bytes_; }
 
  private:
-  DeviceBuffer(cuda::DevicePtr ptr, size_t bytes) : ptr_(ptr), bytes_(bytes) {}
+  DeviceBuffer(cuda::Context context, cuda::DevicePtr ptr, size_t bytes)
+      : context_(context), ptr_(ptr), bytes_(bytes) {}
+  cuda::Context context_ = nullptr;
   cuda::DevicePtr ptr_ = 0;
   size_t bytes_ = 0;
 };
@@ -58,7 +61,8 @@ class ModuleHandle {
   // it for the host.
   static absl::StatusOr<ModuleHandle> load(const CompiledKernel& compiled);
   ~ModuleHandle();
-  ModuleHandle(ModuleHandle&& other) noexcept : module_(std::exchange(other.module_, nullptr)) {}
+  ModuleHandle(ModuleHandle&& other) noexcept
+      : context_(std::exchange(other.context_, nullptr)), module_(std::exchange(other.module_, nullptr)) {}
   ModuleHandle& operator=(ModuleHandle&& other) noexcept;
   ModuleHandle(const ModuleHandle&) = delete;
   ModuleHandle& operator=(const ModuleHandle&) = delete;
@@ -66,7 +70,8 @@ class ModuleHandle {
   cuda::Module get() const { return module_; }
 
  private:
-  explicit ModuleHandle(cuda::Module module) : module_(module) {}
+  ModuleHandle(cuda::Context context, cuda::Module module) : context_(context), module_(module) {}
+  cuda::Context context_ = nullptr;
   cuda::Module module_ = nullptr;
 };
 
@@ -77,7 +82,9 @@ class EventTimer {
   static absl::StatusOr<EventTimer> create();
   ~EventTimer();
   EventTimer(EventTimer&& other) noexcept
-      : start_(std::exchange(other.start_, nullptr)), stop_(std::exchange(other.stop_, nullptr)) {}
+      : context_(std::exchange(other.context_, nullptr)),
+        start_(std::exchange(other.start_, nullptr)),
+        stop_(std::exchange(other.stop_, nullptr)) {}
   EventTimer& operator=(EventTimer&&) = delete;
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
@@ -87,6 +94,7 @@ class EventTimer {
   absl::StatusOr<double> stop_ms();
 
  private:
+  cuda::Context context_ = nullptr;
   cuda::Event start_ = nullptr;
   cuda::Event stop_ = nullptr;
 };
@@ -105,9 +113,11 @@ class CudaGpu {
   CudaGpu(const CudaGpu&) = delete;
   CudaGpu& operator=(const CudaGpu&) = delete;
 
-  // Makes the context current on the calling thread; every entry point of
-  // the backend calls it first, so any thread may call the backend.
-  absl::Status make_current() const;
+  // Makes the context current on the calling thread until the scope ends,
+  // then restores the thread's own; every entry point of the backend holds
+  // one, so any thread may call the backend, and a program's own current
+  // context is left as it was.
+  absl::StatusOr<cuda::ContextScope> enter() const;
 
   cuda::Context context() const { return context_; }  // the primary context of device 0
   const GpuInfo& info() const { return info_; }

@@ -12,6 +12,7 @@
 #include "ir/error.h"
 #include "runtime/cuda_driver_abi.h"
 #include "runtime/shared_library.h"
+#include "runtime/warnings.h"
 
 namespace fusejit {
 namespace {
@@ -260,6 +261,30 @@ absl::Status release_primary_context(int device) {
 }
 
 absl::Status set_current_context(Context context) { return call<&DriverApi::ctx_set_current>(context); }
+
+absl::StatusOr<Context> current_context() {
+  Context context = nullptr;
+  if (absl::Status s = call<&DriverApi::ctx_get_current>(&context); !s.ok()) return s;
+  return context;
+}
+
+absl::StatusOr<ContextScope> ContextScope::enter(Context context) {
+  absl::StatusOr<Context> current = current_context();
+  if (!current.ok()) return current.status();
+  if (*current == context) return ContextScope(false);
+  if (absl::Status s = call<&DriverApi::ctx_push_current>(context); !s.ok()) return s;
+  return ContextScope(true);
+}
+
+ContextScope::~ContextScope() {
+  if (!pushed_) return;
+  Context popped = nullptr;
+  // A destructor cannot return the failure; the thread's contexts are then
+  // not what its program set, which is worth saying.
+  if (absl::Status s = call<&DriverApi::ctx_pop_current>(&popped); !s.ok()) {
+    warn(fmt::format("CUDA backend: giving the thread back its own context: {}", status_text(s)));
+  }
+}
 
 absl::Status context_synchronize() { return call<&DriverApi::ctx_synchronize>(); }
 

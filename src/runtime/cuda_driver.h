@@ -94,10 +94,32 @@ absl::StatusOr<int> device_attribute(int device, DeviceAttribute attribute);
 absl::StatusOr<int64_t> device_total_memory(int device);
 
 // The device's primary context (the one the CUDA runtime uses too), made
-// current on the calling thread by set_current_context().
+// current on the calling thread by a ContextScope (or set_current_context()).
 absl::StatusOr<Context> retain_primary_context(int device);
 absl::Status release_primary_context(int device);
 absl::Status set_current_context(Context context);
+// The context current on the calling thread; nullptr where none is.
+absl::StatusOr<Context> current_context();
+
+// Makes a context current on the calling thread while it lives, and then
+// gives the thread back the context that was current before it
+// (cuCtxPushCurrent, cuCtxPopCurrent): a program's own current context,
+// the CUDA runtime's device after cudaSetDevice(1) say, is the same after a
+// call into fusejit as before it, and any thread may call fusejit. Scopes
+// nest; where the context is already current, entering costs one query.
+class ContextScope {
+ public:
+  static absl::StatusOr<ContextScope> enter(Context context);
+  ~ContextScope();
+  ContextScope(ContextScope&& other) noexcept : pushed_(other.pushed_) { other.pushed_ = false; }
+  ContextScope& operator=(ContextScope&&) = delete;
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  explicit ContextScope(bool pushed) : pushed_(pushed) {}
+  bool pushed_ = false;  // whether the destructor pops
+};
 absl::Status context_synchronize();
 
 // image: a CUBIN, or PTX text that the driver compiles for the current

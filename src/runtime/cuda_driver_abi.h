@@ -59,6 +59,9 @@ inline constexpr int kFuncMaxDynamicSharedBytes = 8;  // CU_FUNC_ATTRIBUTE_MAX_D
   X(primary_ctx_retain, cuDevicePrimaryCtxRetain, Result, (Context * context, Device device))                  \
   X(primary_ctx_release, cuDevicePrimaryCtxRelease_v2, Result, (Device device))                                \
   X(ctx_set_current, cuCtxSetCurrent, Result, (Context context))                                               \
+  X(ctx_get_current, cuCtxGetCurrent, Result, (Context * context))                                             \
+  X(ctx_push_current, cuCtxPushCurrent_v2, Result, (Context context))                                          \
+  X(ctx_pop_current, cuCtxPopCurrent_v2, Result, (Context * context))                                          \
   X(ctx_synchronize, cuCtxSynchronize, Result, ())                                                             \
   X(module_load_data_ex, cuModuleLoadDataEx, Result,                                                           \
     (Module * module, const void* image, unsigned num_options, int* options, void** option_values))            \

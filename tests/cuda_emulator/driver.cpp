@@ -17,7 +17,10 @@
 // (or GEMM) that reads or writes outside its buffers fails with
 // CUDA_ERROR_ILLEGAL_ADDRESS. Launches run synchronously, one block after
 // another (fibers.h; $FUSEJIT_EMULATOR_SCHEDULE=warps runs each warp ahead
-// of the next). cuGetErrorString gives the detail of the last failure.
+// of the next). One context, the primary; each thread has its own stack of
+// current contexts, and a call that needs one fails with
+// CUDA_ERROR_INVALID_CONTEXT unless that one is current. cuGetErrorString
+// gives the detail of the last failure.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -27,8 +30,9 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <string_view>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -66,6 +70,7 @@ constexpr Result kSuccess = 0;
 constexpr Result kInvalidValue = 1;
 constexpr Result kOutOfMemory = 2;
 constexpr Result kInvalidDevice = 101;
+constexpr Result kInvalidContext = 201;
 constexpr Result kInvalidSource = 300;
 constexpr Result kInvalidHandle = 400;
 constexpr Result kNotFound = 500;
@@ -142,6 +147,23 @@ EmulatedEvent* find_event(Event event) {
 }
 
 int g_context_tag;  // the primary context's handle points here
+Context primary_context() { return reinterpret_cast<Context>(&g_context_tag); }
+
+// Each thread's stack of current contexts (cuCtxPushCurrent,
+// cuCtxPopCurrent; cuCtxSetCurrent replaces the top). The emulator takes
+// any non-null handle as a context, so that a test can push one of its own
+// as a program's context and see that fusejit gives it back.
+thread_local std::vector<Context> t_contexts;
+
+// A call that works in the current context: where none is current the
+// driver fails with CUDA_ERROR_INVALID_CONTEXT, and where another is, it
+// works in that one, on the wrong device or the wrong memory. The emulator
+// has one device, so a call in another context fails too.
+Result need_context(std::string_view call) {
+  if (!t_contexts.empty() && t_contexts.back() == primary_context()) return kSuccess;
+  return fail(kInvalidContext, fmt::format("{} with {} current on this thread, not the emulated device's", call,
+                                           t_contexts.empty() ? "no context" : "another context"));
+}
 
 double elapsed_ms(const EmulatedEvent& start, const EmulatedEvent& end) {
   return std::chrono::duration<double, std::milli>(end.time - start.time).count();
@@ -167,6 +189,7 @@ Result cuGetErrorName(Result error, const char** name) {
       {kInvalidValue, "CUDA_ERROR_INVALID_VALUE"},
       {kOutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY"},
       {kInvalidDevice, "CUDA_ERROR_INVALID_DEVICE"},
+      {kInvalidContext, "CUDA_ERROR_INVALID_CONTEXT"},
       {kInvalidSource, "CUDA_ERROR_INVALID_SOURCE"},
       {kInvalidHandle, "CUDA_ERROR_INVALID_HANDLE"},
       {kNotFound, "CUDA_ERROR_NOT_FOUND"},
@@ -239,18 +262,44 @@ Result cuDeviceTotalMem_v2(size_t* bytes, Device) {
 }
 
 Result cuDevicePrimaryCtxRetain(Context* context, Device) {
-  *context = reinterpret_cast<Context>(&g_context_tag);
+  *context = primary_context();
   return kSuccess;
 }
 Result cuDevicePrimaryCtxRelease_v2(Device) { return kSuccess; }
-Result cuCtxSetCurrent(Context) { return kSuccess; }
+Result cuCtxSetCurrent(Context context) {
+  if (context == nullptr) {
+    if (!t_contexts.empty()) t_contexts.pop_back();
+  } else if (t_contexts.empty()) {
+    t_contexts.push_back(context);
+  } else {
+    t_contexts.back() = context;
+  }
+  return kSuccess;
+}
+Result cuCtxGetCurrent(Context* context) {
+  *context = t_contexts.empty() ? nullptr : t_contexts.back();
+  return kSuccess;
+}
+Result cuCtxPushCurrent_v2(Context context) {
+  if (context == nullptr) return fail(kInvalidContext, "cuCtxPushCurrent of a null context");
+  t_contexts.push_back(context);
+  return kSuccess;
+}
+Result cuCtxPopCurrent_v2(Context* context) {
+  if (t_contexts.empty()) return fail(kInvalidContext, "cuCtxPopCurrent with no context current on this thread");
+  if (context != nullptr) *context = t_contexts.back();
+  t_contexts.pop_back();
+  return kSuccess;
+}
 Result cuCtxSynchronize() {  // every call completes before it returns
+  if (Result r = need_context("cuCtxSynchronize"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   return sticky();
 }
 
 Result cuModuleLoadDataEx(Module* module, const void* image, unsigned num_options, int* options,
                           void** option_values) {
+  if (Result r = need_context("cuModuleLoadDataEx"); r != kSuccess) return r;
   std::string error;
   std::unique_ptr<KernelModule> loaded = KernelModule::load(static_cast<const char*>(image), &error);
   std::lock_guard lock(driver_mutex());
@@ -278,6 +327,7 @@ Result cuModuleLoadDataEx(Module* module, const void* image, unsigned num_option
 }
 
 Result cuModuleUnload(Module module) {
+  if (Result r = need_context("cuModuleUnload"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   auto it = g_modules.find(module);
@@ -290,6 +340,7 @@ Result cuModuleUnload(Module module) {
 }
 
 Result cuModuleGetFunction(Function* function, Module module, const char* name) {
+  if (Result r = need_context("cuModuleGetFunction"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   auto it = g_modules.find(module);
@@ -306,6 +357,7 @@ Result cuFuncSetAttribute(Function, int, int) { return kSuccess; }
 
 Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
                       unsigned block_y, unsigned block_z, unsigned shared_bytes, Stream, void** params, void** extra) {
+  if (Result r = need_context("cuLaunchKernel"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   auto it = g_functions.find(function);
@@ -363,6 +415,7 @@ Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsig
 }
 
 Result cuMemAlloc_v2(DevicePtr* ptr, size_t bytes) {
+  if (Result r = need_context("cuMemAlloc_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (bytes == 0) return fail(kInvalidValue, "cuMemAlloc of 0 bytes");
@@ -378,6 +431,7 @@ Result cuMemAlloc_v2(DevicePtr* ptr, size_t bytes) {
 }
 
 Result cuMemFree_v2(DevicePtr ptr) {
+  if (Result r = need_context("cuMemFree_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (!fusejit::emulator::release(ptr)) {
@@ -387,6 +441,7 @@ Result cuMemFree_v2(DevicePtr ptr) {
 }
 
 Result cuMemcpyHtoD_v2(DevicePtr dst, const void* src, size_t bytes) {
+  if (Result r = need_context("cuMemcpyHtoD_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, bytes, "cuMemcpyHtoD destination"); r != kSuccess) return r;
@@ -395,6 +450,7 @@ Result cuMemcpyHtoD_v2(DevicePtr dst, const void* src, size_t bytes) {
 }
 
 Result cuMemcpyDtoH_v2(void* dst, DevicePtr src, size_t bytes) {
+  if (Result r = need_context("cuMemcpyDtoH_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(src, bytes, "cuMemcpyDtoH source"); r != kSuccess) return r;
@@ -403,6 +459,7 @@ Result cuMemcpyDtoH_v2(void* dst, DevicePtr src, size_t bytes) {
 }
 
 Result cuMemcpyDtoD_v2(DevicePtr dst, DevicePtr src, size_t bytes) {
+  if (Result r = need_context("cuMemcpyDtoD_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, bytes, "cuMemcpyDtoD destination"); r != kSuccess) return r;
@@ -412,6 +469,7 @@ Result cuMemcpyDtoD_v2(DevicePtr dst, DevicePtr src, size_t bytes) {
 }
 
 Result cuMemsetD8_v2(DevicePtr dst, unsigned char value, size_t count) {
+  if (Result r = need_context("cuMemsetD8_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, count, "cuMemsetD8"); r != kSuccess) return r;
@@ -420,6 +478,7 @@ Result cuMemsetD8_v2(DevicePtr dst, unsigned char value, size_t count) {
 }
 
 Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
+  if (Result r = need_context("cuMemsetD32_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (dst % 4 != 0) return fail(kInvalidValue, fmt::format("cuMemsetD32 at 0x{:x}, not 4-byte aligned", dst));
@@ -430,6 +489,7 @@ Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
 }
 
 Result cuEventCreate(Event* event, unsigned) {
+  if (Result r = need_context("cuEventCreate"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   auto made = std::make_unique<EmulatedEvent>();
@@ -439,6 +499,7 @@ Result cuEventCreate(Event* event, unsigned) {
 }
 
 Result cuEventDestroy_v2(Event event) {
+  if (Result r = need_context("cuEventDestroy_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (g_events.erase(event) == 0) return fail(kInvalidHandle, "cuEventDestroy of an event the emulator never made");
@@ -446,6 +507,7 @@ Result cuEventDestroy_v2(Event event) {
 }
 
 Result cuEventRecord(Event event, Stream) {
+  if (Result r = need_context("cuEventRecord"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   EmulatedEvent* e = find_event(event);
@@ -456,6 +518,7 @@ Result cuEventRecord(Event event, Stream) {
 }
 
 Result cuEventSynchronize(Event event) {
+  if (Result r = need_context("cuEventSynchronize"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (find_event(event) == nullptr)
@@ -464,6 +527,7 @@ Result cuEventSynchronize(Event event) {
 }
 
 Result cuEventElapsedTime(float* milliseconds, Event start, Event end) {
+  if (Result r = need_context("cuEventElapsedTime"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   const EmulatedEvent* a = find_event(start);
@@ -475,6 +539,6 @@ Result cuEventElapsedTime(float* milliseconds, Event start, Event end) {
   return kSuccess;
 }
 
-Result cuStreamSynchronize(Stream) { return kSuccess; }
+Result cuStreamSynchronize(Stream) { return need_context("cuStreamSynchronize"); }
 
 }  // extern "C"

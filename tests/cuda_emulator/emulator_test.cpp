@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -44,6 +45,7 @@ constexpr int kLaunchFailed = 719;
 constexpr int kInvalidSource = 300;
 constexpr int kNotFound = 500;
 constexpr int kInvalidHandle = 400;
+constexpr int kInvalidContext = 201;
 
 class CudaEmulator : public ::testing::Test {
  protected:
@@ -60,10 +62,15 @@ class CudaEmulator : public ::testing::Test {
     FUSEJIT_CUDA_DRIVER_FUNCTIONS(FJ_BIND)
 #undef FJ_BIND
     ASSERT_EQ(api_.init(0), 0);
+    ASSERT_EQ(api_.primary_ctx_retain(&context_, 0), 0);
+    ASSERT_EQ(api_.ctx_push_current(context_), 0);
   }
   void TearDown() override {
     for (cuda_abi::DevicePtr p : allocations_) EXPECT_EQ(api_.mem_free(p), 0);
     for (cuda_abi::Module m : modules_) EXPECT_EQ(api_.module_unload(m), 0);
+    cuda_abi::Context popped = nullptr;
+    EXPECT_EQ(api_.ctx_pop_current(&popped), 0);
+    EXPECT_EQ(popped, context_);
   }
 
   // Loads `source` and returns its kernel `name`; fails the test otherwise.
@@ -95,6 +102,7 @@ class CudaEmulator : public ::testing::Test {
 
   void* handle_ = nullptr;
   DriverApi api_;
+  cuda_abi::Context context_ = nullptr;  // the device's primary context, current during each test
   std::vector<cuda_abi::DevicePtr> allocations_;
   std::vector<cuda_abi::Module> modules_;
 };
@@ -302,6 +310,58 @@ TEST_F(CudaEmulator, EventsItNeverMadeAreInvalidHandlesNotCrashes) {
   EXPECT_EQ(api_.event_record(start, nullptr), kInvalidHandle);  // destroyed
   EXPECT_EQ(api_.event_destroy(start), kInvalidHandle);
   EXPECT_EQ(api_.event_destroy(end), 0);
+}
+
+// As on a GPU, memory, modules, launches and events work in the context
+// current on the calling thread; fusejit's backend relies on the emulator to
+// fail a call made outside the device's context, as a real driver would make
+// it in the wrong one (or fail it where none is current).
+TEST_F(CudaEmulator, CallsOutsideTheDevicesContextFailAndTheContextStackIsPerThread) {
+  cuda_abi::Context current = nullptr;
+  ASSERT_EQ(api_.ctx_get_current(&current), 0);
+  EXPECT_EQ(current, context_);
+  cuda_abi::DevicePtr p = 0;
+
+  int programs_own = 0;  // any handle stands for a program's own context
+  auto* own = reinterpret_cast<cuda_abi::Context>(&programs_own);
+  ASSERT_EQ(api_.ctx_push_current(own), 0);
+  EXPECT_EQ(api_.mem_alloc(&p, 64), kInvalidContext);
+  cuda_abi::Event event = nullptr;
+  EXPECT_EQ(api_.event_create(&event, 0), kInvalidContext);
+  EXPECT_EQ(api_.ctx_synchronize(), kInvalidContext);
+  const char* text = nullptr;
+  ASSERT_EQ(api_.get_error_string(kInvalidContext, &text), 0);
+  EXPECT_NE(std::string(text).find("another context current"), std::string::npos) << text;
+
+  ASSERT_EQ(api_.ctx_push_current(context_), 0);  // nested, as fusejit's scopes push
+  ASSERT_EQ(api_.mem_alloc(&p, 64), 0);
+  cuda_abi::Context popped = nullptr;
+  ASSERT_EQ(api_.ctx_pop_current(&popped), 0);
+  EXPECT_EQ(popped, context_);
+  ASSERT_EQ(api_.ctx_get_current(&current), 0);
+  EXPECT_EQ(current, own);
+  EXPECT_EQ(api_.mem_free(p), kInvalidContext);
+
+  std::thread([&] {  // a new thread starts with no context
+    cuda_abi::Context none = own;
+    EXPECT_EQ(api_.ctx_get_current(&none), 0);
+    EXPECT_EQ(none, nullptr);
+    cuda_abi::DevicePtr q = 0;
+    EXPECT_EQ(api_.mem_alloc(&q, 64), kInvalidContext);
+    cuda_abi::Context nothing = nullptr;
+    EXPECT_EQ(api_.ctx_pop_current(&nothing), kInvalidContext);
+    EXPECT_EQ(api_.ctx_set_current(context_), 0);  // set on an empty stack pushes
+    EXPECT_EQ(api_.mem_alloc(&q, 64), 0);
+    EXPECT_EQ(api_.mem_free(q), 0);
+    EXPECT_EQ(api_.ctx_set_current(nullptr), 0);  // and null pops
+    EXPECT_EQ(api_.ctx_get_current(&none), 0);
+    EXPECT_EQ(none, nullptr);
+  })
+      .join();
+
+  ASSERT_EQ(api_.ctx_pop_current(&popped), 0);
+  EXPECT_EQ(popped, own);
+  EXPECT_EQ(api_.mem_free(p), 0);
 }
 
 #else

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include "runtime/cuda_backend_matmul.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/runtime_test_util.h"
+#include "runtime/warnings.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
 #include "support/loaded_plan_checks.h"
@@ -1022,6 +1024,83 @@ TEST_F(GpuBackend, ADriverOlderThanNvrtcIsRefusedWithAReason) {
   EXPECT_TRUE(
       testing::contains(status_text(old.status()), "the CUDA driver supports CUDA 12.4, older than the CUDA 13"))
       << old.status();
+}
+
+// A program's own CUDA context (the CUDA runtime's device after
+// cudaSetDevice, or none on a new thread) is the same after each call into
+// the backend as before it, and a plan loaded on one thread runs and is
+// freed on others without a warning. On the emulator any handle stands for
+// a program's own context, and a call made outside the device's context
+// fails, as on a GPU it would go to the wrong one.
+TEST_F(GpuBackend, EachCallGivesTheThreadBackItsOwnContext) {
+  const Graph g =
+      parse_or_throw("input x: f32[8, 24]\ninput w: f32[24, 16]\nm = matmul(x, w)\ny = softmax(m)\noutput y\n");
+  const FusionPlan plan = make_fused_plan(g);
+  const TensorMap inputs = random_inputs(g, 3);
+  const TensorMap expected = *interpret_plan(plan, inputs);
+  const ScopedWarningSink warnings;
+  const auto expect_current = [](cuda::Context expected_context, const char* after) {
+    absl::StatusOr<cuda::Context> current = cuda::current_context();
+    ASSERT_TRUE(current.ok()) << current.status();
+    EXPECT_EQ(*current, expected_context) << "after " << after;
+  };
+  // Every entry point of a loaded plan and of the backend, then the results.
+  const auto use = [&](LoadedPlan& plan_on_gpu, cuda::Context own) {
+    ASSERT_TRUE(plan_on_gpu.set_inputs(inputs).ok());
+    expect_current(own, "set_inputs");
+    ASSERT_TRUE(plan_on_gpu.poison_outputs().ok());
+    expect_current(own, "poison_outputs");
+    ASSERT_TRUE(plan_on_gpu.run().ok());
+    expect_current(own, "run");
+    for (size_t k = 0; k < plan_on_gpu.kernels().size(); ++k) {
+      ASSERT_TRUE(backend().flush_cache().ok());
+      expect_current(own, "flush_cache");
+      absl::StatusOr<double> us = plan_on_gpu.time_kernel(k);
+      ASSERT_TRUE(us.ok()) << us.status();
+      expect_current(own, "time_kernel");
+    }
+    absl::StatusOr<TensorMap> out = plan_on_gpu.outputs();
+    ASSERT_TRUE(out.ok()) << out.status();
+    expect_current(own, "outputs");
+    EXPECT_TRUE(compare_tensors(out->at("y"), expected.at("y")).within(DType::kF32));
+    absl::StatusOr<std::unique_ptr<CopyTimer>> copy = backend().prepare_copy(1 << 16);
+    ASSERT_TRUE(copy.ok()) << copy.status();
+    expect_current(own, "prepare_copy");
+    ASSERT_TRUE((*copy)->time_us().ok());
+    expect_current(own, "a copy");
+    copy->reset();
+    expect_current(own, "destroying a copy");
+  };
+
+  std::unique_ptr<LoadedPlan> loaded;
+  std::thread([&] {  // a new thread has no context current
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> l = backend().load(plan);
+    ASSERT_TRUE(l.ok()) << l.status();
+    loaded = *std::move(l);
+    expect_current(nullptr, "load");
+    use(*loaded, nullptr);
+  })
+      .join();
+  ASSERT_NE(loaded, nullptr);
+  if (cuda_driver_is_emulator()) {  // a real driver would take a made-up handle for a context and crash
+    std::thread([&] {
+      int programs_own = 0;
+      auto* own = reinterpret_cast<cuda::Context>(&programs_own);
+      absl::StatusOr<cuda::ContextScope> scope = cuda::ContextScope::enter(own);
+      ASSERT_TRUE(scope.ok()) << scope.status();
+      use(*loaded, own);
+      absl::StatusOr<std::unique_ptr<LoadedPlan>> second = backend().load(plan);
+      ASSERT_TRUE(second.ok()) << second.status();
+      expect_current(own, "load");
+      second->reset();
+      expect_current(own, "destroying a plan");
+    }).join();
+  }
+  std::thread([&] {
+    loaded.reset();
+    expect_current(nullptr, "destroying a plan");
+  }).join();
+  EXPECT_TRUE(warnings.messages().empty()) << warnings.text();
 }
 
 TEST_F(GpuBackend, LoadedPlanOutlivesItsBackend) {

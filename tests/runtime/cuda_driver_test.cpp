@@ -41,6 +41,8 @@ void expect_every_call_fails_with(const absl::Status& expected) {
       {"retain_primary_context", cuda::retain_primary_context(0).status()},
       {"release_primary_context", cuda::release_primary_context(0)},
       {"set_current_context", cuda::set_current_context(nullptr)},
+      {"current_context", cuda::current_context().status()},
+      {"ContextScope::enter", cuda::ContextScope::enter(nullptr).status()},
       {"context_synchronize", cuda::context_synchronize()},
       {"load_module", cuda::load_module("not a module").status()},
       {"unload_module", cuda::unload_module(nullptr)},
