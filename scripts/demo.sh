@@ -7,5 +7,5 @@ set -euo pipefail
 # Run from the caller's directory, so that a relative --plot path is where
 # the caller means it.
 root="$(cd "$(dirname "$0")/.." && pwd)"
-(cd "$root" && bash scripts/build.sh default)
+(cd "$root" && bash scripts/build.sh default fusejit_cli)
 "$root/build/fusejit" demo "$@"

@@ -31,7 +31,8 @@ void register_emit(CLI::App& app, int& exit_code) {
   cmd->add_flag("--unfused", opt->unfused, "emit the unfused plan (one kernel per op) instead of the fused one");
   cmd->add_flag("--json", opt->json, "print one JSON object instead of lines");
   cmd->add_flag("--overwrite", opt->overwrite,
-                "let --out replace an earlier emit's files (its kernels that this plan lacks are removed)");
+                "let --out replace an earlier emit's files (and remove the files an earlier emit listed in emitted.txt "
+                "that this plan lacks, unless edited since)");
   cmd->callback([opt, arch, access, &exit_code] {
     if (opt->target == "cpu") {
       // Options of the other target are a usage mistake (exit 2), not

@@ -33,6 +33,19 @@ std::string quoted(const std::string& s) {
   return out + "'";
 }
 
+// A kernel's name as a field of a data block, where gnuplot takes a word
+// as it is and strips only double quotes (a single-quoted name was labelled
+// 'k0_add', quotes and all). Kernel names are C identifiers, the generated
+// functions' names; anything else becomes '_', so that a label is one
+// field and nothing in it is read as gnuplot syntax.
+std::string data_label(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  }
+  return out.empty() ? "_" : out;
+}
+
 }  // namespace
 
 std::string roofline_gnuplot_script(const BenchResult& r, const std::string& path) {
@@ -63,9 +76,11 @@ std::string roofline_gnuplot_script(const BenchResult& r, const std::string& pat
   s += fmt::format("set xrange [{}:{}]\n", lo, hi);
   s += fmt::format("roof(x) = x * {} < {} ? x * {} : {}\n", bw, peak, bw, peak);
   s += "$unfused << EOD\n";
-  for (const KernelBench& k : r.unfused.kernels) s += fmt::format("{} {} {}\n", k.intensity, k.achieved_gflops, quoted(k.name));
+  for (const KernelBench& k : r.unfused.kernels)
+    s += fmt::format("{} {} {}\n", k.intensity, k.achieved_gflops, data_label(k.name));
   s += "EOD\n$fused << EOD\n";
-  for (const KernelBench& k : r.fused.kernels) s += fmt::format("{} {} {}\n", k.intensity, k.achieved_gflops, quoted(k.name));
+  for (const KernelBench& k : r.fused.kernels)
+    s += fmt::format("{} {} {}\n", k.intensity, k.achieved_gflops, data_label(k.name));
   s += "EOD\n";
   // A kernel's own compute roof is below the FP32 peak: on a CPU its op
   // classes set it (erf and Philox run far below the FMA peak), on a GPU the

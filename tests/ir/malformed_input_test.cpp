@@ -213,14 +213,19 @@ const Case kCases[] = {
     // One byte-order mark at the start is skipped; a second one is not.
     {"SecondByteOrderMark", "\xEF\xBB\xBF\xEF\xBB\xBFinput x: f32[4]" OUTPUT, "1:1", "U+FEFF, a byte-order mark"},
     // A byte that is not UTF-8: a Latin-1 file, not a stray byte in a name.
-    {"Latin1Name", "input gr\xF6\xDFe: f32[4]" OUTPUT, "1:9",
-     "byte \\xf6 is not UTF-8 (a file saved as Latin-1 or Windows-1252?); save the file as UTF-8"},
+    {"Latin1Name",
+     "input gr\xF6\xDF"
+     "e: f32[4]" OUTPUT,
+     "1:9", "byte \\xf6 is not UTF-8 (a file saved as Latin-1 or Windows-1252?); save the file as UTF-8"},
     {"Latin1NoBreakSpace", "input\xA0x: f32[4]\ny = exp(x)\noutput y\n", "1:6", "where it is a no-break space"},
     // An overlong encoding of U+00A0 is not UTF-8, not a no-break space.
     {"OverlongNoBreakSpace", "input\xE0\x82\xA0x: f32[4]" OUTPUT, "1:6", "byte \\xe0 is not UTF-8"},
     // A comment may hold anything.
-    {"InvisibleCharacterOnlyInAComment", "input x: f32[4] # a\xC2\xA0b gr\xF6\xDFe\ny = exp(x\n" OUTPUT, "2:10",
-     "missing ')'"},
+    {"InvisibleCharacterOnlyInAComment",
+     "input x: f32[4] # a\xC2\xA0"
+     "b gr\xF6\xDF"
+     "e\ny = exp(x\n" OUTPUT,
+     "2:10", "missing ')'"},
 };
 
 class MalformedInputTable : public testing::TestWithParam<Case> {};
