@@ -25,8 +25,9 @@ struct BenchCommandOptions {
 }  // namespace
 
 void add_bench_options(CLI::App* cmd, BenchSettings& s) {
-  cmd->add_option("--backend", s.backend, "auto (the GPU when there is one, else the CPU), cpu or cuda")
-      ->transform(CLI::IsMember({"auto", "cpu", "cuda"}, CLI::ignore_case))
+  cmd->add_option("--backend", s.backend,
+                  "auto (the GPU when there is one, else the CPU), cpu, cuda (GPU 0) or cuda:N (GPU N)")
+      ->transform(backend_choice({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--reps", s.reps, "timed repetitions of each plan")
       ->check(whole_number_range(1, 100000))

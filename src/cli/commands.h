@@ -42,6 +42,9 @@ CLI::Validator seed_validator();
 // For counts and sizes: a whole number from min to max. CLI::Range alone
 // calls "abc" or "1.5" out of range rather than not a number.
 CLI::Validator whole_number_range(int64_t min, int64_t max);
+// --backend: one of `names` (any case, given back in lower case), or
+// cuda:N for GPU N where `names` has cuda.
+CLI::Validator backend_choice(std::vector<std::string> names);
 // For --out and --save: a folder's name, not empty.
 CLI::Validator folder_name_validator();
 

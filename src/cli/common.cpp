@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <absl/strings/ascii.h>
 #include <absl/strings/str_join.h>
 
 #include <fmt/format.h>
@@ -54,6 +55,22 @@ CLI::Validator whole_number_range(int64_t min, int64_t max) {
         return "";
       },
       fmt::format("INT in [{} - {}]", min, max));
+}
+
+CLI::Validator backend_choice(std::vector<std::string> names) {
+  const bool cuda = std::find(names.begin(), names.end(), "cuda") != names.end();
+  std::string accepted = absl::StrJoin(names, ", ");
+  if (cuda) accepted += ", cuda:N (GPU N, from 0)";
+  return CLI::Validator(
+      [names, cuda, accepted](std::string& text) -> std::string {
+        std::string lower = absl::AsciiStrToLower(text);
+        if (std::find(names.begin(), names.end(), lower) != names.end() || (cuda && cuda_device_of(lower))) {
+          text = lower;
+          return "";
+        }
+        return fmt::format("'{}' is not a backend: expected {}", text, accepted);
+      },
+      "{" + absl::StrJoin(names, ",") + (cuda ? ",cuda:N}" : "}"));
 }
 
 absl::StatusOr<TensorMap> load_inputs(const Graph& graph, const std::string& dir) {

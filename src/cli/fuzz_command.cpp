@@ -287,8 +287,9 @@ void register_fuzz(CLI::App& app, int& exit_code) {
   CLI::Option* seed = cmd->add_option("--seed", opt->seed, "first seed: graph i is the first graph of --seed seed+i")
                           ->check(seed_validator())
                           ->capture_default_str();
-  cmd->add_option("--backend", opt->backend, "run the plans on auto, cpu or cuda; none only generates (and compiles)")
-      ->transform(CLI::IsMember({"auto", "cpu", "cuda", "none"}, CLI::ignore_case))
+  cmd->add_option("--backend", opt->backend,
+                  "run the plans on auto, cpu, cuda or cuda:N (GPU N); none only generates (and compiles)")
+      ->transform(backend_choice({"auto", "cpu", "cuda", "none"}))
       ->capture_default_str();
   CLI::Option* cuda_compile =
       cmd->add_flag("--cuda-compile", opt->cuda_compile, "also compile every kernel of both plans with NVRTC");

@@ -259,7 +259,7 @@ void register_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--backend", opt->backend,
                   "where to run: reference (float64 interpreter), cpu (JIT-compiled C++), cuda (NVRTC on the GPU), "
                   "auto (cuda when a GPU is usable, else cpu); cpu, cuda and auto run the fused plan")
-      ->transform(CLI::IsMember({"reference", "auto", "cpu", "cuda"}, CLI::ignore_case))
+      ->transform(backend_choice({"reference", "auto", "cpu", "cuda"}))
       ->capture_default_str();
   CLI::Option* seed = cmd->add_option("--seed", opt->seed, "seed of the normal(0, 1) input generator")
                           ->check(seed_validator())

@@ -272,12 +272,27 @@ absl::StatusOr<double> Backend::measure_copy_gbps(int64_t bytes) {
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name) {
   if (name == "cpu") return make_cpu_backend();
   if (name == "cuda") return make_cuda_backend();
+  if (std::optional<int> device = cuda_device_of(name)) return make_cuda_backend(*device);
   if (name == "auto") {
     absl::StatusOr<std::unique_ptr<Backend>> cuda = make_cuda_backend();
     if (cuda.ok()) return cuda;
     return make_cpu_backend();
   }
-  return absl::InvalidArgumentError(fmt::format("unknown backend '{}' (expected auto, cpu or cuda)", name));
+  return absl::InvalidArgumentError(
+      fmt::format("unknown backend '{}' (expected auto, cpu, cuda, or cuda:N for GPU N, from 0)", name));
+}
+
+std::optional<int> cuda_device_of(std::string_view name) {
+  constexpr std::string_view kPrefix = "cuda:";
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  const std::string_view digits = name.substr(kPrefix.size());
+  if (digits.empty() || digits.size() > 4) return std::nullopt;
+  int device = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    device = device * 10 + (c - '0');
+  }
+  return device;
 }
 
 absl::StatusOr<TensorMap> run_loaded(LoadedPlan& loaded, const TensorMap& inputs) {

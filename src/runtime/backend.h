@@ -244,15 +244,20 @@ class Backend {
   virtual std::optional<double> measure_launch_us() { return std::nullopt; }
 };
 
-// "cpu", "cuda", or "auto" (cuda when a GPU is usable, else cpu). An
-// unusable backend is an Unavailable status that says why ("no CUDA driver:
-// ...", "no C++ compiler: ...").
+// "cpu", "cuda" (GPU 0), "cuda:N" (GPU N, numbered as the CUDA runtime
+// numbers them, after CUDA_VISIBLE_DEVICES), or "auto" (cuda when a GPU is
+// usable, else cpu). An unusable backend is an Unavailable status that says
+// why ("no CUDA driver: ...", "no C++ compiler: ..."); a GPU number the
+// machine lacks is NotFound, a name none of these InvalidArgument.
 absl::StatusOr<std::unique_ptr<Backend>> make_backend(std::string_view name);
-std::vector<std::string> backend_names();  // {"auto", "cpu", "cuda"}
+std::vector<std::string> backend_names();  // {"auto", "cpu", "cuda"}, and cuda:N
+// The N of "cuda:N"; nullopt for any other name ("cuda:" with no number, a
+// sign, a number past 9999).
+std::optional<int> cuda_device_of(std::string_view name);
 
 // Defined by each backend's file.
 absl::StatusOr<std::unique_ptr<Backend>> make_cpu_backend();
-absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend();
+absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(int device = 0);
 
 // Loads `plan`, runs it once on `inputs` and returns its outputs.
 absl::StatusOr<TensorMap> run_plan(Backend& backend, const FusionPlan& plan, const TensorMap& inputs);

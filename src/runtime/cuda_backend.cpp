@@ -26,7 +26,9 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   std::string description() const override {
     const GpuInfo& info = gpu_->info();
-    return fmt::format("{} ({}, {} SMs)", info.name, info.arch(), info.sm_count);
+    // The device's number where there is a choice to make (cuda:N).
+    const std::string device = gpu_->device() == 0 ? "" : fmt::format("GPU {}, ", gpu_->device());
+    return fmt::format("{} ({}{}, {} SMs)", info.name, device, info.arch(), info.sm_count);
   }
   DeviceSpec device() const override { return spec_; }
 
@@ -89,8 +91,8 @@ absl::StatusOr<std::unique_ptr<CopyTimer>> CudaBackend::prepare_copy(int64_t byt
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend() {
-  absl::StatusOr<std::shared_ptr<CudaGpu>> gpu = CudaGpu::open();
+absl::StatusOr<std::unique_ptr<Backend>> make_cuda_backend(int device) {
+  absl::StatusOr<std::shared_ptr<CudaGpu>> gpu = CudaGpu::open(device);
   if (!gpu.ok()) return gpu.status();
   DeviceSpec spec = cuda_backend::device_spec_for((*gpu)->info(), (*gpu)->clock_khz());
   auto backend = std::make_unique<CudaBackend>(*gpu, spec);

@@ -462,7 +462,7 @@ absl::StatusOr<double> CudaLoadedPlan::do_measure_kernel_bytes(size_t k) {
   if (absl::Status s = tune(k); !s.ok()) return s;
   // A profiler for this measurement only: one enabled on the context would
   // stay in the way of other plans' profilers and of later timings.
-  absl::StatusOr<std::unique_ptr<DramByteCounter>> counter = DramByteCounter::create(gpu_->context(), 0);
+  absl::StatusOr<std::unique_ptr<DramByteCounter>> counter = DramByteCounter::create(gpu_->context(), gpu_->device());
   if (!counter.ok()) return counter.status();
   // From an L2 without this plan's data or dirty lines, and with the L2
   // drained after it, so that the kernel's own writes still in L2 count.

@@ -134,7 +134,7 @@ extern "C" __global__ void fj_l2_flush(const uint4* __restrict__ p, long long n,
 
 std::string_view l2_flush_kernel_source() { return kL2FlushSource; }
 
-absl::StatusOr<std::shared_ptr<CudaGpu>> CudaGpu::open() {
+absl::StatusOr<std::shared_ptr<CudaGpu>> CudaGpu::open(int device) {
   // The driver first: on a machine without one, that is the reason to give.
   if (absl::Status s = cuda_driver_status(); !s.ok()) return s;
   if (absl::Status s = nvrtc_status(); !s.ok()) {
@@ -152,20 +152,28 @@ absl::StatusOr<std::shared_ptr<CudaGpu>> CudaGpu::open() {
         "would refuse its kernels; install a driver for CUDA {} or newer, or build fusejit with a CUDA {} toolkit",
         *driver / 1000, *driver % 1000 / 10, nvrtc->first, nvrtc->second, nvrtc->first, *driver / 1000));
   }
-  absl::StatusOr<GpuInfo> info = query_gpu(0);
+  absl::StatusOr<int> count = cuda::device_count();
+  if (!count.ok()) return count.status();
+  if (device < 0 || device >= *count) {
+    return absl::NotFoundError(
+        fmt::format("there is no CUDA device {}: this machine has {} ({})", device,
+                    *count == 1 ? "one, device 0" : fmt::format("{}", *count),
+                    *count == 1 ? "CUDA_VISIBLE_DEVICES may hide others" : fmt::format("devices 0 to {}", *count - 1)));
+  }
+  absl::StatusOr<GpuInfo> info = query_gpu(device);
   if (!info.ok()) return info.status();
   absl::StatusOr<std::string> arch = cuda_arch_for(info->cc_major, info->cc_minor);
   if (!arch.ok()) {
     return absl::UnavailableError(fmt::format("{} ({}): {}", info->name, info->arch(), status_text(arch.status())));
   }
-  absl::StatusOr<int> clock = cuda::device_attribute(0, cuda::DeviceAttribute::kClockRateKhz);
+  absl::StatusOr<int> clock = cuda::device_attribute(device, cuda::DeviceAttribute::kClockRateKhz);
   if (!clock.ok()) return clock.status();
-  absl::StatusOr<int> threads = cuda::device_attribute(0, cuda::DeviceAttribute::kMaxThreadsPerSm);
+  absl::StatusOr<int> threads = cuda::device_attribute(device, cuda::DeviceAttribute::kMaxThreadsPerSm);
   if (!threads.ok()) return threads.status();
-  absl::StatusOr<cuda::Context> context = cuda::retain_primary_context(0);
+  absl::StatusOr<cuda::Context> context = cuda::retain_primary_context(device);
   if (!context.ok()) return context.status();
   // From here the destructor releases the context, whatever fails next.
-  return std::shared_ptr<CudaGpu>(new CudaGpu(*context, *std::move(info), *std::move(arch), *clock, *threads));
+  return std::shared_ptr<CudaGpu>(new CudaGpu(device, *context, *std::move(info), *std::move(arch), *clock, *threads));
 }
 
 CudaGpu::~CudaGpu() {
@@ -180,7 +188,7 @@ CudaGpu::~CudaGpu() {
     if (cublaslt_) warn_if_failed(cublaslt::destroy_handle(*cublaslt_), "destroying the cuBLASLt handle");
   }
   // Not in a scope: the context may be destroyed with its last reference.
-  warn_if_failed(cuda::release_primary_context(0), "releasing the primary context");
+  warn_if_failed(cuda::release_primary_context(device_), "releasing the primary context");
 }
 
 absl::StatusOr<cuda::ContextScope> CudaGpu::enter() const { return cuda::ContextScope::enter(context_); }

@@ -102,13 +102,14 @@ class EventTimer {
 // The L2 flush kernel (fj_l2_flush), for compile tests without a GPU.
 std::string_view l2_flush_kernel_source();
 
-// GPU 0 as the backend uses it: its primary context (retained while this
+// A GPU as the backend uses it: its primary context (retained while this
 // lives), what the driver says about it, and resources made on first use.
 class CudaGpu {
  public:
-  // Unavailable with the reason when the driver, a device or NVRTC is
-  // missing, or NVRTC cannot compile for this GPU.
-  static absl::StatusOr<std::shared_ptr<CudaGpu>> open();
+  // GPU `device` (0 the first; CUDA_VISIBLE_DEVICES numbers them as for the
+  // CUDA runtime). Unavailable with the reason when the driver, the device
+  // or NVRTC is missing, or NVRTC cannot compile for this GPU.
+  static absl::StatusOr<std::shared_ptr<CudaGpu>> open(int device = 0);
   ~CudaGpu();
   CudaGpu(const CudaGpu&) = delete;
   CudaGpu& operator=(const CudaGpu&) = delete;
@@ -119,7 +120,8 @@ class CudaGpu {
   // context is left as it was.
   absl::StatusOr<cuda::ContextScope> enter() const;
 
-  cuda::Context context() const { return context_; }  // the primary context of device 0
+  int device() const { return device_; }
+  cuda::Context context() const { return context_; }  // the device's primary context
   const GpuInfo& info() const { return info_; }
   const std::string& arch() const { return arch_; }  // for NVRTC: sm_XX, or compute_XX for a GPU newer than NVRTC
   int clock_khz() const { return clock_khz_; }
@@ -148,13 +150,15 @@ class CudaGpu {
   absl::Status queue_l2_flush();
 
  private:
-  CudaGpu(cuda::Context context, GpuInfo info, std::string arch, int clock_khz, int max_threads_per_sm)
-      : context_(context),
+  CudaGpu(int device, cuda::Context context, GpuInfo info, std::string arch, int clock_khz, int max_threads_per_sm)
+      : device_(device),
+        context_(context),
         info_(std::move(info)),
         arch_(std::move(arch)),
         clock_khz_(clock_khz),
         max_threads_per_sm_(max_threads_per_sm) {}
 
+  int device_;
   cuda::Context context_;
   GpuInfo info_;
   std::string arch_;

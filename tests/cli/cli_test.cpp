@@ -304,6 +304,27 @@ TEST(Cli, ValuesThatMeanNothingAreRefused) {
       << huge.err;
 }
 
+// --backend takes cuda:N for GPU N, in any case, and refuses anything else
+// that looks like it before doing any work; where there is no driver,
+// cuda:N says why as cuda does, naming the backend asked for.
+TEST(Cli, BackendTakesAGpuNumber) {
+  const std::string dir = make_temp_dir("fusejit-cli-backend");
+  write_file(dir + "/g.fj", "input x: f32[4, 8]\ny = gelu(x)\noutput y\n");
+  for (const char* command : {"run", "bench", "fuzz --check"}) {
+    for (const char* bad : {"cuda:x", "cuda:", "cuda:-1", "gpu"}) {
+      auto r = run_fusejit(fmt::format("{} {}/g.fj --backend {}", command, dir, bad));
+      EXPECT_EQ(r.exit_code, 2) << command << " " << bad << ": " << r.err;
+      EXPECT_NE(r.err.find(fmt::format("'{}' is not a backend: expected ", bad)), std::string::npos)
+          << command << " " << bad << ": " << r.err;
+      EXPECT_NE(r.err.find("cuda:N (GPU N, from 0)"), std::string::npos) << r.err;
+    }
+  }
+  if (make_backend("cuda:1").ok()) GTEST_SKIP() << "this machine has a usable second GPU";
+  auto second = run_fusejit(fmt::format("run {}/g.fj --backend CUDA:1", dir));
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("fusejit: error: backend cuda:1: "), std::string::npos) << second.err;
+}
+
 // --check of a file that does not parse is the user's error at file:line,
 // not a mismatch; --backend none alone would check nothing.
 TEST(Cli, FuzzRefusesWhatItCannotCheck) {

@@ -11,15 +11,19 @@
 // and anything cuBLAS does.
 //
 // One emulated device ("sm_90" or $FUSEJIT_EMULATOR_CC, 4 SMs or
-// $FUSEJIT_EMULATOR_SMS, 8 GiB).
+// $FUSEJIT_EMULATOR_SMS, 8 GiB), or $FUSEJIT_EMULATOR_DEVICES of them
+// (up to 8, read at each call; they share the host's memory, each with
+// its own primary context, and device N > 0 is named "... #N").
 // Device memory (device_memory.h) is host memory filled with 0xFF (NaN in
 // every float type) when allocated, between inaccessible pages; a kernel
 // (or GEMM) that reads or writes outside its buffers fails with
 // CUDA_ERROR_ILLEGAL_ADDRESS. Launches run synchronously, one block after
 // another (fibers.h; $FUSEJIT_EMULATOR_SCHEDULE=warps runs each warp ahead
-// of the next). One context, the primary; each thread has its own stack of
-// current contexts, and a call that needs one fails with
-// CUDA_ERROR_INVALID_CONTEXT unless that one is current. cuGetErrorString
+// of the next). A device's context is its primary one; each thread has its
+// own stack of current contexts, and a call that needs one fails with
+// CUDA_ERROR_INVALID_CONTEXT unless a device's is current; a module is used
+// only in the context that loaded it, and a primary context released more
+// often than it was retained is an error. cuGetErrorString
 // gives the detail of the last failure.
 #include <algorithm>
 #include <chrono>
@@ -123,6 +127,7 @@ Result check_range(DevicePtr ptr, size_t bytes, const char* what) {
 
 struct EmulatedModule {
   std::unique_ptr<KernelModule> module;
+  Context context = nullptr;  // the one current when it was loaded
 };
 struct EmulatedFunction {
   EmulatedModule* module;
@@ -146,8 +151,18 @@ EmulatedEvent* find_event(Event event) {
   return it == g_events.end() ? nullptr : it->second.get();
 }
 
-int g_context_tag;  // the primary context's handle points here
-Context primary_context() { return reinterpret_cast<Context>(&g_context_tag); }
+constexpr int kMaxDevices = 8;
+// FUSEJIT_EMULATOR_DEVICES: how many devices there are (default 1).
+int emulated_devices() { return std::clamp(std::atoi(env_or("FUSEJIT_EMULATOR_DEVICES", "1")), 1, kMaxDevices); }
+int g_context_tags[kMaxDevices];  // device N's primary context's handle points at element N
+Context primary_context(Device device) { return reinterpret_cast<Context>(&g_context_tags[device]); }
+bool is_primary_context(Context context) {
+  for (Device d = 0; d < kMaxDevices; ++d) {
+    if (context == primary_context(d)) return true;
+  }
+  return false;
+}
+int g_retained[kMaxDevices];  // cuDevicePrimaryCtxRetain less Release, per device (under driver_mutex)
 
 // Each thread's stack of current contexts (cuCtxPushCurrent,
 // cuCtxPopCurrent; cuCtxSetCurrent replaces the top). The emulator takes
@@ -159,8 +174,16 @@ thread_local std::vector<Context> t_contexts;
 // driver fails with CUDA_ERROR_INVALID_CONTEXT, and where another is, it
 // works in that one, on the wrong device or the wrong memory. The emulator
 // has one device, so a call in another context fails too.
+Result need_context(std::string_view call);
+
+// A module works in the context that loaded it only.
+Result need_module_context(const EmulatedModule& module, std::string_view call) {
+  if (!t_contexts.empty() && t_contexts.back() == module.context) return kSuccess;
+  return fail(kInvalidContext, fmt::format("{} of a module loaded in another context than the current one", call));
+}
+
 Result need_context(std::string_view call) {
-  if (!t_contexts.empty() && t_contexts.back() == primary_context()) return kSuccess;
+  if (!t_contexts.empty() && is_primary_context(t_contexts.back())) return kSuccess;
   return fail(kInvalidContext, fmt::format("{} with {} current on this thread, not the emulated device's", call,
                                            t_contexts.empty() ? "no context" : "another context"));
 }
@@ -213,19 +236,22 @@ Result cuGetErrorString(Result error, const char** text) {
 }
 
 Result cuDeviceGetCount(int* count) {
-  *count = 1;
+  *count = emulated_devices();
   return kSuccess;
 }
 
 Result cuDeviceGet(Device* device, int ordinal) {
-  if (ordinal != 0) return fail(kInvalidDevice, fmt::format("the emulator has one device, not {}", ordinal + 1));
-  *device = 0;
+  if (ordinal < 0 || ordinal >= emulated_devices()) {
+    return fail(kInvalidDevice, fmt::format("the emulator has {} devices, not {}", emulated_devices(), ordinal + 1));
+  }
+  *device = ordinal;
   return kSuccess;
 }
 
-Result cuDeviceGetName(char* name, int length, Device) {
+Result cuDeviceGetName(char* name, int length, Device device) {
   if (length <= 0) return kInvalidValue;
-  std::snprintf(name, static_cast<size_t>(length), "%s", kDeviceName);
+  const std::string text = device == 0 ? kDeviceName : fmt::format("{} #{}", kDeviceName, device);
+  std::snprintf(name, static_cast<size_t>(length), "%s", text.c_str());
   return kSuccess;
 }
 
@@ -261,11 +287,24 @@ Result cuDeviceTotalMem_v2(size_t* bytes, Device) {
   return kSuccess;
 }
 
-Result cuDevicePrimaryCtxRetain(Context* context, Device) {
-  *context = primary_context();
+Result cuDevicePrimaryCtxRetain(Context* context, Device device) {
+  if (device < 0 || device >= emulated_devices()) return fail(kInvalidDevice, "cuDevicePrimaryCtxRetain of no device");
+  std::lock_guard lock(driver_mutex());
+  ++g_retained[device];
+  *context = primary_context(device);
   return kSuccess;
 }
-Result cuDevicePrimaryCtxRelease_v2(Device) { return kSuccess; }
+Result cuDevicePrimaryCtxRelease_v2(Device device) {
+  if (device < 0 || device >= emulated_devices()) return fail(kInvalidDevice, "cuDevicePrimaryCtxRelease of no device");
+  std::lock_guard lock(driver_mutex());
+  if (g_retained[device] == 0) {
+    return fail(kInvalidContext, fmt::format("cuDevicePrimaryCtxRelease of device {}, whose primary context is not "
+                                             "retained",
+                                             device));
+  }
+  --g_retained[device];
+  return kSuccess;
+}
 Result cuCtxSetCurrent(Context context) {
   if (context == nullptr) {
     if (!t_contexts.empty()) t_contexts.pop_back();
@@ -319,6 +358,7 @@ Result cuModuleLoadDataEx(Module* module, const void* image, unsigned num_option
   }
   auto emulated = std::make_unique<EmulatedModule>();
   emulated->module = std::move(loaded);
+  emulated->context = t_contexts.back();  // need_context() saw one
   emulated->module->state().syncthreads = &BlockRunner::sync_block;
   emulated->module->state().shfl_xor = &BlockRunner::shuffle_xor;
   *module = reinterpret_cast<Module>(emulated.get());
@@ -332,6 +372,7 @@ Result cuModuleUnload(Module module) {
   if (sticky() != kSuccess) return sticky();
   auto it = g_modules.find(module);
   if (it == g_modules.end()) return fail(kInvalidHandle, "cuModuleUnload of a module the emulator never loaded");
+  if (Result r = need_module_context(*it->second, "cuModuleUnload"); r != kSuccess) return r;
   for (auto f = g_functions.begin(); f != g_functions.end();) {
     f = f->second->module == it->second.get() ? g_functions.erase(f) : std::next(f);
   }
@@ -345,6 +386,7 @@ Result cuModuleGetFunction(Function* function, Module module, const char* name) 
   if (sticky() != kSuccess) return sticky();
   auto it = g_modules.find(module);
   if (it == g_modules.end()) return fail(kInvalidHandle, "cuModuleGetFunction on a module the emulator never loaded");
+  if (Result r = need_module_context(*it->second, "cuModuleGetFunction"); r != kSuccess) return r;
   KernelModule::Launch launch = it->second->module->kernel(name);
   if (launch == nullptr) return fail(kNotFound, fmt::format("the module has no kernel {}", name));
   auto f = std::make_unique<EmulatedFunction>(EmulatedFunction{it->second.get(), name, launch});
@@ -363,6 +405,7 @@ Result cuLaunchKernel(Function function, unsigned grid_x, unsigned grid_y, unsig
   auto it = g_functions.find(function);
   if (it == g_functions.end()) return fail(kInvalidHandle, "cuLaunchKernel of a function the emulator never made");
   const EmulatedFunction& f = *it->second;
+  if (Result r = need_module_context(*f.module, "cuLaunchKernel"); r != kSuccess) return r;
   const uint64_t threads = uint64_t{block_x} * block_y * block_z;
   if (grid_x == 0 || grid_y == 0 || grid_z == 0 || threads == 0 || threads > 1024 || grid_y > 65535 ||
       grid_z > 65535 || extra != nullptr || shared_bytes != 0) {

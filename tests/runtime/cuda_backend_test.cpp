@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "runtime/cublas_library.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
+#include "runtime/cuda_backend_resources.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/runtime_test_util.h"
 #include "runtime/warnings.h"
@@ -1026,6 +1028,21 @@ TEST_F(GpuBackend, ADriverOlderThanNvrtcIsRefusedWithAReason) {
       << old.status();
 }
 
+// A plan of a cuBLAS matmul and a generated row kernel, small enough for
+// the emulator, its random inputs and their reference result.
+struct SmallPlan {
+  FusionPlan plan;
+  TensorMap inputs;
+  TensorMap expected;
+};
+SmallPlan small_plan(uint64_t seed) {
+  const Graph g =
+      parse_or_throw("input x: f32[8, 24]\ninput w: f32[24, 16]\nm = matmul(x, w)\ny = softmax(m)\noutput y\n");
+  SmallPlan p{make_fused_plan(g), random_inputs(g, seed), {}};
+  p.expected = *interpret_plan(p.plan, p.inputs);
+  return p;
+}
+
 // A program's own CUDA context (the CUDA runtime's device after
 // cudaSetDevice, or none on a new thread) is the same after each call into
 // the backend as before it, and a plan loaded on one thread runs and is
@@ -1033,11 +1050,10 @@ TEST_F(GpuBackend, ADriverOlderThanNvrtcIsRefusedWithAReason) {
 // a program's own context, and a call made outside the device's context
 // fails, as on a GPU it would go to the wrong one.
 TEST_F(GpuBackend, EachCallGivesTheThreadBackItsOwnContext) {
-  const Graph g =
-      parse_or_throw("input x: f32[8, 24]\ninput w: f32[24, 16]\nm = matmul(x, w)\ny = softmax(m)\noutput y\n");
-  const FusionPlan plan = make_fused_plan(g);
-  const TensorMap inputs = random_inputs(g, 3);
-  const TensorMap expected = *interpret_plan(plan, inputs);
+  const SmallPlan small = small_plan(3);
+  const FusionPlan& plan = small.plan;
+  const TensorMap& inputs = small.inputs;
+  const TensorMap& expected = small.expected;
   const ScopedWarningSink warnings;
   const auto expect_current = [](cuda::Context expected_context, const char* after) {
     absl::StatusOr<cuda::Context> current = cuda::current_context();
@@ -1100,6 +1116,56 @@ TEST_F(GpuBackend, EachCallGivesTheThreadBackItsOwnContext) {
     loaded.reset();
     expect_current(nullptr, "destroying a plan");
   }).join();
+  EXPECT_TRUE(warnings.messages().empty()) << warnings.text();
+}
+
+// cuda:N runs on GPU N, in its own primary context, retained while the
+// backend lives and released after it, and plans match the reference there
+// as on GPU 0 in the same process. A number the machine lacks is refused
+// with the count. On the emulator two devices for this test: a module used
+// in the other device's context, or a context released more often than
+// retained, is an error there, as on a GPU.
+TEST_F(GpuBackend, CudaColonNRunsOnGpuN) {
+  std::optional<testing::ScopedEnv> two;
+  if (cuda_driver_is_emulator()) two.emplace("FUSEJIT_EMULATOR_DEVICES", "2");
+  absl::StatusOr<int> count = cuda::device_count();
+  ASSERT_TRUE(count.ok()) << count.status();
+  absl::StatusOr<std::unique_ptr<Backend>> missing = make_backend(fmt::format("cuda:{}", *count));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
+  EXPECT_TRUE(testing::contains(status_text(missing.status()),
+                                fmt::format("there is no CUDA device {}: this machine has", *count)))
+      << missing.status();
+  for (const char* bad : {"cuda:", "cuda:-1", "cuda:x", "cuda:12345", "cuda1"}) {
+    EXPECT_EQ(make_backend(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  if (*count < 2) GTEST_SKIP() << "one GPU: cuda:1 is refused (checked); running on a second needs two";
+
+  const int last = *count - 1;
+  absl::StatusOr<GpuInfo> info = query_gpu(last);
+  ASSERT_TRUE(info.ok()) << info.status();
+  const SmallPlan small = small_plan(5);
+  const ScopedWarningSink warnings;
+  {  // its own primary context, the one the CUDA runtime would use on it
+    absl::StatusOr<std::shared_ptr<cuda_backend::CudaGpu>> gpu = cuda_backend::CudaGpu::open(last);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_EQ((*gpu)->device(), last);
+    absl::StatusOr<cuda::Context> primary = cuda::retain_primary_context(last);
+    ASSERT_TRUE(primary.ok()) << primary.status();
+    EXPECT_EQ((*gpu)->context(), *primary);
+    EXPECT_TRUE(cuda::release_primary_context(last).ok());
+  }
+  for (int round = 0; round < 2; ++round) {  // a second round finds the first's releases balanced
+    absl::StatusOr<std::unique_ptr<Backend>> gpu_n = make_backend(fmt::format("cuda:{}", last));
+    ASSERT_TRUE(gpu_n.ok()) << gpu_n.status();
+    const std::string description = (*gpu_n)->description();
+    EXPECT_TRUE(testing::contains(description, info->name + " (GPU " + std::to_string(last) + ", ")) << description;
+    for (Backend* b : {gpu_n->get(), &backend()}) {
+      absl::StatusOr<TensorMap> out = run_plan(*b, small.plan, small.inputs);
+      ASSERT_TRUE(out.ok()) << b->description() << ": " << out.status();
+      EXPECT_TRUE(compare_tensors(out->at("y"), small.expected.at("y")).within(DType::kF32)) << b->description();
+    }
+  }
   EXPECT_TRUE(warnings.messages().empty()) << warnings.text();
 }
 
