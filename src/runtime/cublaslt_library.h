@@ -24,7 +24,8 @@ using Handle = lt_abi::Handle;
 
 // OK when cuBLASLt loaded; otherwise NotFound naming every library tried.
 absl::Status library_status();
-// A cuBLASLt handle (usable from any context of the process).
+// A cuBLASLt handle, tied to the device current when it was created: use
+// and destroy it with that device's context current.
 absl::StatusOr<Handle> create_handle();
 absl::Status destroy_handle(Handle handle);
 

@@ -1,4 +1,4 @@
-// The CUDA backend: GPU 0 through the driver API (libcuda loaded with
+// The CUDA backend: a GPU (cuda, cuda:N) through the driver API (libcuda loaded with
 // dlopen), kernels compiled by NVRTC, matmuls on cuBLAS (also dlopen'ed).
 // The pieces: cuda_backend_resources (RAII handles and the GPU's context),
 // cuda_backend_launch (grids and the cost model's device), cuda_backend_plan

@@ -182,10 +182,15 @@ CudaGpu::~CudaGpu() {
   flush_module_ = ModuleHandle();
   if (cublas_ || cublaslt_) {
     // cuBLAS frees its handles' device memory in the current context.
+    // Outside the context they would free another GPU's memory, or set a
+    // context current on the thread: where it cannot be entered, they are
+    // left (the context goes with its last reference below).
     absl::StatusOr<cuda::ContextScope> scope = enter();
-    warn_if_failed(scope.status(), "making the context current");
-    if (cublas_) warn_if_failed(cublas::destroy_handle(*cublas_), "destroying the cuBLAS handle");
-    if (cublaslt_) warn_if_failed(cublaslt::destroy_handle(*cublaslt_), "destroying the cuBLASLt handle");
+    warn_if_failed(scope.status(), "making the context current to destroy the cuBLAS handles");
+    if (cublas_ && scope.ok()) warn_if_failed(cublas::destroy_handle(*cublas_), "destroying the cuBLAS handle");
+    if (cublaslt_ && scope.ok()) {
+      warn_if_failed(cublaslt::destroy_handle(*cublaslt_), "destroying the cuBLASLt handle");
+    }
   }
   // Not in a scope: the context may be destroyed with its last reference.
   warn_if_failed(cuda::release_primary_context(device_), "releasing the primary context");

@@ -268,21 +268,44 @@ absl::StatusOr<Context> current_context() {
   return context;
 }
 
+namespace {
+
+// cuCtxPushCurrent and cuCtxPopCurrent, like most driver calls, may return
+// the error of an earlier asynchronous launch (cuda.h) and still have done
+// their work: after a failure, `ours` is taken off the thread's stack where
+// it is still on top. (It was not on top before the push: enter() pushes
+// only a context that is not current.)
+void pop_if_on_top(Context ours) {
+  absl::StatusOr<Context> now = current_context();
+  Context popped = nullptr;
+  if (now.ok() && *now == ours) (void)call<&DriverApi::ctx_pop_current>(&popped);
+}
+
+}  // namespace
+
 absl::StatusOr<ContextScope> ContextScope::enter(Context context) {
   absl::StatusOr<Context> current = current_context();
   if (!current.ok()) return current.status();
-  if (*current == context) return ContextScope(false);
-  if (absl::Status s = call<&DriverApi::ctx_push_current>(context); !s.ok()) return s;
-  return ContextScope(true);
+  if (*current == context) return ContextScope(nullptr);
+  if (absl::Status s = call<&DriverApi::ctx_push_current>(context); !s.ok()) {
+    pop_if_on_top(context);
+    return s;
+  }
+  return ContextScope(context);
 }
 
 ContextScope::~ContextScope() {
-  if (!pushed_) return;
+  if (pushed_ == nullptr) return;
   Context popped = nullptr;
-  // A destructor cannot return the failure; the thread's contexts are then
-  // not what its program set, which is worth saying.
+  // A destructor cannot return a failure; where the thread's contexts are
+  // not what its program set, that is worth saying.
   if (absl::Status s = call<&DriverApi::ctx_pop_current>(&popped); !s.ok()) {
+    pop_if_on_top(pushed_);
     warn(fmt::format("CUDA backend: giving the thread back its own context: {}", status_text(s)));
+  } else if (popped != pushed_) {
+    warn(
+        "CUDA backend: giving the thread back its own context: the context on top of the thread's stack was not the "
+        "GPU's, which fusejit had made current; the thread's contexts are not what the program set");
   }
 }
 

@@ -111,14 +111,14 @@ class ContextScope {
  public:
   static absl::StatusOr<ContextScope> enter(Context context);
   ~ContextScope();
-  ContextScope(ContextScope&& other) noexcept : pushed_(other.pushed_) { other.pushed_ = false; }
+  ContextScope(ContextScope&& other) noexcept : pushed_(other.pushed_) { other.pushed_ = nullptr; }
   ContextScope& operator=(ContextScope&&) = delete;
   ContextScope(const ContextScope&) = delete;
   ContextScope& operator=(const ContextScope&) = delete;
 
  private:
-  explicit ContextScope(bool pushed) : pushed_(pushed) {}
-  bool pushed_ = false;  // whether the destructor pops
+  explicit ContextScope(Context pushed) : pushed_(pushed) {}
+  Context pushed_ = nullptr;  // the context the destructor pops; nullptr where none was pushed
 };
 absl::Status context_synchronize();
 

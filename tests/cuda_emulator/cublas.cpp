@@ -9,7 +9,10 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "device_memory.h"
 #include "runtime/cublas_abi.h"
@@ -34,7 +37,27 @@ constexpr Status kInvalidValue = 7;    // CUBLAS_STATUS_INVALID_VALUE
 constexpr Status kNotSupported = 15;   // CUBLAS_STATUS_NOT_SUPPORTED
 constexpr Status kExecutionFailed = 13;  // CUBLAS_STATUS_EXECUTION_FAILED
 
-int g_handle_tag;  // every handle points here
+// A handle belongs to the context current when cublasCreate made it, and
+// works only while that one is current: cuBLAS ties a handle to its
+// device. What a refusal was goes to stderr (cuBLAS statuses carry no detail).
+struct EmulatedHandle {
+  const void* context;
+};
+std::map<const void*, std::unique_ptr<EmulatedHandle>> g_handles;  // under driver_mutex()
+
+Status refused(const std::string& why, Status status = kNotInitialized) {
+  std::fprintf(stderr, "fusejit CUDA emulator: %s\n", why.c_str());
+  return status;
+}
+
+Status check_handle(const void* handle, const char* call) {
+  auto it = g_handles.find(handle);
+  if (it == g_handles.end()) return refused(fmt::format("{} of a handle cublasCreate did not make", call));
+  if (it->second->context != fusejit::emulator::current_context()) {
+    return refused(fmt::format("{} with a handle of another context than the current one", call));
+  }
+  return blas::kSuccess;
+}
 
 float load(const void* base, int type, size_t i) {
   switch (static_cast<DataType>(type)) {
@@ -83,6 +106,43 @@ bool known_type(int type) {
 
 }  // namespace
 
+// Handles of cuBLAS and cuBLASLt alike: made in the current context (none
+// current is refused), then checked and destroyed in it.
+Status fj_emulated_blas_create(void** handle, const char* call) {
+  const void* context = fusejit::emulator::current_context();
+  // With no context current, a real cuBLAS has the CUDA runtime make
+  // device 0's primary context current on the thread, and leave it there.
+  if (context == nullptr) return refused(fmt::format("{} with no context current", call));
+  std::lock_guard lock(fusejit::emulator::driver_mutex());
+  auto made = std::make_unique<EmulatedHandle>(EmulatedHandle{context});
+  *handle = made.get();
+  g_handles[made.get()] = std::move(made);
+  return blas::kSuccess;
+}
+Status fj_emulated_blas_check(const void* handle, const char* call) {
+  std::lock_guard lock(fusejit::emulator::driver_mutex());
+  return check_handle(handle, call);
+}
+Status fj_emulated_blas_destroy(const void* handle, const char* call) {
+  std::lock_guard lock(fusejit::emulator::driver_mutex());
+  if (Status s = check_handle(handle, call); s != blas::kSuccess) return s;
+  g_handles.erase(handle);
+  return blas::kSuccess;
+}
+
+// Whether each operand of a GEMM is memory of the current context, as on a
+// GPU, where another device's memory (without peer access) faults. Under
+// driver_mutex().
+Status fj_emulated_blas_operands_owned(const char* call, std::initializer_list<const void*> operands) {
+  for (const void* p : operands) {
+    if (fusejit::emulator::owner_of(reinterpret_cast<uintptr_t>(p)) != fusejit::emulator::current_context()) {
+      return refused(fmt::format("{}: operand {} is memory of another context than the current one", call, p),
+                     kExecutionFailed);
+    }
+  }
+  return blas::kSuccess;
+}
+
 // Shared with cublaslt.cpp.
 float fj_emulated_blas_load(const void* base, int type, size_t i) { return load(base, type, i); }
 void fj_emulated_blas_store(void* base, int type, size_t i, float v) { store(base, type, i, v); }
@@ -91,13 +151,13 @@ bool fj_emulated_blas_known_type(int type) { return known_type(type); }
 extern "C" {
 
 Status cublasCreate_v2(Handle* handle) {
-  *handle = reinterpret_cast<Handle>(&g_handle_tag);
-  return blas::kSuccess;
+  void* made = nullptr;
+  const Status s = fj_emulated_blas_create(&made, "cublasCreate");
+  *handle = static_cast<Handle>(made);
+  return s;
 }
 
-Status cublasDestroy_v2(Handle handle) {
-  return handle == reinterpret_cast<Handle>(&g_handle_tag) ? blas::kSuccess : kNotInitialized;
-}
+Status cublasDestroy_v2(Handle handle) { return fj_emulated_blas_destroy(handle, "cublasDestroy"); }
 
 Status cublasGetProperty(int type, int* value) {
   static const std::map<int, int> kVersion = {{blas::kPropertyMajor, 13}, {blas::kPropertyMinor, 0}, {blas::kPropertyPatch, 0}};
@@ -110,7 +170,7 @@ Status cublasGetProperty(int type, int* value) {
 Status cublasGemmEx(Handle handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* a,
                     int a_type, int lda, const void* b, int b_type, int ldb, const void* beta, void* c, int c_type,
                     int ldc, int compute_type, int algo) {
-  if (handle != reinterpret_cast<Handle>(&g_handle_tag)) return kNotInitialized;
+  if (Status s = fj_emulated_blas_check(handle, "cublasGemmEx"); s != blas::kSuccess) return s;
   if (transa != blas::kOpN || transb != blas::kOpN || compute_type != blas::kComputeF32 || algo != blas::kGemmDefault ||
       !known_type(a_type) || !known_type(b_type) || !known_type(c_type)) {
     return kNotSupported;
@@ -119,6 +179,7 @@ Status cublasGemmEx(Handle handle, int transa, int transb, int m, int n, int k, 
     return kInvalidValue;
   }
   std::lock_guard lock(fusejit::emulator::driver_mutex());
+  if (Status s = fj_emulated_blas_operands_owned("cublasGemmEx", {a, b, c}); s != blas::kSuccess) return s;
   const float alpha_f = *static_cast<const float*>(alpha);
   const float beta_f = *static_cast<const float*>(beta);
   const std::string bad = fusejit::emulator::run_watched([&] {

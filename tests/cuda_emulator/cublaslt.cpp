@@ -37,14 +37,17 @@ FUSEJIT_CUBLASLT_FUNCTIONS(FJ_EMU_DECLARE)
 float fj_emulated_blas_load(const void* base, int type, size_t i);
 void fj_emulated_blas_store(void* base, int type, size_t i, float v);
 bool fj_emulated_blas_known_type(int type);
+// cublas.cpp's handles (of the context current when made) and operand check.
+int fj_emulated_blas_create(void** handle, const char* call);
+int fj_emulated_blas_check(const void* handle, const char* call);
+int fj_emulated_blas_destroy(const void* handle, const char* call);
+int fj_emulated_blas_operands_owned(const char* call, std::initializer_list<const void*> operands);
 
 namespace {
 
 constexpr Status kNotInitialized = 1;    // CUBLAS_STATUS_NOT_INITIALIZED
 constexpr Status kInvalidValue = 7;      // CUBLAS_STATUS_INVALID_VALUE
 constexpr Status kExecutionFailed = 13;  // CUBLAS_STATUS_EXECUTION_FAILED
-
-int g_handle_tag;
 
 struct OpDesc {
   uint32_t epilogue = lt::kEpilogueDefault;
@@ -58,8 +61,6 @@ struct Layout {
 struct Preference {
   std::map<int, uint64_t> values;
 };
-
-bool valid(Handle h) { return h == reinterpret_cast<Handle>(&g_handle_tag); }
 
 template <typename T>
 Status set_attribute(T& field, const void* value, size_t size) {
@@ -78,11 +79,13 @@ bool known_epilogue(uint32_t e) {
 extern "C" {
 
 Status cublasLtCreate(Handle* handle) {
-  *handle = reinterpret_cast<Handle>(&g_handle_tag);
-  return lt::kSuccess;
+  void* made = nullptr;
+  const Status s = fj_emulated_blas_create(&made, "cublasLtCreate");
+  *handle = static_cast<Handle>(made);
+  return s;
 }
 
-Status cublasLtDestroy(Handle handle) { return valid(handle) ? lt::kSuccess : kNotInitialized; }
+Status cublasLtDestroy(Handle handle) { return fj_emulated_blas_destroy(handle, "cublasLtDestroy"); }
 
 Status cublasLtMatmulDescCreate(Descriptor* desc, int compute_type, int scale_type) {
   if (compute_type != lt::kComputeF32 || scale_type != lt::kScaleF32) return lt::kNotSupported;
@@ -142,7 +145,7 @@ Status cublasLtMatmulPreferenceSetAttribute(Descriptor pref, int attribute, cons
 Status cublasLtMatmulAlgoGetHeuristic(Handle handle, Descriptor op, Descriptor a, Descriptor b, Descriptor c,
                                       Descriptor d, Descriptor pref, int requested, lt::HeuristicResult* results,
                                       int* returned) {
-  if (!valid(handle)) return kNotInitialized;
+  if (Status s = fj_emulated_blas_check(handle, "cublasLtMatmulAlgoGetHeuristic"); s != lt::kSuccess) return s;
   if (op == nullptr || a == nullptr || b == nullptr || c == nullptr || d == nullptr || pref == nullptr ||
       requested < 1 || results == nullptr || returned == nullptr) {
     return kInvalidValue;
@@ -170,7 +173,7 @@ Status cublasLtMatmul(Handle handle, Descriptor op, const void* alpha, const voi
                       Descriptor d_layout, const lt::Algo* algo, void* workspace, size_t workspace_size, void* stream) {
   (void)workspace;
   (void)workspace_size;
-  if (!valid(handle)) return kNotInitialized;
+  if (Status s = fj_emulated_blas_check(handle, "cublasLtMatmul"); s != lt::kSuccess) return s;
   if (algo == nullptr || algo->data[0] != 1 || stream != nullptr) return lt::kNotSupported;
   const auto& o = *static_cast<const OpDesc*>(op);
   const auto& la = *static_cast<const Layout*>(a_layout);
@@ -184,6 +187,9 @@ Status cublasLtMatmul(Handle handle, Descriptor op, const void* alpha, const voi
   const bool bias = (o.epilogue & lt::kEpilogueBias) != 0;
   if (bias && o.bias == nullptr) return kInvalidValue;
   std::lock_guard lock(fusejit::emulator::driver_mutex());
+  if (Status s = fj_emulated_blas_operands_owned("cublasLtMatmul", {a, b, d, bias ? o.bias : d}); s != lt::kSuccess) {
+    return s;
+  }
   const std::string bad = fusejit::emulator::run_watched([&] {
     for (uint64_t j = 0; j < n; ++j) {
       for (uint64_t i = 0; i < m; ++i) {

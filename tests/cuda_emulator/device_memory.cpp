@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -29,6 +30,7 @@ struct Allocation {
   size_t map_bytes;
   unsigned char* data;
   size_t bytes;
+  const void* context;  // the owner
 
   unsigned char* lead_guard() const { return map; }
   unsigned char* lead_band() const { return map + kPage; }
@@ -118,12 +120,12 @@ std::string check_and_restore_bands() {
 
 std::mutex& driver_mutex() { return g_mutex; }
 
-uintptr_t allocate(size_t bytes) {
+uintptr_t allocate(size_t bytes, const void* context) {
   const size_t granules = round_up(bytes, kGranule);
   const size_t map_bytes = kPage + round_up(granules, kPage) + kPage;
   void* map = mmap(nullptr, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return 0;
-  Allocation a{static_cast<unsigned char*>(map), map_bytes, nullptr, bytes};
+  Allocation a{static_cast<unsigned char*>(map), map_bytes, nullptr, bytes, context};
   a.data = a.map + map_bytes - kPage - granules;
   if (mprotect(a.lead_band(), map_bytes - 2 * kPage, PROT_READ | PROT_WRITE) != 0) {
     munmap(map, map_bytes);
@@ -150,6 +152,21 @@ bool release(uintptr_t data) {
 }
 
 size_t allocated_bytes() { return g_allocated; }
+
+const void* owner_of(uintptr_t ptr) {
+  auto it = g_allocations.upper_bound(ptr);
+  if (it == g_allocations.begin()) return nullptr;
+  --it;
+  return ptr >= it->first && ptr < it->first + it->second.bytes ? it->second.context : nullptr;
+}
+
+void release_all_of(const void* context) {
+  std::vector<uintptr_t> owned;
+  for (const auto& [data, a] : g_allocations) {
+    if (a.context == context) owned.push_back(data);
+  }
+  for (uintptr_t data : owned) release(data);
+}
 
 bool inside_one_allocation(uintptr_t ptr, size_t bytes) {
   auto it = g_allocations.upper_bound(ptr);

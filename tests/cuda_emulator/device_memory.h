@@ -23,15 +23,26 @@ namespace fusejit::emulator {
 // expect it held.
 std::mutex& driver_mutex();
 
-// A new allocation of `bytes` (> 0), 256-byte aligned, or 0 when the host
-// refuses the mapping.
-uintptr_t allocate(size_t bytes);
+// The context current on the calling thread (the top of its stack, kept
+// by driver.cpp), or null. Memory, modules, events and cuBLAS handles
+// belong to the context current when they were made, and the emulator
+// uses them only while it is current: on a GPU another context's are
+// another device's, or gone with it.
+const void* current_context();
+
+// A new allocation of `bytes` (> 0), 256-byte aligned, owned by `context`,
+// or 0 when the host refuses the mapping.
+uintptr_t allocate(size_t bytes, const void* context);
 // Unmaps an allocation made by allocate(); false if `data` is not one.
 bool release(uintptr_t data);
 // The bytes allocated and not released.
 size_t allocated_bytes();
 // Whether [ptr, ptr + bytes) lies inside one allocation.
 bool inside_one_allocation(uintptr_t ptr, size_t bytes);
+// The context owning the allocation that holds `ptr`, or null where none does.
+const void* owner_of(uintptr_t ptr);
+// Unmaps every allocation `context` owns (the context was reset).
+void release_all_of(const void* context);
 
 // Runs `body` (a kernel launch, a GEMM) with bad accesses watched. Returns
 // the first one described ("a read 4 bytes past the end of the allocation

@@ -140,6 +140,7 @@ std::map<const void*, std::unique_ptr<EmulatedFunction>> g_functions;
 struct EmulatedEvent {
   std::chrono::steady_clock::time_point time;
   bool recorded = false;
+  Context context = nullptr;  // the one current when it was made
 };
 // Events the emulator made and has not destroyed: as the driver does, a call
 // on any other handle (null, destroyed) fails with CUDA_ERROR_INVALID_HANDLE
@@ -157,7 +158,7 @@ int emulated_devices() { return std::clamp(std::atoi(env_or("FUSEJIT_EMULATOR_DE
 int g_context_tags[kMaxDevices];  // device N's primary context's handle points at element N
 Context primary_context(Device device) { return reinterpret_cast<Context>(&g_context_tags[device]); }
 bool is_primary_context(Context context) {
-  for (Device d = 0; d < kMaxDevices; ++d) {
+  for (Device d = 0; d < emulated_devices(); ++d) {
     if (context == primary_context(d)) return true;
   }
   return false;
@@ -169,6 +170,12 @@ int g_retained[kMaxDevices];  // cuDevicePrimaryCtxRetain less Release, per devi
 // any non-null handle as a context, so that a test can push one of its own
 // as a program's context and see that fusejit gives it back.
 thread_local std::vector<Context> t_contexts;
+
+}  // namespace
+
+const void* fusejit::emulator::current_context() { return t_contexts.empty() ? nullptr : t_contexts.back(); }
+
+namespace {
 
 // A call that works in the current context: where none is current the
 // driver fails with CUDA_ERROR_INVALID_CONTEXT, and where another is, it
@@ -186,6 +193,20 @@ Result need_context(std::string_view call) {
   if (!t_contexts.empty() && is_primary_context(t_contexts.back())) return kSuccess;
   return fail(kInvalidContext, fmt::format("{} with {} current on this thread, not the emulated device's", call,
                                            t_contexts.empty() ? "no context" : "another context"));
+}
+
+// Device memory is used in the context that allocated it (with a context
+// of another device current, a GPU's access would fault, or go to that
+// device's memory at the same address).
+Result need_own_memory(DevicePtr ptr, size_t bytes, std::string_view what) {
+  if (bytes == 0 || fusejit::emulator::owner_of(ptr) == t_contexts.back()) return kSuccess;
+  return fail(kInvalidContext, fmt::format("{}: 0x{:x} is memory of another context than the current one", what, ptr));
+}
+
+// An event works in the context that made it.
+Result need_own_event(const EmulatedEvent& event, std::string_view call) {
+  if (event.context == t_contexts.back()) return kSuccess;
+  return fail(kInvalidHandle, fmt::format("{} of an event made in another context than the current one", call));
 }
 
 double elapsed_ms(const EmulatedEvent& start, const EmulatedEvent& end) {
@@ -302,7 +323,22 @@ Result cuDevicePrimaryCtxRelease_v2(Device device) {
                                              "retained",
                                              device));
   }
-  --g_retained[device];
+  if (--g_retained[device] == 0) {
+    // The last reference resets the context: what was made in it is gone.
+    const Context context = primary_context(device);
+    fusejit::emulator::release_all_of(context);
+    for (auto m = g_modules.begin(); m != g_modules.end();) {
+      if (m->second->context != context) {
+        ++m;
+        continue;
+      }
+      for (auto f = g_functions.begin(); f != g_functions.end();) {
+        f = f->second->module == m->second.get() ? g_functions.erase(f) : std::next(f);
+      }
+      m = g_modules.erase(m);
+    }
+    std::erase_if(g_events, [&](const auto& e) { return e.second->context == context; });
+  }
   return kSuccess;
 }
 Result cuCtxSetCurrent(Context context) {
@@ -319,16 +355,20 @@ Result cuCtxGetCurrent(Context* context) {
   *context = t_contexts.empty() ? nullptr : t_contexts.back();
   return kSuccess;
 }
+// Both return a sticky fault after doing their work, as a driver may
+// report an earlier launch's error from any call (cuda.h).
 Result cuCtxPushCurrent_v2(Context context) {
   if (context == nullptr) return fail(kInvalidContext, "cuCtxPushCurrent of a null context");
   t_contexts.push_back(context);
-  return kSuccess;
+  std::lock_guard lock(driver_mutex());
+  return sticky();
 }
 Result cuCtxPopCurrent_v2(Context* context) {
   if (t_contexts.empty()) return fail(kInvalidContext, "cuCtxPopCurrent with no context current on this thread");
   if (context != nullptr) *context = t_contexts.back();
   t_contexts.pop_back();
-  return kSuccess;
+  std::lock_guard lock(driver_mutex());
+  return sticky();
 }
 Result cuCtxSynchronize() {  // every call completes before it returns
   if (Result r = need_context("cuCtxSynchronize"); r != kSuccess) return r;
@@ -467,7 +507,7 @@ Result cuMemAlloc_v2(DevicePtr* ptr, size_t bytes) {
     return fail(kOutOfMemory,
                 fmt::format("{} bytes asked, {} of the emulated {} free", bytes, kDeviceMemory - allocated, kDeviceMemory));
   }
-  const uintptr_t data = fusejit::emulator::allocate(bytes);
+  const uintptr_t data = fusejit::emulator::allocate(bytes, t_contexts.back());
   if (data == 0) return fail(kOutOfMemory, fmt::format("the host would not map {} bytes for the emulated device", bytes));
   *ptr = data;
   return kSuccess;
@@ -477,6 +517,9 @@ Result cuMemFree_v2(DevicePtr ptr) {
   if (Result r = need_context("cuMemFree_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
+  if (fusejit::emulator::owner_of(ptr) != nullptr) {
+    if (Result r = need_own_memory(ptr, 1, "cuMemFree"); r != kSuccess) return r;
+  }
   if (!fusejit::emulator::release(ptr)) {
     return fail(kInvalidValue, fmt::format("cuMemFree of 0x{:x}, not an allocation", ptr));
   }
@@ -488,6 +531,7 @@ Result cuMemcpyHtoD_v2(DevicePtr dst, const void* src, size_t bytes) {
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, bytes, "cuMemcpyHtoD destination"); r != kSuccess) return r;
+  if (Result r = need_own_memory(dst, bytes, "cuMemcpyHtoD destination"); r != kSuccess) return r;
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return kSuccess;
 }
@@ -497,6 +541,7 @@ Result cuMemcpyDtoH_v2(void* dst, DevicePtr src, size_t bytes) {
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(src, bytes, "cuMemcpyDtoH source"); r != kSuccess) return r;
+  if (Result r = need_own_memory(src, bytes, "cuMemcpyDtoH source"); r != kSuccess) return r;
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return kSuccess;
 }
@@ -507,6 +552,8 @@ Result cuMemcpyDtoD_v2(DevicePtr dst, DevicePtr src, size_t bytes) {
   if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, bytes, "cuMemcpyDtoD destination"); r != kSuccess) return r;
   if (Result r = check_range(src, bytes, "cuMemcpyDtoD source"); r != kSuccess) return r;
+  if (Result r = need_own_memory(dst, bytes, "cuMemcpyDtoD destination"); r != kSuccess) return r;
+  if (Result r = need_own_memory(src, bytes, "cuMemcpyDtoD source"); r != kSuccess) return r;
   std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
   return kSuccess;
 }
@@ -516,6 +563,7 @@ Result cuMemsetD8_v2(DevicePtr dst, unsigned char value, size_t count) {
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   if (Result r = check_range(dst, count, "cuMemsetD8"); r != kSuccess) return r;
+  if (Result r = need_own_memory(dst, count, "cuMemsetD8"); r != kSuccess) return r;
   std::memset(reinterpret_cast<void*>(dst), value, count);
   return kSuccess;
 }
@@ -526,6 +574,7 @@ Result cuMemsetD32_v2(DevicePtr dst, unsigned value, size_t count) {
   if (sticky() != kSuccess) return sticky();
   if (dst % 4 != 0) return fail(kInvalidValue, fmt::format("cuMemsetD32 at 0x{:x}, not 4-byte aligned", dst));
   if (Result r = check_range(dst, count * 4, "cuMemsetD32"); r != kSuccess) return r;
+  if (Result r = need_own_memory(dst, count * 4, "cuMemsetD32"); r != kSuccess) return r;
   auto* words = reinterpret_cast<unsigned*>(dst);
   std::fill(words, words + count, value);
   return kSuccess;
@@ -536,6 +585,7 @@ Result cuEventCreate(Event* event, unsigned) {
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
   auto made = std::make_unique<EmulatedEvent>();
+  made->context = t_contexts.back();
   *event = reinterpret_cast<Event>(made.get());
   g_events[made.get()] = std::move(made);
   return kSuccess;
@@ -545,7 +595,10 @@ Result cuEventDestroy_v2(Event event) {
   if (Result r = need_context("cuEventDestroy_v2"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
-  if (g_events.erase(event) == 0) return fail(kInvalidHandle, "cuEventDestroy of an event the emulator never made");
+  EmulatedEvent* e = find_event(event);
+  if (e == nullptr) return fail(kInvalidHandle, "cuEventDestroy of an event the emulator never made");
+  if (Result r = need_own_event(*e, "cuEventDestroy"); r != kSuccess) return r;
+  g_events.erase(event);
   return kSuccess;
 }
 
@@ -555,6 +608,7 @@ Result cuEventRecord(Event event, Stream) {
   if (sticky() != kSuccess) return sticky();
   EmulatedEvent* e = find_event(event);
   if (e == nullptr) return fail(kInvalidHandle, "cuEventRecord of an event the emulator never made");
+  if (Result r = need_own_event(*e, "cuEventRecord"); r != kSuccess) return r;
   e->time = std::chrono::steady_clock::now();
   e->recorded = true;
   return kSuccess;
@@ -566,6 +620,7 @@ Result cuEventSynchronize(Event event) {
   if (sticky() != kSuccess) return sticky();
   if (find_event(event) == nullptr)
     return fail(kInvalidHandle, "cuEventSynchronize of an event the emulator never made");
+  if (Result r = need_own_event(*find_event(event), "cuEventSynchronize"); r != kSuccess) return r;
   return kSuccess;
 }
 
@@ -577,6 +632,8 @@ Result cuEventElapsedTime(float* milliseconds, Event start, Event end) {
   const EmulatedEvent* b = find_event(end);
   if (a == nullptr || b == nullptr)
     return fail(kInvalidHandle, "cuEventElapsedTime of an event the emulator never made");
+  if (Result r = need_own_event(*a, "cuEventElapsedTime"); r != kSuccess) return r;
+  if (Result r = need_own_event(*b, "cuEventElapsedTime"); r != kSuccess) return r;
   if (!a->recorded || !b->recorded) return fail(kInvalidHandle, "cuEventElapsedTime of an event never recorded");
   *milliseconds = static_cast<float>(elapsed_ms(*a, *b));
   return kSuccess;

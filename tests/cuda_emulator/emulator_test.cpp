@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -46,6 +47,7 @@ constexpr int kInvalidSource = 300;
 constexpr int kNotFound = 500;
 constexpr int kInvalidHandle = 400;
 constexpr int kInvalidContext = 201;
+constexpr int kInvalidValue = 1;
 
 class CudaEmulator : public ::testing::Test {
  protected:
@@ -362,6 +364,59 @@ TEST_F(CudaEmulator, CallsOutsideTheDevicesContextFailAndTheContextStackIsPerThr
   ASSERT_EQ(api_.ctx_pop_current(&popped), 0);
   EXPECT_EQ(popped, own);
   EXPECT_EQ(api_.mem_free(p), 0);
+}
+
+// Memory, events and cuBLAS handles work in the context that made them
+// only, and go with it when its last reference is released; a cuBLAS
+// handle needs a context current (a real cuBLAS would make device 0's
+// current on the thread). Two devices for this test.
+TEST_F(CudaEmulator, WhatAContextMadeWorksInItOnlyAndGoesWithIt) {
+  setenv("FUSEJIT_EMULATOR_DEVICES", "2", 1);
+  struct Unset {
+    ~Unset() { unsetenv("FUSEJIT_EMULATOR_DEVICES"); }
+  } unset;
+  using BlasCreate = int (*)(void**);
+  using BlasDestroy = int (*)(void*);
+  auto blas_create = reinterpret_cast<BlasCreate>(dlsym(handle_, "cublasCreate_v2"));
+  auto blas_destroy = reinterpret_cast<BlasDestroy>(dlsym(handle_, "cublasDestroy_v2"));
+  ASSERT_NE(blas_create, nullptr);
+  ASSERT_NE(blas_destroy, nullptr);
+  constexpr int kBlasNotInitialized = 1;
+
+  cuda_abi::DevicePtr first_memory = alloc(64);  // device 0's, current from SetUp
+  cuda_abi::Event first_event = nullptr;
+  ASSERT_EQ(api_.event_create(&first_event, 0), 0);
+  void* first_blas = nullptr;
+  ASSERT_EQ(blas_create(&first_blas), 0);
+
+  cuda_abi::Context second = nullptr;
+  ASSERT_EQ(api_.primary_ctx_retain(&second, 1), 0);
+  ASSERT_NE(second, context_);
+  ASSERT_EQ(api_.ctx_push_current(second), 0);
+  cuda_abi::DevicePtr second_memory = 0;
+  ASSERT_EQ(api_.mem_alloc(&second_memory, 64), 0);
+  EXPECT_EQ(api_.memset_d8(first_memory, 0, 64), kInvalidContext);
+  EXPECT_EQ(api_.memcpy_dtod(second_memory, first_memory, 64), kInvalidContext);
+  EXPECT_EQ(api_.mem_free(first_memory), kInvalidContext);
+  EXPECT_EQ(api_.event_record(first_event, nullptr), kInvalidHandle);
+  EXPECT_EQ(blas_destroy(first_blas), kBlasNotInitialized);
+  cuda_abi::Context popped = nullptr;
+  ASSERT_EQ(api_.ctx_pop_current(&popped), 0);
+
+  EXPECT_EQ(blas_destroy(first_blas), 0);
+  EXPECT_EQ(api_.event_destroy(first_event), 0);
+  // The last reference resets the second device's context: its memory is gone.
+  ASSERT_EQ(api_.primary_ctx_release(1), 0);
+  EXPECT_EQ(api_.primary_ctx_release(1), kInvalidContext);  // more releases than retains
+  ASSERT_EQ(api_.ctx_push_current(second), 0);
+  EXPECT_EQ(api_.mem_free(second_memory), kInvalidValue);
+  ASSERT_EQ(api_.ctx_pop_current(&popped), 0);
+
+  std::thread([&] {  // no context current
+    void* none = nullptr;
+    EXPECT_EQ(blas_create(&none), kBlasNotInitialized);
+  })
+      .join();
 }
 
 #else

@@ -254,6 +254,16 @@ TEST_F(CudaDriverGpu, FaultingChild) {
   std::printf("SYNC[%s]\n", std::string(status_text(cuda::context_synchronize())).c_str());
   std::printf("LATER[%s]\n", std::string(status_text(cuda::mem_alloc(16).status())).c_str());
   std::printf("LOST[%d]\n", cuda::context_lost() ? 1 : 0);
+  // Entering the context from a thread with none current: the push may
+  // report the fault and still have pushed (the emulator's does); the
+  // scope then takes the context off again, and the thread has none.
+  absl::StatusOr<cuda::Context> primary = cuda::current_context();
+  ASSERT_TRUE(cuda::set_current_context(nullptr).ok());
+  if (primary.ok()) {
+    std::printf("ENTER[%s]\n", std::string(status_text(cuda::ContextScope::enter(*primary).status())).c_str());
+  }
+  absl::StatusOr<cuda::Context> after = cuda::current_context();
+  std::printf("RESTORED[%s]\n", !after.ok() ? "unknown" : *after == nullptr ? "1" : "0");
 }
 
 // A kernel fault is reported by a later call (on a GPU the launch returns
@@ -275,6 +285,11 @@ TEST_F(CudaDriverGpu, AKernelFaultLosesTheContextAndSaysSo) {
       testing::contains(r.out, "the GPU context was lost earlier (cuCtxSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS"))
       << r.out;
   EXPECT_TRUE(testing::contains(r.out, "LOST[1]")) << r.out;
+  EXPECT_FALSE(testing::contains(r.out, "RESTORED[0]")) << r.out;
+  if (cuda_driver_is_emulator()) {
+    EXPECT_TRUE(testing::contains(r.out, "ENTER[cuCtxPushCurrent_v2 failed: CUDA_ERROR_ILLEGAL_ADDRESS")) << r.out;
+    EXPECT_TRUE(testing::contains(r.out, "RESTORED[1]")) << r.out;
+  }
 }
 
 }  // namespace
