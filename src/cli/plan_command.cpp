@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "fusejit.h"
 #include "runtime/cpu_calibration.h"
+#include "runtime/cuda_driver.h"
 #include "runtime/warnings.h"
 
 namespace fusejit::cli {
@@ -106,8 +108,18 @@ int devices(bool remeasure, bool json) {
     }
     modelled.push_back(*std::move(device));
   }
-  // Which of them this machine can run on.
+  // Which of them this machine can run on: GPU 0, which --backend auto
+  // takes, and any others, for --backend cuda:N.
   absl::StatusOr<std::unique_ptr<Backend>> gpu = make_backend("cuda");
+  std::vector<std::pair<std::string, std::string>> other_gpus;  // backend name, what the driver says
+  if (absl::StatusOr<int> count = gpu.ok() ? cuda::device_count() : absl::StatusOr<int>(0); count.ok()) {
+    for (int n = 1; n < *count; ++n) {
+      absl::StatusOr<GpuInfo> info = query_gpu(n);
+      other_gpus.emplace_back(fmt::format("cuda:{}", n),
+                              info.ok() ? fmt::format("{} ({}, {} SMs)", info->name, info->arch(), info->sm_count)
+                                        : fmt::format("not usable: {}", status_text(info.status())));
+    }
+  }
   if (json) {
     nlohmann::json out;
     out["devices"] = nlohmann::json::array();
@@ -115,6 +127,10 @@ int devices(bool remeasure, bool json) {
     out["cpu_cache"] = {cpu_device_cache_path(), cpu_calibration_cache_path()};
     out["gpu"] = gpu.ok() ? nlohmann::json{{"usable", true}, {"description", (*gpu)->description()}}
                           : nlohmann::json{{"usable", false}, {"reason", status_text(gpu.status())}};
+    out["other_gpus"] = nlohmann::json::array();
+    for (const auto& [backend, description] : other_gpus) {
+      out["other_gpus"].push_back({{"backend", backend}, {"description", description}});
+    }
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
@@ -127,7 +143,9 @@ int devices(bool remeasure, bool json) {
     fmt::print("\n");
   }
   if (gpu.ok()) {
-    fmt::print("this machine's GPU: {}; --backend auto runs on it\n", (*gpu)->description());
+    fmt::print("this machine's GPU: {}; --backend auto runs on it{}\n", (*gpu)->description(),
+               other_gpus.empty() ? "" : " (--backend cuda:0)");
+    for (const auto& [backend, description] : other_gpus) fmt::print("  and --backend {}: {}\n", backend, description);
   } else {
     fmt::print("this machine's GPU: none usable ({}); --backend auto runs on the CPU\n", status_text(gpu.status()));
   }

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "fusejit.h"
 #include "runtime/cublas_library.h"
@@ -29,6 +30,7 @@
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
 #include "support/loaded_plan_checks.h"
+#include "support/run_command.h"
 
 namespace fusejit {
 namespace {
@@ -1167,6 +1169,35 @@ TEST_F(GpuBackend, CudaColonNRunsOnGpuN) {
     }
   }
   EXPECT_TRUE(warnings.messages().empty()) << warnings.text();
+}
+
+// `fusejit devices` names every GPU: GPU 0, which --backend auto takes, and
+// a line for each other one, which --backend cuda:N runs on. Two on the
+// emulator; on a GPU machine, as many as it has.
+TEST_F(GpuBackend, DevicesNamesEveryGpu) {
+  const std::string two = cuda_driver_is_emulator() ? "env FUSEJIT_EMULATOR_DEVICES=2 " : "";
+  const testing::CommandResult text = testing::run_command(two + FUSEJIT_CLI_PATH + " devices");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const testing::CommandResult json = testing::run_command(two + FUSEJIT_CLI_PATH + " devices --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["gpu"]["usable"], true) << json.out;
+  absl::StatusOr<int> count = cuda::device_count();
+  ASSERT_TRUE(count.ok()) << count.status();
+  const int gpus = cuda_driver_is_emulator() ? 2 : *count;
+  ASSERT_EQ(parsed["other_gpus"].size(), static_cast<size_t>(gpus - 1)) << json.out;
+  for (int n = 1; n < gpus; ++n) {
+    const std::string backend = fmt::format("cuda:{}", n);
+    EXPECT_EQ(parsed["other_gpus"][n - 1]["backend"], backend) << json.out;
+    EXPECT_TRUE(testing::contains(text.out, "  and --backend " + backend + ": ")) << text.out;
+  }
+  EXPECT_TRUE(testing::contains(
+      text.out, gpus > 1 ? "--backend auto runs on it (--backend cuda:0)" : "--backend auto runs on it\n"))
+      << text.out;
+  if (cuda_driver_is_emulator()) {
+    EXPECT_TRUE(testing::contains(text.out, "cuda:1: fusejit CUDA emulator (CPU fibers, sm_90) #1 (sm_90, 4 SMs)"))
+        << text.out;
+  }
 }
 
 TEST_F(GpuBackend, LoadedPlanOutlivesItsBackend) {
