@@ -902,16 +902,28 @@ TEST(CpuBackend, MatmulKeepsSubnormalOperands) {
       expect_matches(small, "subnormal products");
     }
     TensorMap few = random_inputs(g, 5);
+    // Rows of small normal values (f16 has none as small: zeros), and
+    // subnormals whose products with w's large rows outweigh them all, each
+    // of them, so that one left out is a wrong result: at both ends of the
+    // bf16 path's groups of 32 in the first k block of 256, and in every
+    // fourth row at the second block's (of 45: one group, then 13 values
+    // searched one by one; more rows would make it take the f32 path). At
+    // 2^-60 the small values are not tiny themselves (a row of tiny values
+    // takes the f32 path too), only the subnormals are.
+    const std::vector<int64_t> first_block = {7, 31, 32, 63, 255}, second_block = {256, 287, 288, 300};
     for (int64_t i = 0; i < 140; ++i) {
-      // Rows of small normal values (f16 has none as small: zeros), and a
-      // subnormal at k = 7 whose product with w's row 7 outweighs them all.
       for (int64_t k = 0; k < 301; ++k) {
         double& v = few.at("x").values[i * 301 + k];
-        v = f16 ? 0.0 : std::ldexp(v, -100);
+        v = f16 ? 0.0 : std::ldexp(v, -60);
       }
-      few.at("x").values[i * 301 + 7] = tiny;
+      for (int64_t k : first_block) few.at("x").values[i * 301 + k] = tiny;
+      for (int64_t k : second_block) few.at("x").values[i * 301 + k] = i % 4 == 0 ? tiny : 0.0;
     }
-    for (int64_t j = 0; j < 300; ++j) few.at("w").values[7 * 300 + j] = large;
+    for (const std::vector<int64_t>* block : {&first_block, &second_block}) {
+      for (int64_t k : *block) {
+        for (int64_t j = 0; j < 300; ++j) few.at("w").values[k * 300 + j] = large;
+      }
+    }
     expect_matches(few, "a few subnormals of x");
     // The same down a column: w's values small, and its row 200 zeros but
     // for a subnormal at [200, 5], which meets x's large column 200.

@@ -142,19 +142,30 @@ static inline unsigned fj_bf16_tiny(unsigned bits, unsigned low) {
   return (bits & 0x7fffu) != 0 && ((bits >> 7) & 0xffu) < low;
 }
 static inline unsigned fj_bf16_infinite(unsigned bits) { return (bits & 0x7fffu) == 0x7f80u; }
-// Whether any of the four bf16 values in `four` is tiny (fj_bf16_tiny), in
-// 64-bit arithmetic, lane by lane without carries between lanes: bit 8 of
-// a lane of (exponent + 256 - low) is clear where exponent < low, and bit
-// 15 of (magnitude + 0x7fff) is set where the value is nonzero.
-static inline unsigned fj_bf16_any_tiny4(unsigned long long four, unsigned low) {
-  const unsigned long long lanes = 0x0001000100010001ull;
-  const unsigned long long exponents = (four >> 7) & (0xffull * lanes);
-  const unsigned long long below = ~((exponents | (0x100ull * lanes)) - low * lanes) & (0x100ull * lanes);
-  const unsigned long long nonzero = ((four & (0x7fffull * lanes)) + 0x7fffull * lanes) & (0x8000ull * lanes);
-  return ((nonzero >> 7) & below) != 0;
-}
 static inline unsigned fj_bf16_exponent_of_nonzero(unsigned bits) {
   return (bits & 0x7fffu) != 0 ? (bits >> 7) & 0xffu : 255u;
+}
+// Bit b set where p[b] is tiny (fj_bf16_tiny), for the 32 values at p: with
+// AVX512BW, which every CPU with AVX512-BF16 has, two compares of one vector
+// and a vpmovw2m, where testing them one by one (or four at a time) made
+// the search for the GeLU tail's few tiny values in each row a third of
+// mlp_block's second GEMM. A magnitude's exponent is below `low` exactly
+// where the magnitude is below low << 7 (the mantissa takes 7 bits).
+static inline unsigned fj_bf16_tiny_mask32(const fj_bf16* p, unsigned low) {
+#if defined(__AVX512BW__)
+  typedef unsigned short fj_u16x32 __attribute__((vector_size(64)));
+  fj_u16x32 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  const fj_u16x32 magnitude = v & static_cast<unsigned short>(0x7fff);
+  const auto tiny = (magnitude != 0) & (magnitude < static_cast<unsigned short>(low << 7));
+  unsigned mask;
+  __asm__("vpmovw2m %[t], %%k1\n\tkmovd %%k1, %[m]" : [m] "=r"(mask) : [t] "v"(tiny) : "k1");
+  return mask;
+#else
+  unsigned mask = 0;
+  for (int b = 0; b < 32; ++b) mask |= fj_bf16_tiny(p[b].bits, low) << b;
+  return mask;
+#endif
 }
 #else
 #define FJ_BF16_DOT 0
