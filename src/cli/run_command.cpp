@@ -257,7 +257,8 @@ void register_run(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("run", "Run a .fj graph and print a summary of each output");
   cmd->add_option("FILE", opt->file, kGraphFileHelp)->required();
   cmd->add_option("--backend", opt->backend,
-                  "where to run: reference (float64 interpreter), cpu (JIT-compiled C++), cuda (NVRTC on the GPU), "
+                  "where to run: reference (float64 interpreter), cpu (JIT-compiled C++), cuda (NVRTC on GPU 0), "
+                  "cuda:N (on GPU N), "
                   "auto (cuda when a GPU is usable, else cpu); cpu, cuda and auto run the fused plan")
       ->transform(backend_choice({"reference", "auto", "cpu", "cuda"}))
       ->capture_default_str();
