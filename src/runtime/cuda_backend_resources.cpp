@@ -19,6 +19,15 @@ void warn_if_failed(const absl::Status& s, std::string_view what) {
   if (!s.ok()) warn(fmt::format("CUDA backend: {}: {}", what, status_text(s)));
 }
 
+// Frees an object in `context`, the one it was made in, whatever the
+// destroying thread has current; a failure, or a context that cannot be
+// entered, is a warning.
+template <typename Free>
+void free_in_context(cuda::Context context, Free free, std::string_view what) {
+  absl::StatusOr<cuda::ContextScope> scope = cuda::ContextScope::enter(context);
+  warn_if_failed(scope.ok() ? free() : scope.status(), what);
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::allocate(size_t bytes, std::string_view what) {
@@ -33,9 +42,9 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::allocate(size_t bytes, std::string_vi
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ == 0) return;
-  absl::StatusOr<cuda::ContextScope> scope = cuda::ContextScope::enter(context_);
-  warn_if_failed(scope.ok() ? cuda::mem_free(ptr_) : scope.status(), fmt::format("freeing {} bytes", bytes_));
+  if (ptr_ != 0)
+    free_in_context(
+        context_, [&] { return cuda::mem_free(ptr_); }, fmt::format("freeing {} bytes", bytes_));
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -67,9 +76,9 @@ absl::StatusOr<ModuleHandle> ModuleHandle::load(const CompiledKernel& compiled) 
 }
 
 ModuleHandle::~ModuleHandle() {
-  if (module_ == nullptr) return;
-  absl::StatusOr<cuda::ContextScope> scope = cuda::ContextScope::enter(context_);
-  warn_if_failed(scope.ok() ? cuda::unload_module(module_) : scope.status(), "unloading a module");
+  if (module_ != nullptr)
+    free_in_context(
+        context_, [&] { return cuda::unload_module(module_); }, "unloading a module");
 }
 
 ModuleHandle& ModuleHandle::operator=(ModuleHandle&& other) noexcept {
@@ -96,10 +105,10 @@ absl::StatusOr<EventTimer> EventTimer::create() {
 }
 
 EventTimer::~EventTimer() {
-  if (start_ == nullptr && stop_ == nullptr) return;
-  absl::StatusOr<cuda::ContextScope> scope = cuda::ContextScope::enter(context_);
   for (cuda::Event e : {start_, stop_}) {
-    if (e != nullptr) warn_if_failed(scope.ok() ? cuda::event_destroy(e) : scope.status(), "destroying an event");
+    if (e != nullptr)
+      free_in_context(
+          context_, [&] { return cuda::event_destroy(e); }, "destroying an event");
   }
 }
 
@@ -180,17 +189,16 @@ CudaGpu::~CudaGpu() {
   flush_buffer_.reset();  // each frees itself in the context
   lt_workspace_.reset();
   flush_module_ = ModuleHandle();
-  if (cublas_ || cublaslt_) {
-    // cuBLAS frees its handles' device memory in the current context.
-    // Outside the context they would free another GPU's memory, or set a
-    // context current on the thread: where it cannot be entered, they are
-    // left (the context goes with its last reference below).
-    absl::StatusOr<cuda::ContextScope> scope = enter();
-    warn_if_failed(scope.status(), "making the context current to destroy the cuBLAS handles");
-    if (cublas_ && scope.ok()) warn_if_failed(cublas::destroy_handle(*cublas_), "destroying the cuBLAS handle");
-    if (cublaslt_ && scope.ok()) {
-      warn_if_failed(cublaslt::destroy_handle(*cublaslt_), "destroying the cuBLASLt handle");
-    }
+  // cuBLAS frees its handles' device memory in the current context.
+  // Outside the context they would free another GPU's memory, or set a
+  // context current on the thread: where it cannot be entered, they are
+  // left (the context goes with its last reference below).
+  if (cublas_)
+    free_in_context(
+        context_, [&] { return cublas::destroy_handle(*cublas_); }, "destroying the cuBLAS handle");
+  if (cublaslt_) {
+    free_in_context(
+        context_, [&] { return cublaslt::destroy_handle(*cublaslt_); }, "destroying the cuBLASLt handle");
   }
   // Not in a scope: the context may be destroyed with its last reference.
   warn_if_failed(cuda::release_primary_context(device_), "releasing the primary context");

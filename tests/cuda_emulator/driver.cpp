@@ -177,18 +177,17 @@ const void* fusejit::emulator::current_context() { return t_contexts.empty() ? n
 
 namespace {
 
-// A call that works in the current context: where none is current the
-// driver fails with CUDA_ERROR_INVALID_CONTEXT, and where another is, it
-// works in that one, on the wrong device or the wrong memory. The emulator
-// has one device, so a call in another context fails too.
-Result need_context(std::string_view call);
-
 // A module works in the context that loaded it only.
 Result need_module_context(const EmulatedModule& module, std::string_view call) {
   if (!t_contexts.empty() && t_contexts.back() == module.context) return kSuccess;
   return fail(kInvalidContext, fmt::format("{} of a module loaded in another context than the current one", call));
 }
 
+// A call that works in the current context: where none is current the
+// driver fails with CUDA_ERROR_INVALID_CONTEXT, and where another is, it
+// works in that one, on the wrong device or the wrong memory. The emulator
+// fails a call in any context but a device's primary one (a program's own,
+// which a test pushes, has no device behind it).
 Result need_context(std::string_view call) {
   if (!t_contexts.empty() && is_primary_context(t_contexts.back())) return kSuccess;
   return fail(kInvalidContext, fmt::format("{} with {} current on this thread, not the emulated device's", call,
@@ -618,9 +617,9 @@ Result cuEventSynchronize(Event event) {
   if (Result r = need_context("cuEventSynchronize"); r != kSuccess) return r;
   std::lock_guard lock(driver_mutex());
   if (sticky() != kSuccess) return sticky();
-  if (find_event(event) == nullptr)
-    return fail(kInvalidHandle, "cuEventSynchronize of an event the emulator never made");
-  if (Result r = need_own_event(*find_event(event), "cuEventSynchronize"); r != kSuccess) return r;
+  const EmulatedEvent* e = find_event(event);
+  if (e == nullptr) return fail(kInvalidHandle, "cuEventSynchronize of an event the emulator never made");
+  if (Result r = need_own_event(*e, "cuEventSynchronize"); r != kSuccess) return r;
   return kSuccess;
 }
 

@@ -118,7 +118,8 @@ static inline void fj_store_span(fj_bf16* __restrict p, const float* __restrict 
 #define FJ_NATIVE_BF16 0
 #endif
 
-#if defined(__AVX512BF16__) && defined(__AVX512F__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    (defined(__x86_64__) || defined(__i386__))
 // The GEMM's step for two bf16 operands (codegen/cpu/matmul.cpp): each f32
 // lane of c adds the products of a pair of bf16 values, the pair at `pair`
 // (broadcast to every lane) times the lane's pair in b, with one vdpbf16ps:
@@ -146,13 +147,12 @@ static inline unsigned fj_bf16_exponent_of_nonzero(unsigned bits) {
   return (bits & 0x7fffu) != 0 ? (bits >> 7) & 0xffu : 255u;
 }
 // Bit b set where p[b] is tiny (fj_bf16_tiny), for the 32 values at p: with
-// AVX512BW, which every CPU with AVX512-BF16 has, two compares of one vector
-// and a vpmovw2m, where testing them one by one (or four at a time) made
+// AVX512BW (which every CPU with AVX512-BF16 has, and compilers enable with
+// it), two compares of one vector and a vpmovw2m, where testing them one by one (or four at a time) made
 // the search for the GeLU tail's few tiny values in each row a third of
 // mlp_block's second GEMM. A magnitude's exponent is below `low` exactly
 // where the magnitude is below low << 7 (the mantissa takes 7 bits).
 static inline unsigned fj_bf16_tiny_mask32(const fj_bf16* p, unsigned low) {
-#if defined(__AVX512BW__)
   typedef unsigned short fj_u16x32 __attribute__((vector_size(64)));
   fj_u16x32 v;
   __builtin_memcpy(&v, p, sizeof v);
@@ -161,11 +161,6 @@ static inline unsigned fj_bf16_tiny_mask32(const fj_bf16* p, unsigned low) {
   unsigned mask;
   __asm__("vpmovw2m %[t], %%k1\n\tkmovd %%k1, %[m]" : [m] "=r"(mask) : [t] "v"(tiny) : "k1");
   return mask;
-#else
-  unsigned mask = 0;
-  for (int b = 0; b < 32; ++b) mask |= fj_bf16_tiny(p[b].bits, low) << b;
-  return mask;
-#endif
 }
 #else
 #define FJ_BF16_DOT 0
