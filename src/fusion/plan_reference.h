@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <absl/status/statusor.h>
 
@@ -23,8 +25,12 @@ struct ReferenceVariant {
   bool float32_intermediates = false;
 };
 
+// With float32_intermediates, `order_dependent` (when not null) receives
+// the outputs' elements whose float32 value depends on summation order
+// (InterpretOptions::order_dependent).
 absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs,
-                                         const ReferenceVariant& variant = {});
+                                         const ReferenceVariant& variant = {},
+                                         std::map<std::string, std::vector<char>>* order_dependent = nullptr);
 
 // Judges `outputs`, a backend's results of `plan` on `inputs`. An output
 // passes when it is within its dtype's tolerance (compare.h) of
@@ -36,13 +42,17 @@ absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap
 //      (LayerNorm of values near 1e20 squares them to infinity), float32
 //      arithmetic gives another answer than float64, and a kernel computing
 //      in float32 is held to that answer, everywhere else in the tensor too.
+//      Where float32 gives several answers (a sum whose partial sums
+//      overflow in some orders only, and what is computed from it), any is
+//      right: those elements are left out of this comparison, and counted
+//      in `*order_dependent_elements` when that is not null.
 // The later references are computed only when an output fails the earlier
 // ones. Returns "" when every output passes, else a description of the
 // first that does not (name, dtype, shape, error, first disagreement).
 // A caller that already holds reference 1 (interpret_plan(plan, inputs))
 // passes it as `float64_reference` so that it is not computed again.
 absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const TensorMap& inputs,
-                                               const TensorMap& outputs,
-                                               const TensorMap* float64_reference = nullptr);
+                                               const TensorMap& outputs, const TensorMap* float64_reference = nullptr,
+                                               int64_t* order_dependent_elements = nullptr);
 
 }  // namespace fusejit

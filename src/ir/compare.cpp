@@ -28,8 +28,8 @@ std::string where(const Shape& shape, int64_t i) {
   return fmt::format("element {} (row {}, column {})", i, i / shape.last(), i % shape.last());
 }
 
-// ||out - ref|| / max(||ref||, floor) over the finite elements.
-Comparison compare_against(const HostTensor& out, const HostTensor& ref, double floor) {
+// ||out - ref|| / max(||ref||, floor) over the finite elements not skipped.
+Comparison compare_against(const HostTensor& out, const HostTensor& ref, double floor, const std::vector<char>* skip) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   if (out.shape != ref.shape) {
     return {kNaN, fmt::format("shape {} where the reference has {}", out.shape, ref.shape)};
@@ -46,11 +46,18 @@ Comparison compare_against(const HostTensor& out, const HostTensor& ref, double 
   if (out.dtype != ref.dtype) {
     return {kNaN, fmt::format("dtype {} where the reference has {}", out.dtype, ref.dtype)};
   }
+  if (skip != nullptr && skip->size() != out.values.size()) {
+    return {kNaN, fmt::format("{} flags of elements to skip for {} values", skip->size(), out.values.size())};
+  }
   Comparison c;
   double diff = 0, norm = 0;
   size_t largest = 0;  // the element that differs most
   double largest_diff = 0;
   for (size_t i = 0; i < out.values.size(); ++i) {
+    if (skip != nullptr && (*skip)[i] != 0) {
+      ++c.skipped;
+      continue;
+    }
     const double a = out.values[i], b = ref.values[i];
     if (!std::isfinite(a) || !std::isfinite(b)) {
       const bool same = (std::isnan(a) && std::isnan(b)) || a == b;
@@ -81,15 +88,19 @@ Comparison compare_against(const HostTensor& out, const HostTensor& ref, double 
 
 }  // namespace
 
-Comparison compare_tensors(const HostTensor& out, const HostTensor& ref) { return compare_against(out, ref, 0); }
+Comparison compare_tensors(const HostTensor& out, const HostTensor& ref, const std::vector<char>* skip) {
+  return compare_against(out, ref, 0, skip);
+}
 
-Comparison compare_tensors(const HostTensor& out, const HostTensor& ref, const HostTensor& perturbed) {
-  double moved = 0;  // ||perturbed - ref|| over the elements finite in both
+Comparison compare_tensors(const HostTensor& out, const HostTensor& ref, const HostTensor& perturbed,
+                           const std::vector<char>* skip) {
+  double moved = 0;  // ||perturbed - ref|| over the elements finite in both and not skipped
   for (size_t i = 0; i < ref.values.size() && i < perturbed.values.size(); ++i) {
+    if (skip != nullptr && i < skip->size() && (*skip)[i] != 0) continue;
     const double d = perturbed.values[i] - ref.values[i];
     if (std::isfinite(d)) moved += d * d;
   }
-  return compare_against(out, ref, kRoundoffMargin * std::sqrt(moved) / tolerance(ref.dtype));
+  return compare_against(out, ref, kRoundoffMargin * std::sqrt(moved) / tolerance(ref.dtype), skip);
 }
 
 double relative_error(const HostTensor& out, const HostTensor& ref) { return compare_tensors(out, ref).relative_error; }

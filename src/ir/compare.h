@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "ir/host_tensor.h"
 
@@ -23,10 +24,14 @@ struct Comparison {
   // the reference has 1" (finite values), a shape, a dtype, or a tensor
   // whose values do not fill its shape.
   std::string mismatch;
+  int64_t skipped = 0;                                                   // elements left out as `skip` asked
   bool within(DType t) const { return relative_error <= tolerance(t); }  // false for NaN
 };
 
-Comparison compare_tensors(const HostTensor& out, const HostTensor& ref);
+// `skip`, when not null, has one flag per element: those set (as
+// InterpretOptions::order_dependent sets them, where float32 allows several
+// answers) are left out, of the error and of its norm alike.
+Comparison compare_tensors(const HostTensor& out, const HostTensor& ref, const std::vector<char>* skip = nullptr);
 
 // For results that cancellation makes ill-conditioned (a mean of LayerNorm
 // outputs is 0 plus rounding noise, so any ||ref|| is noise too): `perturbed`
@@ -38,7 +43,8 @@ Comparison compare_tensors(const HostTensor& out, const HostTensor& ref);
 // one is judged against the noise that float32 rounding legitimately makes.
 inline constexpr double kRoundoffPerturbation = 0x1p-22;  // 4 float32 ulps
 inline constexpr double kRoundoffMargin = 4;
-Comparison compare_tensors(const HostTensor& out, const HostTensor& ref, const HostTensor& perturbed);
+Comparison compare_tensors(const HostTensor& out, const HostTensor& ref, const HostTensor& perturbed,
+                           const std::vector<char>* skip = nullptr);
 double relative_error(const HostTensor& out, const HostTensor& ref);
 
 }  // namespace fusejit

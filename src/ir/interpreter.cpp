@@ -16,6 +16,7 @@
 #include "ir/error.h"
 #include "ir/interpreter_kernels.h"
 #include "ir/interpreter_parallel.h"
+#include "ir/summation_order.h"
 #include "ir/verifier.h"
 
 namespace fusejit {
@@ -88,6 +89,11 @@ struct Evaluation {
   double perturbation = 0;
   uint64_t perturbation_seed = 0;
   bool float32_intermediates = false;  // InterpretOptions::float32_intermediates
+  // When not null, per node: 1.0 for each element whose float32 value
+  // depends on summation order, else 0.0; empty where none does
+  // (InterpretOptions::order_dependent). Doubles, so that the elementwise
+  // loops that broadcast values broadcast the flags too.
+  std::vector<std::vector<double>>* flags = nullptr;
   int32_t current = -1;  // the node being evaluated, for error messages
 };
 
@@ -101,7 +107,8 @@ const double* operand_data(const Evaluation& ev, const Operand& o) { return ev.b
 // expansion runs on blocks of rows: its temporaries stay small and in cache,
 // and blocks run in parallel. Each block sees exactly the values the whole
 // tensor would, so blocking changes no result.
-void eval_composite(Evaluation& ev, const Node& node, double* out, RoundTo round) {
+void eval_composite(Evaluation& ev, int32_t id, double* out, RoundTo round) {
+  const Node& node = ev.graph.node(id);
   const Node& x = ev.graph.node(node.operands[0].node);
   const int64_t len = x.shape.last();
   const int64_t rows = x.shape.numel() / len;
@@ -123,6 +130,10 @@ void eval_composite(Evaluation& ev, const Node& node, double* out, RoundTo round
 
   const double* xdata = operand_data(ev, node.operands[0]);
   const int64_t blocks = (rows + block - 1) / block;
+  // Order-dependent elements: the expansion's own, and those of operands.
+  std::vector<double> out_flags;
+  std::atomic<bool> any_flag{false};
+  if (ev.flags != nullptr) out_flags.assign(static_cast<size_t>(node.shape.numel()), 0.0);
   detail::parallel_for(blocks, 1, ev.threads, [&](int64_t begin, int64_t end) {
     BufferPool pool(/*refuse_beyond_available=*/false);  // one per thread, shared by its blocks of a few rows
     for (int64_t blk = begin; blk < end; ++blk) {
@@ -135,11 +146,25 @@ void eval_composite(Evaluation& ev, const Node& node, double* out, RoundTo round
       sub_buffers[0].data = xdata + first_row * len;
       for (size_t i = 1; i < node.operands.size(); ++i) sub_buffers[i].data = operand_data(ev, node.operands[i]);
       Evaluation inner{sub, sub_round, sub_keep, sub_buffers, /*threads=*/1, pool, 0, 0, ev.float32_intermediates};
+      std::vector<std::vector<double>> sub_flags;
+      if (ev.flags != nullptr) {
+        sub_flags.resize(sub.num_nodes());
+        if (const std::vector<double>& f = (*ev.flags)[node.operands[0].node]; !f.empty()) {
+          sub_flags[0].assign(f.begin() + first_row * len, f.begin() + (first_row + sub.node(0).shape[0]) * len);
+        }
+        for (size_t i = 1; i < node.operands.size(); ++i) sub_flags[i] = (*ev.flags)[node.operands[i].node];
+        inner.flags = &sub_flags;
+      }
       run(inner);
       detail::copy_rounded(sub_buffers[result].data, sub.node(result).shape.numel(), out + first_row * len, round, 1);
+      if (ev.flags != nullptr && !sub_flags[result].empty()) {
+        std::copy(sub_flags[result].begin(), sub_flags[result].end(), out_flags.begin() + first_row * len);
+        any_flag = true;
+      }
       for (Buffer& b : sub_buffers) pool.give(std::move(b.owned));
     }
   });
+  if (any_flag) (*ev.flags)[id] = std::move(out_flags);
 }
 
 void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round);
@@ -230,13 +255,72 @@ void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round) {
       return detail::eval_reduce(info, tensor(0), in.numel() / in.last(), in.last(), out, round, ev.threads,
                                  /*float32_sum=*/ev.float32_intermediates);
     }
-    case OpKind::kComposite: return eval_composite(ev, node, out, round);
+    case OpKind::kComposite: return eval_composite(ev, id, out, round);
     case OpKind::kMatmul: {
       const Shape& a = ev.graph.node(node.operands[0].node).shape;
       const Shape& b = ev.graph.node(node.operands[1].node).shape;
       return detail::eval_matmul(tensor(0), tensor(1), a.numel() / a.last(), a.last(), b[1], out, round, ev.threads);
     }
   }
+}
+
+// Flags the elements of node `id` whose float32 value depends on summation
+// order (Evaluation::flags): sums whose order matters, and whatever a
+// flagged element reaches. Composites flag theirs in eval_composite.
+void flag_node(Evaluation& ev, int32_t id) {
+  const Node& node = ev.graph.node(id);
+  std::vector<std::vector<double>>& flags = *ev.flags;
+  auto operand_flags = [&](size_t i) -> const double* {
+    const Operand& o = node.operands[i];
+    return o.is_literal() || flags[o.node].empty() ? nullptr : flags[o.node].data();
+  };
+  auto operand_shape = [&](size_t i) -> const Shape& { return ev.graph.node(node.operands[i].node).shape; };
+  const int64_t n = node.shape.numel();
+  std::vector<double> out;
+  bool any = false;
+  switch (node.info().kind) {
+    case OpKind::kInput:
+    case OpKind::kComposite: return;
+    case OpKind::kUnary:
+    case OpKind::kCast:
+    case OpKind::kDropout:
+      if (const double* f = operand_flags(0)) {
+        out.assign(f, f + n);
+        any = true;
+      }
+      break;
+    case OpKind::kBinary: {
+      if (operand_flags(0) == nullptr && operand_flags(1) == nullptr) break;
+      static constexpr double kUnflagged = 0;
+      detail::ElementwiseOperand operands[2];
+      for (size_t i = 0; i < 2; ++i) {
+        const double* f = operand_flags(i);
+        operands[i] = f != nullptr ? detail::ElementwiseOperand{f, operand_shape(i)}
+                                   : detail::ElementwiseOperand{&kUnflagged, Shape{}};
+      }
+      out.resize(static_cast<size_t>(n));
+      detail::eval_binary([](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; }, operands[0], operands[1],
+                          node.shape, out.data(), std::nullopt, ev.threads);
+      any = true;
+      break;
+    }
+    case OpKind::kReduce: {
+      const Shape& in = operand_shape(0);
+      out.resize(static_cast<size_t>(n));
+      any = detail::flag_order_dependent_reduce(node.info(), operand_data(ev, node.operands[0]), operand_flags(0),
+                                                in.numel() / in.last(), in.last(), out.data(), ev.threads);
+      break;
+    }
+    case OpKind::kMatmul: {
+      const Shape& a = operand_shape(0);
+      out.resize(static_cast<size_t>(n));
+      any = detail::flag_order_dependent_matmul(
+          operand_data(ev, node.operands[0]), operand_flags(0), operand_data(ev, node.operands[1]), operand_flags(1),
+          a.numel() / a.last(), a.last(), operand_shape(1)[1], out.data(), ev.threads);
+      break;
+    }
+  }
+  if (any) flags[id] = std::move(out);
 }
 
 void run(Evaluation& ev) {
@@ -264,10 +348,12 @@ void run(Evaluation& ev) {
     buffer.owned = ev.pool.take(node.shape.numel(), &node);
     buffer.data = buffer.owned.data();
     eval_node(ev, id, buffer.owned.data());
+    if (ev.flags != nullptr) flag_node(ev, id);
     for (const Operand& o : node.operands) {
       if (o.is_literal() || last_use[o.node] != id || ev.keep[o.node]) continue;
       ev.pool.give(std::move(ev.buffers[o.node].owned));
       ev.buffers[o.node].data = nullptr;
+      if (ev.flags != nullptr) (*ev.flags)[o.node] = {};
     }
   }
 }
@@ -327,6 +413,10 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
     return absl::InvalidArgumentError(
         fmt::format("perturbation {} is not a finite number >= 0 (0: none)", options.perturbation));
   }
+  if (options.order_dependent != nullptr && !options.float32_intermediates) {
+    return absl::InvalidArgumentError(
+        "order_dependent flags float32 sums, so it needs float32_intermediates (InterpretOptions)");
+  }
 
   const int32_t n = graph.num_nodes();
   std::vector<char> round(n, 0), keep(n, 0);
@@ -354,6 +444,12 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
   BufferPool pool;
   Evaluation ev{graph, round, keep, buffers, detail::reference_threads(), pool, options.perturbation,
                 options.perturbation_seed, options.float32_intermediates};
+  std::vector<std::vector<double>> flags;
+  if (options.order_dependent != nullptr) {
+    options.order_dependent->clear();
+    flags.resize(n);
+    ev.flags = &flags;
+  }
   try {
     run(ev);
   } catch (const std::bad_alloc&) {
@@ -378,6 +474,11 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
       t.values.assign(buffers[id].data, buffers[id].data + node.shape.numel());
     }
     outputs.emplace(node.name, std::move(t));
+    if (options.order_dependent != nullptr && !flags[id].empty()) {
+      std::vector<char>& f = (*options.order_dependent)[node.name];
+      f.resize(flags[id].size());
+      std::transform(flags[id].begin(), flags[id].end(), f.begin(), [](double flag) { return flag != 0; });
+    }
   }
   return outputs;
 }

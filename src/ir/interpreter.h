@@ -49,12 +49,19 @@ struct InterpretOptions {
   // same precision and above all the same range (the square of 1e20 is
   // infinity in float32, not 1e40), a mean's total sum included: it is
   // rounded to float32 before it is divided, as a kernel's float32
-  // accumulator would hold it (4096 values of 1e35 sum to infinity; partial
-  // sums are not modelled). A kernel whose float32 intermediates
+  // accumulator would hold it (4096 values of 1e35 sum to infinity; where
+  // partial sums overflow in some orders only, see order_dependent). A kernel whose float32 intermediates
   // overflow where float64 ones do not is then compared with what float32
   // arithmetic gives, rather than called wrong (first_wrong_output in
   // fusion/plan_reference.h).
   bool float32_intermediates = false;
+  // With float32_intermediates (else InvalidArgument): when not null,
+  // receives, for each graph output with such elements, a flag per element
+  // (1) set where the float32 result depends on the order a kernel adds
+  // terms in: a sum whose partial sums overflow in some orders and not in
+  // others, and everything computed from one (ir/summation_order.h). The
+  // reference's value there is one of several right answers.
+  std::map<std::string, std::vector<char>>* order_dependent = nullptr;
 };
 
 using TensorMap = std::map<std::string, HostTensor>;

@@ -59,28 +59,37 @@ constexpr AttrSpec eps_attr(const char* default_value) {
 constexpr AttrSpec kLayerNormAttrs[] = {eps_attr("1e-05")};
 constexpr AttrSpec kRmsNormAttrs[] = {eps_attr("1e-06")};
 
+// Each row names the fields it sets; the rest keep OpInfo's defaults.
+// clang-format off
 constexpr OpInfo kOpTable[] = {
-    {Op::kInput, "input", OpKind::kInput, 0, 0, {}, 0, 0},
-#define FUSEJIT_UNARY(Enum, name, flops, gpu, cls, attrs_, expr, code_) \
-  {Op::k##Enum, name, OpKind::kUnary, 1, 1, std::span<const AttrSpec>(attrs_), flops, gpu, CostClass::cls, \
-   [](double x, const Attrs& attrs) -> double { \
-     (void)attrs;                                \
-     return expr;                                \
-   }, \
-   nullptr, 0, nullptr, false, nullptr, code_},
-#define FUSEJIT_BINARY(Enum, name, flops, gpu, cls, expr, code_) \
-  {Op::k##Enum, name, OpKind::kBinary, 2, 2, {}, flops, gpu, CostClass::cls, nullptr, \
-   [](double a, double b) -> double { return expr; }, 0, nullptr, false, nullptr, code_},
-#define FUSEJIT_SPECIAL(Enum, name, kind, min_args, max_args, attrs_, flops, gpu, cls, code_) \
-  {Op::k##Enum, name, OpKind::kind, min_args, max_args, std::span<const AttrSpec>(attrs_), flops, gpu, CostClass::cls, \
-   nullptr, nullptr, 0, nullptr, false, nullptr, code_},
-#define FUSEJIT_REDUCE(Enum, name, flops, gpu, cls, identity, combine, divide, identity_code, combine_code) \
-  {Op::k##Enum, name, OpKind::kReduce, 1, 1, {}, flops, gpu, CostClass::cls, nullptr, nullptr, identity, \
-   [](double acc, double x) -> double { return combine; }, divide, nullptr, combine_code, identity_code},
-#define FUSEJIT_COMPOSITE(Enum, name, min_args, max_args, attrs_, expansion) \
-  {Op::k##Enum, name, OpKind::kComposite, min_args, max_args, std::span<const AttrSpec>(attrs_), 0, 0, \
-   CostClass::kSimple, nullptr, nullptr, 0, nullptr, \
-   false, expansion},
+    {.op = Op::kInput, .name = "input", .kind = OpKind::kInput, .min_operands = 0, .max_operands = 0, .attrs = {},
+     .flops = 0, .gpu_instructions = 0},
+#define FUSEJIT_UNARY(Enum, name_, flops_, gpu, cls, attrs_, expr, code_)                                           \
+  {.op = Op::k##Enum, .name = name_, .kind = OpKind::kUnary, .min_operands = 1, .max_operands = 1,                 \
+   .attrs = std::span<const AttrSpec>(attrs_), .flops = flops_, .gpu_instructions = gpu,                            \
+   .cost_class = CostClass::cls,                                                                                    \
+   .unary = [](double x, const Attrs& attrs) -> double {                                                            \
+     (void)attrs;                                                                                                   \
+     return expr;                                                                                                   \
+   },                                                                                                               \
+   .code = code_},
+#define FUSEJIT_BINARY(Enum, name_, flops_, gpu, cls, expr, code_)                                                  \
+  {.op = Op::k##Enum, .name = name_, .kind = OpKind::kBinary, .min_operands = 2, .max_operands = 2, .attrs = {},   \
+   .flops = flops_, .gpu_instructions = gpu, .cost_class = CostClass::cls,                                          \
+   .binary = [](double a, double b) -> double { return expr; }, .code = code_},
+#define FUSEJIT_SPECIAL(Enum, name_, kind_, min_args, max_args, attrs_, flops_, gpu, cls, code_)                    \
+  {.op = Op::k##Enum, .name = name_, .kind = OpKind::kind_, .min_operands = min_args, .max_operands = max_args,    \
+   .attrs = std::span<const AttrSpec>(attrs_), .flops = flops_, .gpu_instructions = gpu,                            \
+   .cost_class = CostClass::cls, .code = code_},
+#define FUSEJIT_REDUCE(Enum, name_, flops_, gpu, cls, identity, combine, divide, rounds, identity_code, combine_code) \
+  {.op = Op::k##Enum, .name = name_, .kind = OpKind::kReduce, .min_operands = 1, .max_operands = 1, .attrs = {},   \
+   .flops = flops_, .gpu_instructions = gpu, .cost_class = CostClass::cls, .reduce_identity = identity,             \
+   .reduce_combine = [](double acc, double x) -> double { return combine; }, .reduce_divides_by_count = divide,     \
+   .reduce_rounds = rounds, .code = combine_code, .reduce_identity_code = identity_code},
+#define FUSEJIT_COMPOSITE(Enum, name_, min_args, max_args, attrs_, expansion)                                       \
+  {.op = Op::k##Enum, .name = name_, .kind = OpKind::kComposite, .min_operands = min_args,                          \
+   .max_operands = max_args, .attrs = std::span<const AttrSpec>(attrs_), .flops = 0, .gpu_instructions = 0,         \
+   .expand = expansion},
 #include "ir/ops.def"
 #undef FUSEJIT_UNARY
 #undef FUSEJIT_BINARY
@@ -88,6 +97,7 @@ constexpr OpInfo kOpTable[] = {
 #undef FUSEJIT_REDUCE
 #undef FUSEJIT_COMPOSITE
 };
+// clang-format on
 
 // The table is indexed by Op: row i must describe Op(i).
 constexpr bool table_matches_enum() {

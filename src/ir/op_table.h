@@ -71,9 +71,10 @@ struct OpInfo {
   double reduce_identity = 0;
   ReduceCombine reduce_combine = nullptr;
   bool reduce_divides_by_count = false;
+  bool reduce_rounds = false;  // the combination rounds: its float32 result depends on the terms' order (ops.def)
   CompositeExpansion expand = nullptr;
-  std::string_view code;                // f32 expression in generated kernels (see ops.def)
-  std::string_view reduce_identity_code;  // reductions: the accumulator's initial value
+  std::string_view code = {};                  // f32 expression in generated kernels (see ops.def)
+  std::string_view reduce_identity_code = {};  // reductions: the accumulator's initial value
 
   bool is_elementwise() const {
     return kind == OpKind::kUnary || kind == OpKind::kBinary || kind == OpKind::kCast || kind == OpKind::kDropout;

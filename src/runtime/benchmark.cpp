@@ -45,7 +45,8 @@ absl::Status check(LoadedPlan& loaded, const TensorMap& inputs, const TensorMap&
     if (!c.within(n.dtype)) out.beyond_tolerance.push_back(fmt::format("{}: {}", n.name, c.mismatch));
   }
   if (!any_number && !g.outputs().empty()) out.max_rel_error = std::numeric_limits<double>::quiet_NaN();
-  absl::StatusOr<std::string> wrong = first_wrong_output(loaded.plan(), inputs, *outputs, &reference);
+  absl::StatusOr<std::string> wrong =
+      first_wrong_output(loaded.plan(), inputs, *outputs, &reference, &out.order_dependent_elements);
   if (!wrong.ok()) return wrong.status();
   out.correct = wrong->empty();
   out.mismatch = *std::move(wrong);

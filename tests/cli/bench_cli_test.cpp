@@ -70,7 +70,8 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
   EXPECT_EQ(keys_of(j["fused"]),
             (std::set<std::string>{"bytes", "flops", "measured_bytes", "predicted_us", "measured_us_median",
                                    "measured_us_min", "effective_gbps", "max_rel_error", "correct", "mismatch",
-                                   "beyond_float64_tolerance", "outputs_beyond_float64_tolerance", "kernels"}));
+                                   "beyond_float64_tolerance", "outputs_beyond_float64_tolerance",
+                                   "order_dependent_elements", "kernels"}));
   EXPECT_EQ(keys_of(j["fused"]["kernels"][0]),
             (std::set<std::string>{"name", "executed_by", "bytes", "flops", "intensity", "compute_roof_gflops",
                                    "bandwidth_share", "instructions", "predicted_us", "measured_us_median",
@@ -93,6 +94,7 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
     EXPECT_TRUE(run["correct"].get<bool>()) << plan;
     EXPECT_FALSE(run["beyond_float64_tolerance"].get<bool>()) << plan;
     EXPECT_EQ(run["outputs_beyond_float64_tolerance"], nlohmann::json::array()) << plan;
+    EXPECT_EQ(run["order_dependent_elements"], 0) << plan;
     EXPECT_GT(run["measured_us_median"].get<double>(), 0) << plan;
     for (const nlohmann::json& k : run["kernels"]) {
       for (const char* key : {"name", "bytes", "predicted_us", "measured_us_median", "effective_gbps",
@@ -229,6 +231,30 @@ TEST(BenchCli, AnOutputThatOverflowsInFloat32IsNamedAndHidesNoOtherError) {
   ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
   EXPECT_TRUE(has(text.out, "outside the float64 reference's tolerance: m: element 0")) << text.out;
   EXPECT_FALSE(has(text.out, "max relative error nan")) << text.out;
+}
+
+// A row that sums 3e38 + 3e38 - 3e38 is 3e38 or inf in float32 depending
+// on the order of the additions (the CPU kernel's lanes add elements 0 and 16
+// first: inf): bench accepts either and says how many elements it did not
+// compare, rather than calling a right kernel wrong.
+TEST(BenchCli, SumsThatOverflowInSomeOrdersOnlyAreNotCalledWrong) {
+  const std::string dir = make_temp_dir("fusejit-bench-order");
+  write_file(dir + "/sum.fj", "input x: f32[4, 64]\ns = sum(x)\nt = mul(s, 0.5)\noutput t\n");
+  HostTensor x = HostTensor::random_normal(DType::kF32, {4, 64}, 9);
+  const double big = static_cast<float>(3e38);
+  x.values[0] = big, x.values[16] = big, x.values[1] = -big;
+  std::filesystem::create_directories(dir + "/in");
+  ASSERT_TRUE(write_npy(dir + "/in/x.npy", x).ok());
+  auto r = run_fusejit("bench " + dir + "/sum.fj --backend cpu --reps 1 --json --inputs " + dir + "/in");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* plan : {"unfused", "fused"}) {
+    EXPECT_TRUE(j[plan]["correct"].get<bool>()) << j[plan];
+    EXPECT_EQ(j[plan]["order_dependent_elements"], 1) << j[plan];
+  }
+  auto text = run_fusejit("bench " + dir + "/sum.fj --backend cpu --reps 1 --inputs " + dir + "/in");
+  ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_TRUE(has(text.out, "1 element not compared (float32 sums there overflow in some orders")) << text.out;
 }
 
 TEST(BenchCli, TablesAndRoofline) {

@@ -140,6 +140,22 @@ TEST(Compare, WellConditionedResultKeepsStrictTolerance) {
 
 // Values that do not fill their shape (a tensor built by hand) are named
 // as such, not as a shape that differs from the same shape.
+// Skipped elements count for nothing, neither their error nor their size
+// in the norm; flags that do not match the values are a mismatch.
+TEST(Compare, SkippedElementsAreLeftOut) {
+  const HostTensor ref{DType::kF32, Shape({4}), {1, 1e30, 2, 3}};
+  const HostTensor out{DType::kF32, Shape({4}), {1, std::nan(""), 2, 3.5}};
+  const std::vector<char> skip = {0, 1, 0, 0};
+  const Comparison c = compare_tensors(out, ref, &skip);
+  EXPECT_EQ(c.skipped, 1);
+  EXPECT_DOUBLE_EQ(c.relative_error, 0.5 / std::sqrt(1 + 4 + 9)) << "1e30 is not in the norm";
+  EXPECT_TRUE(std::isnan(compare_tensors(out, ref).relative_error)) << "unskipped, the NaN is a mismatch";
+  const std::vector<char> short_flags = {0, 1};
+  const Comparison bad = compare_tensors(out, ref, &short_flags);
+  EXPECT_TRUE(std::isnan(bad.relative_error));
+  EXPECT_NE(bad.mismatch.find("2 flags of elements to skip for 4 values"), std::string::npos) << bad.mismatch;
+}
+
 TEST(Compare, ValuesThatDoNotFillTheShapeAreAMismatch) {
   const HostTensor ref{DType::kF32, Shape({4}), {1, 2, 3, 4}};
   HostTensor out = ref;
