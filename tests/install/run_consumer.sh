@@ -21,6 +21,7 @@ grep -q "on the cpu backend: max relative error" <<<"$out"
 grep -q "bytes of C++ ([0-9]* work items), [0-9]* bytes of CUDA" <<<"$out"
 grep -q "speedup of fused over unfused: measured" <<<"$out"
 test -x "$work/prefix/bin/fusejit"
+grep -q "in a shared library: max relative error" <<<"$("$work/consumer/consumer_of_plugin")"
 # The build tree is a package too (export() in CMakeLists.txt).
 cmake -S "$src/tests/install/consumer" -B "$work/consumer-build-tree" -G Ninja \
   -Dfusejit_DIR="$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
