@@ -20,6 +20,7 @@
 #include "ir/graph_warnings.h"
 #include "ir/host_tensor.h"
 #include "ir/interpreter.h"
+#include "ir/messages.h"
 #include "ir/npy.h"
 #include "ir/op_table.h"
 #include "ir/philox.h"
@@ -33,4 +34,3 @@
 #include "runtime/kernel_cache.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/tensor_storage.h"
-#include "runtime/warnings.h"

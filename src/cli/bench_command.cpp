@@ -10,9 +10,9 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "ir/messages.h"
 #include "runtime/bench_report.h"
 #include "runtime/roofline_plot.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {

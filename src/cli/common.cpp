@@ -17,8 +17,8 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "ir/messages.h"
 #include "runtime/nvrtc_compiler.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 

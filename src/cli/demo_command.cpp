@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
-#include "runtime/warnings.h"
+#include "ir/messages.h"
 
 namespace fusejit::cli {
 namespace {

@@ -22,8 +22,8 @@
 #include "cost/report.h"
 #include "fusejit.h"
 #include "ir/counted.h"
+#include "ir/messages.h"
 #include "runtime/host_compiler.h"
-#include "runtime/warnings.h"
 #include "runtime/work_queue.h"
 
 namespace fusejit::cli {

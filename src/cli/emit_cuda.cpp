@@ -15,10 +15,10 @@
 #include "fusejit.h"
 #include "fusion/matmul_epilogue.h"
 #include "ir/counted.h"
+#include "ir/messages.h"
 #include "runtime/cuda_row_tuning.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {

@@ -14,10 +14,10 @@
 
 #include "ir/counted.h"
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "runtime/child_processes.h"
 #include "runtime/file_io.h"
 #include "runtime/sha256.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {

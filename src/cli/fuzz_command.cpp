@@ -19,9 +19,9 @@
 #include "cli/commands.h"
 #include "fusejit.h"
 #include "ir/counted.h"
+#include "ir/messages.h"
 #include "runtime/file_io.h"
 #include "runtime/fuzz.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {

@@ -15,8 +15,8 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "ir/messages.h"
 #include "runtime/child_processes.h"
-#include "runtime/warnings.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 
 #include "cli/commands.h"
 #include "fusejit.h"
+#include "ir/messages.h"
 #include "runtime/cpu_calibration.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {

@@ -14,8 +14,8 @@
 #include "cli/commands.h"
 #include "fusejit.h"
 #include "ir/counted.h"
+#include "ir/messages.h"
 #include "runtime/file_io.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cli {
 namespace {

@@ -34,6 +34,7 @@
 #include "ir/available_memory.h"
 #include "ir/counted.h"
 #include "ir/cpu_count.h"
+#include "ir/messages.h"
 #include "ir/philox.h"
 
 namespace fusejit {
@@ -395,22 +396,19 @@ DeviceSpec cpu_device_one_at_a_time() {
   }
   // A second of silence would look like a hang, and a replaced file should
   // not go unmentioned.
-  std::fprintf(stderr,
-               "fusejit: measuring this CPU's memory bandwidth and FP32 peak for the cost model (%s; the figures "
-               "go to %s)\n",
-               why.c_str(), path.string().c_str());
+  note(fmt::format("measuring this CPU's memory bandwidth and FP32 peak for the cost model ({}; the figures go to {})",
+                   why, path.string()));
   DeviceSpec d = measure_cpu_device();
   if (d.others_busy_share > kBusyShare) {
-    std::fputs(busy_measurement_warning("this CPU's memory bandwidth and FP32 peak", d.others_busy_share).c_str(),
-               stderr);
+    warn(busy_measurement_warning("this CPU's memory bandwidth and FP32 peak", d.others_busy_share));
   }
   if (busy) d = better_measured_figures(*busy, d);
   if (d.bandwidth_gbps <= 0) {
     // Not even 32 MiB to copy: predictions here are meaningless, and a
     // later process with memory to spare measures again.
-    std::fprintf(stderr,
-                 "fusejit: warning: out of memory for the copy that measures this CPU's bandwidth; memory-bound "
-                 "predictions are meaningless in this process\n");
+    warn(
+        "out of memory for the copy that measures this CPU's bandwidth; memory-bound predictions are meaningless "
+        "in this process");
     return d;
   }
   // Temp file then rename, so a concurrent reader never sees half a file.
@@ -434,8 +432,8 @@ DeviceSpec cpu_device_one_at_a_time() {
     if (err != 0) {
       std::filesystem::remove(tmp, ec);
       // Caching is an optimisation; an unwritable directory only costs time.
-      std::fprintf(stderr, "fusejit: warning: cannot write %s (%s); the next process measures this CPU again\n",
-                   path.string().c_str(), std::strerror(err));
+      warn(fmt::format("cannot write {} ({}); the next process measures this CPU again", path.string(),
+                       std::strerror(err)));
       return d;
     }
   }

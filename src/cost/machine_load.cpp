@@ -111,9 +111,9 @@ void read_busy_fields(const nlohmann::json& j, double& share, int& remeasures) {
 
 std::string busy_measurement_warning(std::string_view what, double share) {
   return fmt::format(
-      "fusejit: warning: other programs took {} of the time of the CPUs fusejit runs on while it measured {}, so "
+      "other programs took {} of the time of the CPUs fusejit runs on while it measured {}, so "
       "the figures may be low and predict kernels slower than they run; a later process that finds the machine "
-      "idle measures them again, up to twice (or run `fusejit devices --remeasure` once the machine is idle)\n",
+      "idle measures them again, up to twice (or run `fusejit devices --remeasure` once the machine is idle)",
       busy_share_text(share), what);
 }
 

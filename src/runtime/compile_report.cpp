@@ -12,8 +12,8 @@
 
 #include "cost/device.h"
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "runtime/file_io.h"
-#include "runtime/warnings.h"
 
 namespace fusejit {
 

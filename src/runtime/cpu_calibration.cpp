@@ -21,6 +21,7 @@
 #include "fusion/cpu_work_split.h"
 #include "fusion/plan.h"
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "ir/text_format.h"
 #include "runtime/backend.h"
 #include "runtime/file_io.h"
@@ -28,7 +29,6 @@
 #include "runtime/sha256.h"
 #include "runtime/statistics.h"
 #include "runtime/thread_pool.h"
-#include "runtime/warnings.h"
 
 namespace fusejit {
 namespace {
@@ -339,8 +339,8 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
     }
   }
   // A few seconds of silence would look like a hang.
-  eprint("fusejit: measuring this CPU's op throughput with JIT kernels for the cost model ({}; the figures go to {})\n",
-         why, path.string());
+  note(fmt::format("measuring this CPU's op throughput with JIT kernels for the cost model ({}; the figures go to {})",
+                   why, path.string()));
   // Each probe runs in kRounds rounds over all of them, and its fastest
   // round counts: on a shared VM a class measured once came out 1.6x low
   // in one calibration of five (Philox 0.037 against 0.060 TFLOP/s), and a
@@ -387,7 +387,7 @@ absl::StatusOr<DeviceSpec> calibrated_cpu_device(Backend& backend) {
   d.busy_remeasures = 0;  // the count is this file's, not cpu-device.json's (better_measured_figures counts)
   d.description += "; op throughput of JIT kernels";
   if (d.others_busy_share > kBusyShare) {
-    eprint("{}", busy_measurement_warning("this CPU's op throughput", d.others_busy_share));
+    warn(busy_measurement_warning("this CPU's op throughput", d.others_busy_share));
   }
   if (busy) d = better_measured_figures(*busy, d);
   nlohmann::json classes;

@@ -12,6 +12,7 @@
 #include "codegen/kernel_names.h"
 #include "codegen/shared_code.h"
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "ir/philox.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
@@ -20,7 +21,6 @@
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/occupancy.h"
 #include "runtime/tensor_storage.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cuda_backend {
 namespace {

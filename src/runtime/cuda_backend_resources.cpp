@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/nvrtc_library.h"
-#include "runtime/warnings.h"
 
 namespace fusejit::cuda_backend {
 namespace {

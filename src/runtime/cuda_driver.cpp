@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "runtime/cuda_driver_abi.h"
 #include "runtime/shared_library.h"
-#include "runtime/warnings.h"
 
 namespace fusejit {
 namespace {

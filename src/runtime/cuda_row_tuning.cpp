@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/warnings.h"
+#include "ir/messages.h"
 
 namespace fusejit {
 

@@ -24,12 +24,12 @@
 #include "cost/host_cpu.h"
 #include "fusejit_version.h"
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "runtime/child_processes.h"
 #include "runtime/compile_report.h"
 #include "runtime/compile_temp_dir.h"
 #include "runtime/file_io.h"
 #include "runtime/sha256.h"
-#include "runtime/warnings.h"
 
 extern char** environ;
 

@@ -12,7 +12,7 @@
 
 #include "cost/device.h"
 #include "ir/error.h"
-#include "runtime/warnings.h"
+#include "ir/messages.h"
 
 namespace fusejit {
 namespace {

@@ -12,6 +12,7 @@
 
 #include "fusion/cpu_work_split.h"
 #include "ir/cpu_count.h"
+#include "ir/messages.h"
 
 namespace fusejit {
 
@@ -26,15 +27,14 @@ int configured_thread_count() {
       // More threads than the process has CPUs time-share them: every
       // kernel (and the cost model's calibration) runs slower, not faster.
       if (n > usable) {
-        std::fprintf(stderr,
-                     "fusejit: warning: FUSEJIT_THREADS=%ld is more than the %d CPUs this process may use; "
-                     "kernels will share cores and run slower\n",
-                     n, usable);
+        warn(fmt::format(
+            "FUSEJIT_THREADS={} is more than the {} CPUs this process may use; kernels will share cores and run "
+            "slower",
+            n, usable));
       }
       return static_cast<int>(n);
     }
-    std::fprintf(stderr, "fusejit: warning: FUSEJIT_THREADS=%s is not a thread count from 1 to 1024; using %d\n", env,
-                 usable);
+    warn(fmt::format("FUSEJIT_THREADS={} is not a thread count from 1 to 1024; using {}", env, usable));
   }
   return usable;
 }

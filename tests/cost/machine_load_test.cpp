@@ -123,7 +123,8 @@ TEST(MachineLoad, TheWarningSaysHowBusyAndWhatHappensNext) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("fusejit devices --remeasure"), std::string::npos) << text;
-  EXPECT_EQ(text.back(), '\n');
+  EXPECT_EQ(text.find('\n'), std::string::npos) << "one line, as warn() takes it";
+  EXPECT_EQ(text.find("fusejit: "), std::string::npos) << "warn() adds the prefix";
 }
 
 // A measurement taken again keeps the better of each figure: a neighbour

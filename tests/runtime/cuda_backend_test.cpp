@@ -20,13 +20,13 @@
 #include <nlohmann/json.hpp>
 
 #include "fusejit.h"
+#include "ir/messages.h"
 #include "runtime/cublas_library.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/cuda_backend_matmul.h"
 #include "runtime/cuda_backend_resources.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/runtime_test_util.h"
-#include "runtime/warnings.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
 #include "support/loaded_plan_checks.h"

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "ir/messages.h"
 #include "runtime/runtime_test_util.h"
-#include "runtime/warnings.h"
 
 namespace fusejit {
 namespace {

@@ -17,9 +17,9 @@
 #include <random>
 
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "runtime/runtime_test_util.h"
 #include "runtime/sha256.h"
-#include "runtime/warnings.h"
 #include "support/run_command.h"
 
 namespace fusejit {

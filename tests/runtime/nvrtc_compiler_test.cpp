@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
+#include "ir/messages.h"
 #include "runtime/compile_report.h"
 #include "runtime/runtime_test_util.h"
-#include "runtime/warnings.h"
 #include "support/run_command.h"
 
 namespace fusejit {

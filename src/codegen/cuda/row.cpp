@@ -37,6 +37,7 @@
 #include "fusion/gelu_dropout.h"
 #include "fusion/gpu_row_shape.h"
 #include "fusion/gpu_vector_width.h"
+#include "ir/messages.h"
 #include "ir/text_format.h"
 
 namespace fusejit::cuda_emit {
@@ -49,7 +50,7 @@ void warn_ignored(const char* name, const char* value, const char* wanted) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
   if (warned.insert(std::string(name) + "=" + value).second) {
-    std::fprintf(stderr, "fusejit: warning: ignoring %s=%s: want %s\n", name, value, wanted);
+    warn(fmt::format("ignoring {}={}: want {}", name, value, wanted));
   }
 }
 

@@ -1,4 +1,4 @@
-#include "runtime/warnings.h"
+#include "ir/messages.h"
 
 #include <cstdio>
 
@@ -7,7 +7,7 @@
 namespace fusejit {
 namespace {
 
-// Guards the sink stack (installing, removing, choosing a sink).
+// Guards the sink stack and the handler (installing, removing, choosing).
 std::mutex& sink_mutex() {
   static std::mutex mutex;
   return mutex;
@@ -18,9 +18,29 @@ ScopedWarningSink*& current_sink() {
   return sink;
 }
 
+MessageHandler& current_handler() {
+  static MessageHandler* handler = new MessageHandler;  // never destroyed: threads may warn during exit
+  return *handler;
+}
+
+// With sink_mutex() held, so that messages of concurrent threads neither
+// interleave nor race a handler being replaced.
+void deliver(MessageKind kind, std::string_view message) {
+  if (const MessageHandler& handler = current_handler()) {
+    handler(kind, message);
+    return;
+  }
+  write_stderr(fmt::format("fusejit: {}{}\n", kind == MessageKind::kWarning ? "warning: " : "", message));
+}
+
 }  // namespace
 
 void write_stderr(std::string_view text) { (void)std::fwrite(text.data(), 1, text.size(), stderr); }
+
+MessageHandler set_message_handler(MessageHandler handler) {
+  std::lock_guard<std::mutex> lock(sink_mutex());
+  return std::exchange(current_handler(), std::move(handler));
+}
 
 void warn(std::string_view message) {
   std::lock_guard<std::mutex> lock(sink_mutex());
@@ -29,8 +49,12 @@ void warn(std::string_view message) {
     sink->messages_.emplace_back(message);
     return;
   }
-  // One fprintf call, so that warnings of concurrent threads do not interleave.
-  std::fprintf(stderr, "fusejit: warning: %.*s\n", static_cast<int>(message.size()), message.data());
+  deliver(MessageKind::kWarning, message);
+}
+
+void note(std::string_view message) {
+  std::lock_guard<std::mutex> lock(sink_mutex());
+  deliver(MessageKind::kNote, message);
 }
 
 ScopedWarningSink::ScopedWarningSink() {
