@@ -33,6 +33,7 @@ struct FuzzCommandOptions {
   bool cuda_compile = false;
   std::string arch = "sm_90";
   bool json = false;
+  bool special_values = false;
   std::vector<std::string> files;  // --check: these graphs instead of random ones
 };
 
@@ -99,13 +100,13 @@ class StopSignals {
   static_assert(std::atomic<int64_t>::is_always_lock_free);
 };
 
-void print_failure(const FuzzFailure& f) {
+void print_failure(const FuzzFailure& f, bool special_values) {
+  const std::string again = fmt::format("--seed {} --graphs 1{}", f.seed, special_values ? " --special-values" : "");
   if (f.not_checked) {
-    fmt::print("NOT CHECKED: the graph of --seed {} --graphs 1 ({} statements): {}\n{}\n", f.seed,
-               f.original_statements, f.what, f.graph);
+    fmt::print("NOT CHECKED: the graph of {} ({} statements): {}\n{}\n", again, f.original_statements, f.what, f.graph);
   } else {
-    fmt::print("MISMATCH: the graph of --seed {} --graphs 1 (shrunk from {} to {} statements): {}\n{}\n", f.seed,
-               f.original_statements, f.shrunk_statements, f.what, f.graph);
+    fmt::print("MISMATCH: the graph of {} (shrunk from {} to {} statements): {}\n{}\n", again, f.original_statements,
+               f.shrunk_statements, f.what, f.graph);
   }
   std::fflush(stdout);
 }
@@ -216,6 +217,7 @@ int fuzz(const FuzzCommandOptions& opt) {
   options.backend = backend.get();
   options.cuda_compile = opt.cuda_compile;
   options.cuda_arch = opt.arch;
+  options.special_values = opt.special_values;
   // A toolchain that cannot compile one op would fail every graph alike.
   if (const std::string what = fuzz_preflight(options); !what.empty()) {
     eprint("fusejit: error: fuzz cannot check even a one-op graph here, so every graph would fail alike: {}\n", what);
@@ -236,9 +238,9 @@ int fuzz(const FuzzCommandOptions& opt) {
   };
   // Failures as they are found, not only at the end of a long run.
   if (!opt.json) {
-    options.on_failure = [tty](const FuzzFailure& f) {
+    options.on_failure = [tty, special = opt.special_values](const FuzzFailure& f) {
       if (tty) eprint("\r\033[K");
-      print_failure(f);
+      print_failure(f, special);
     };
   }
   options.stop_requested = [] { return interrupted != 0; };
@@ -317,6 +319,9 @@ void register_fuzz(CLI::App& app, int& exit_code) {
           "FILE"))
       ->excludes(graphs)  // random graphs' count and seed mean nothing for given files
       ->excludes(seed);
+  cmd->add_flag("--special-values", opt->special_values,
+                "inputs with special values among the normal ones: +-0, +-inf, NaN, each dtype's largest and "
+                "smallest magnitudes, 3e38 and 1e20 (sums and squares past float32's range)");
   cmd->add_flag(
       "--json", opt->json,
       "print one JSON object: graphs, kernels, mismatches, not_checked, failures, and interrupted (random graphs) "

@@ -407,6 +407,7 @@ absl::Status check_inputs(const Graph& graph, const TensorMap& inputs) {
 }
 
 absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs, const InterpretOptions& options) {
+  if (options.order_dependent != nullptr) options.order_dependent->clear();  // nothing stale, even after an error
   if (absl::Status status = verify(graph); !status.ok()) return status;
   if (absl::Status status = check_inputs(graph, inputs); !status.ok()) return status;
   if (!(options.perturbation >= 0) || !std::isfinite(options.perturbation)) {
@@ -446,7 +447,6 @@ absl::StatusOr<TensorMap> interpret(const Graph& graph, const TensorMap& inputs,
                 options.perturbation_seed, options.float32_intermediates};
   std::vector<std::vector<double>> flags;
   if (options.order_dependent != nullptr) {
-    options.order_dependent->clear();
     flags.resize(n);
     ev.flags = &flags;
   }

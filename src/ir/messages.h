@@ -23,12 +23,18 @@ enum class MessageKind {
 };
 
 // Receives each message: one line, without the "fusejit: " prefix or a
-// newline. Called on whichever thread has something to say, one call at a
-// time; it must not call back into fusejit.
+// newline. Called on whichever thread has something to say, outside
+// fusejit's locks, and so possibly on several threads at once. An
+// exception it throws is caught, and the message goes to stderr, as do
+// messages it causes itself.
 using MessageHandler = std::function<void(MessageKind kind, std::string_view message)>;
 
 // Sends every later message of every thread to `handler` (an empty one:
-// back to stderr); returns the handler it replaces.
+// back to stderr); returns the handler it replaces. A call already under
+// way may still finish in the old handler, and fusejit may warn until the
+// process exits (its thread pool and GPU handles clean up at exit), so
+// what a handler uses must outlive it: put back an empty handler before
+// destroying that.
 MessageHandler set_message_handler(MessageHandler handler);
 
 // Writes `text` to stderr in one call and ignores a failed write. fmt::print

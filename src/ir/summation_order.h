@@ -21,17 +21,22 @@ namespace fusejit::detail {
 class SumOrderCheck {
  public:
   void add(double term);
-  // Partial sums of the finite terms, split by sign, and whether +inf,
-  // -inf or NaN terms are present.
-  void add_parts(double positive, double negative, bool has_nonfinite);
+  // For a matmul's products, known only by their sums: `terms` products
+  // whose finite ones add up to `positive` and -`negative`, some of them
+  // +-inf when `has_infinite` (signs unknown), NaN when `has_nan`. Their
+  // largest magnitude is unknown, and each product may be rounded too.
+  void add_products(double positive, double negative, int64_t terms, bool has_infinite, bool has_nan);
   // Whether some order of adding the terms in float32 overflows (to either
   // infinity) and another does not, or overflows to the other infinity.
   bool order_dependent() const;
 
  private:
   double positive_ = 0, negative_ = 0;  // sums of the finite terms' magnitudes, by sign
+  double largest_ = 0;                  // the largest finite magnitude (add)
+  int64_t terms_ = 0;
+  bool products_ = false;  // add_products: largest_ unknown, products rounded
   bool plus_inf_ = false, minus_inf_ = false, nan_ = false;
-  bool nonfinite_unknown_ = false;  // add_parts: non-finite terms of unknown sign
+  bool infinite_unknown_ = false;  // add_products: infinite terms of unknown sign
 };
 
 // Flags (1.0, else 0.0) for each of `rows` results of reduction `info` over

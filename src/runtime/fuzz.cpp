@@ -444,7 +444,8 @@ GraphCheck check_graph_text(const std::string& text, const FuzzOptions& options,
     if (std::hash<std::string>()(text) % 4 == 0) fusion.persistent_row_limit = 1024;
     TensorMap inputs;
     try {
-      inputs = random_inputs(*graph, 7);  // fails only for want of memory
+      // Fails only for want of memory.
+      inputs = options.special_values ? special_value_inputs(*graph, 7) : random_inputs(*graph, 7);
     } catch (const std::exception& e) {
       return {.mismatch = {}, .not_checked = fmt::format("cannot make its inputs: {}", e.what())};
     }
@@ -459,6 +460,37 @@ GraphCheck check_graph_text(const std::string& text, const FuzzOptions& options,
     return {.mismatch = fmt::format("exception: {}", e.what()), .not_checked = {}};
   }
   return {};
+}
+
+TensorMap special_value_inputs(const Graph& graph, uint64_t seed) {
+  TensorMap inputs = random_inputs(graph, seed);
+  std::mt19937_64 engine(seed ^ 0x9E3779B97F4A7C15ull);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (auto& [name, t] : inputs) {
+    // Largest finite, smallest normal, smallest subnormal magnitudes.
+    const double limits[3][3] = {{0x1.fffffep127, 0x1p-126, 0x1p-149},  // f32
+                                 {65504.0, 0x1p-14, 0x1p-24},           // f16
+                                 {0x1.fep127, 0x1p-126, 0x1p-133}};     // bf16
+    const double* l = limits[t.dtype == DType::kF32 ? 0 : t.dtype == DType::kF16 ? 1 : 2];
+    const double specials[] = {0.0,   -0.0,  kInf,  -kInf, std::numeric_limits<double>::quiet_NaN(),
+                               l[0],  -l[0], l[1],  -l[1], l[2],
+                               -l[2], 3e38,  -3e38, 1e20,  -1e20};
+    // Specials in one row in 4 (a row: along the last dimension), the others
+    // left normal: a row with an infinity or NaN often comes out all NaN,
+    // which would check little were every row to hold one.
+    const int64_t len = t.shape.last();
+    for (int64_t row = 0; row < t.shape.numel() / len; ++row) {
+      if (engine() % 4 != 0) continue;
+      const int64_t at = static_cast<int64_t>(engine() % static_cast<uint64_t>(len));  // at least one
+      for (int64_t j = 0; j < len; ++j) {
+        if (j != at && engine() % 8 != 0) continue;
+        const double s = specials[engine() % std::size(specials)];
+        // 3e38 and 1e20 only where the dtype holds them (f16 tops out at 65504).
+        if (!std::isfinite(s) || std::fabs(s) <= l[0]) t.values[row * len + j] = round_to_dtype(s, t.dtype);
+      }
+    }
+  }
+  return inputs;
 }
 
 std::string fuzz_preflight(const FuzzOptions& options) {

@@ -44,6 +44,8 @@ struct FuzzOptions {
   Backend* backend = nullptr;  // nullptr: the plans are not run
   bool cuda_compile = false;   // compile every kernel of both plans with NVRTC
   std::string cuda_arch = "sm_90";
+  // Inputs with special values among the normal ones (special_value_inputs).
+  bool special_values = false;
   std::function<void(std::string_view)> progress;
   // Called for each failure as it is found (after shrinking), so that a long
   // run shows its failures before it ends.
@@ -76,6 +78,14 @@ struct GraphCheck {
 
 // Checks one graph. `kernels` is increased by the kernels compiled.
 GraphCheck check_graph_text(const std::string& text, const FuzzOptions& options, int64_t* kernels);
+
+// random_inputs(graph, seed) with special values in about one row in 4
+// (along the last dimension), there about one element in 8, each a special
+// value of its dtype: +-0, +-inf, NaN, the largest finite
+// magnitude, the smallest normal and subnormal ones, and where the dtype
+// reaches them 3e38 (whose sums overflow float32 in some orders only) and
+// 1e20 (whose square overflows float32).
+TensorMap special_value_inputs(const Graph& graph, uint64_t seed);
 
 // Checks that `options` can check anything at all: a one-op graph through
 // the same steps. Empty when it can, else what failed, which every graph

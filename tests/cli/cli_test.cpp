@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <future>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -412,6 +413,19 @@ TEST(Cli, AFuzzFailureNamesTheSeedThatReproducesIt) {
   EXPECT_NE(again.out.find(report), std::string::npos) << "--seed " << seed << " --graphs 1 gave:\n"
                                                        << again.out << "\nnot:\n"
                                                        << report;
+}
+
+// With --special-values, the seed that reproduces a failure comes with
+// the flag, without which its inputs differ. (The same miscompiled sqrt.)
+TEST(Cli, AFuzzFailureWithSpecialValuesSaysSo) {
+  const std::string dir = make_temp_dir("fusejit-cli-fuzz-special");
+  const std::string env = "FUSEJIT_CACHE_DIR=" + dir + " FUSEJIT_CXXFLAGS='-D__builtin_sqrtf(x)=((x)*1.01f)' ";
+  const auto run =
+      testing::run_command(env + FUSEJIT_CLI_PATH + " fuzz --backend cpu --seed 200 --graphs 6 --special-values");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_TRUE(
+      std::regex_search(run.out, std::regex("MISMATCH: the graph of --seed [0-9]+ --graphs 1 --special-values \\(")))
+      << run.out << run.err;
 }
 
 // A signal while fuzz is still starting (here, while its CPU backend's

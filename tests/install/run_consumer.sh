@@ -21,12 +21,15 @@ grep -q "on the cpu backend: max relative error" <<<"$out"
 grep -q "bytes of C++ ([0-9]* work items), [0-9]* bytes of CUDA" <<<"$out"
 grep -q "speedup of fused over unfused: measured" <<<"$out"
 test -x "$work/prefix/bin/fusejit"
-grep -q "in a shared library: max relative error" <<<"$("$work/consumer/consumer_of_plugin")"
+# Captured first: a command substitution inside <<< loses the exit code.
+plugin_out=$("$work/consumer/consumer_of_plugin")
+grep -q "in a shared library: max relative error" <<<"$plugin_out"
 # The build tree is a package too (export() in CMakeLists.txt).
 cmake -S "$src/tests/install/consumer" -B "$work/consumer-build-tree" -G Ninja \
   -Dfusejit_DIR="$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$work/consumer-build-tree" >/dev/null
-grep -q "on the cpu backend: max relative error" <<<"$("$work/consumer-build-tree/consumer")"
+build_tree_out=$("$work/consumer-build-tree/consumer")
+grep -q "on the cpu backend: max relative error" <<<"$build_tree_out"
 headers="$work/prefix/include/fusejit"
 for public in fusejit.h fusejit_version.h ir/graph.h ir/ops.def runtime/backend.h fusion/plan.h codegen/cpu/cpu_emitter.h; do
   test -f "$headers/$public" || { echo "not installed: $public"; exit 1; }

@@ -2,6 +2,7 @@
 // handler a program installs, or (warnings) to a test's ScopedWarningSink.
 #include "ir/messages.h"
 
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,22 @@ TEST(Messages, TheLibrarysOwnWarningsReachTheHandler) {
   EXPECT_EQ(recorded.messages()[0].first, MessageKind::kWarning);
   EXPECT_NE(recorded.messages()[0].second.find(cache.entry_path(key)), std::string::npos)
       << recorded.messages()[0].second;
+}
+
+// A handler that throws, or warns itself, ends nothing and hangs nothing:
+// the message goes to stderr (a throw out of warn() in a destructor would
+// end the process; a warning back into the handler would never end).
+TEST(Messages, AHandlerThatThrowsOrWarnsItselfEndsNothing) {
+  int calls = 0;
+  MessageHandler previous = set_message_handler([&calls](MessageKind, std::string_view message) {
+    ++calls;
+    if (message == "throw") throw std::runtime_error("from the handler");
+    warn("said inside the handler");
+  });
+  EXPECT_NO_THROW(warn("throw"));
+  EXPECT_NO_THROW(warn("warn again"));
+  EXPECT_EQ(calls, 2) << "the handler's own warning did not come back into it";
+  set_message_handler(std::move(previous));
 }
 
 // A test's sink takes warnings before any handler; notes pass it by.

@@ -67,9 +67,33 @@ TEST(SumOrder, NamedCases) {
   EXPECT_FALSE(order_dependent({3e38, -kInf})) << "-inf in every order";
   EXPECT_FALSE(order_dependent({kInf, -kInf, 3e38, 3e38, -3e38})) << "NaN in every order";
   EXPECT_FALSE(order_dependent({std::nan(""), 3e38, 3e38, -3e38})) << "NaN in every order";
-  // At float32's edge, rounding decides: either answer counts.
+  // At float32's edge: FLT_MAX + 1e34 is past the rounding point in every
+  // order; FLT_MAX - FLT_MAX is one exact addition; FLT_MAX beside small
+  // terms absorbs them in every order (a fixed margin once flagged all
+  // three, and with them every row holding FLT_MAX).
   const double max = std::numeric_limits<float>::max();
-  EXPECT_TRUE(order_dependent({max, 1e34}));
+  EXPECT_FALSE(order_dependent({max, 1e34}));
+  EXPECT_FALSE(order_dependent({max, -max}));
+  std::vector<double> beside_small = {max};
+  for (int i = 0; i < 1023; ++i) beside_small.push_back(std::sin(i) * 3);
+  EXPECT_FALSE(order_dependent(beside_small));
+  // But 32770 terms just below 2^103 beside it: left to right each is
+  // absorbed (FLT_MAX), from the right they add up first (infinity). A
+  // margin sized for 16384 terms missed it.
+  std::vector<double> long_row = {max};
+  long_row.insert(long_row.end(), 32770, 0x1.fffffep102);
+  EXPECT_TRUE(order_dependent(long_row));
+}
+
+// The long row above, added in float32 both ways: the two answers differ.
+TEST(SumOrder, TheLongRowReallyHasTwoAnswers) {
+  const float max = std::numeric_limits<float>::max();
+  float left = max, right = 0;
+  for (int i = 0; i < 32770; ++i) left += 0x1.fffffep102f;
+  for (int i = 0; i < 32770; ++i) right += 0x1.fffffep102f;
+  right += max;
+  EXPECT_EQ(left, max);
+  EXPECT_TRUE(std::isinf(right));
 }
 
 // The check against brute force: over random sums of up to 6 terms drawn
@@ -90,6 +114,12 @@ TEST(SumOrder, AgreesWithEveryOrderOfSmallSums) {
   }
   EXPECT_GT(dependent, 300);
   EXPECT_GT(independent, 300);
+}
+
+// An f32 tensor of `values`, each rounded to float32 first.
+HostTensor f32_tensor(Shape shape, std::vector<double> values) {
+  for (double& v : values) v = static_cast<float>(v);
+  return HostTensor{DType::kF32, std::move(shape), std::move(values)};
 }
 
 absl::StatusOr<TensorMap> interpret_with_flags(const std::string& text, const TensorMap& inputs,
@@ -135,16 +165,25 @@ TEST(SumOrder, TheInterpreterFlagsWhatAnOrderDependentSumReaches) {
 // its column 2 sums 1e40 - 1e40, products past float32's range alone: inf,
 // -inf or NaN depending on the order and on multiply-adds.
 TEST(SumOrder, TheInterpreterFlagsMatmulSumsByTheirProducts) {
-  HostTensor a{DType::kF32, Shape({3, 3}), {1, 1, 1, 2, 2, 2, 1e20, 1e20, 1}};
-  HostTensor b{DType::kF32, Shape({3, 3}), {1.5e38, 1, 1e20, 1.5e38, 2, -1e20, -1.5e38, 3, 0}};
-  for (HostTensor* t : {&a, &b}) {
-    for (double& v : t->values) v = static_cast<float>(v);
-  }
+  const HostTensor a = f32_tensor(Shape({3, 3}), {1, 1, 1, 2, 2, 2, 1e20, 1e20, 1});
+  const HostTensor b = f32_tensor(Shape({3, 3}), {1.5e38, 1, 1e20, 1.5e38, 2, -1e20, -1.5e38, 3, 0});
   std::map<std::string, std::vector<char>> flags;
   absl::StatusOr<TensorMap> out = interpret_with_flags(
       "input a: f32[3, 3]\ninput b: f32[3, 3]\nc = matmul(a, b)\noutput c\n", {{"a", a}, {"b", b}}, flags);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(flags["c"], (std::vector<char>{0, 0, 0, 1, 0, 0, 0, 0, 1}));
+}
+
+// A NaN in a row of a (or a column of b) makes each of its sums NaN in every
+// order, however large the other products: nothing to flag.
+TEST(SumOrder, AMatmulSumWithANaNIsNaNInEveryOrder) {
+  const HostTensor a = f32_tensor(Shape({2, 3}), {std::nan(""), 2e19, 2e19, 2e19, 2e19, 2e19});
+  const HostTensor b = f32_tensor(Shape({3, 1}), {1.5e19, 1.5e19, -1.5e19});
+  std::map<std::string, std::vector<char>> flags;
+  absl::StatusOr<TensorMap> out = interpret_with_flags(
+      "input a: f32[2, 3]\ninput b: f32[3, 1]\nc = matmul(a, b)\noutput c\n", {{"a", a}, {"b", b}}, flags);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(flags["c"], (std::vector<char>{0, 1})) << "row 1 sums 3e38 + 3e38 - 3e38: order-dependent";
 }
 
 TEST(SumOrder, FlagsNeedFloat32Intermediates) {
