@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <new>
@@ -225,6 +226,19 @@ void eval_node(Evaluation& ev, int32_t id, double* out) {
   detail::copy_rounded(out, n, out, round, ev.threads);
 }
 
+// A binary node's operands as its loop reads them; a literal reads as a
+// rank-0 tensor (stride 0 in every dimension) holding literals[i].
+std::array<detail::ElementwiseOperand, 2> binary_operands(const Evaluation& ev, const Node& node, double literals[2]) {
+  std::array<detail::ElementwiseOperand, 2> operands;
+  for (size_t i = 0; i < 2; ++i) {
+    const Operand& o = node.operands[i];
+    literals[i] = o.literal_value();
+    operands[i] = o.is_literal() ? detail::ElementwiseOperand{&literals[i], Shape{}}
+                                 : detail::ElementwiseOperand{operand_data(ev, o), ev.graph.node(o.node).shape};
+  }
+  return operands;
+}
+
 void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round) {
   const Node& node = ev.graph.node(id);
   const OpInfo& info = node.info();
@@ -234,15 +248,8 @@ void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round) {
     case OpKind::kInput: return;  // set by the caller
     case OpKind::kUnary: return detail::eval_unary(info.unary, node.attrs, tensor(0), n, out, round, ev.threads);
     case OpKind::kBinary: {
-      detail::ElementwiseOperand operands[2];
       double literals[2];
-      for (int i = 0; i < 2; ++i) {
-        const Operand& o = node.operands[i];
-        // A literal reads as a rank-0 tensor: stride 0 in every dimension.
-        literals[i] = o.literal_value();
-        operands[i] = o.is_literal() ? detail::ElementwiseOperand{&literals[i], Shape{}}
-                                     : detail::ElementwiseOperand{tensor(i), ev.graph.node(o.node).shape};
-      }
+      const auto operands = binary_operands(ev, node, literals);
       return detail::eval_binary(info.binary, operands[0], operands[1], node.shape, out, round, ev.threads);
     }
     case OpKind::kCast: return detail::eval_cast(tensor(0), n, node.dtype, out, ev.threads);
@@ -290,18 +297,35 @@ void flag_node(Evaluation& ev, int32_t id) {
       }
       break;
     case OpKind::kBinary: {
-      if (operand_flags(0) == nullptr && operand_flags(1) == nullptr) break;
-      static constexpr double kUnflagged = 0;
-      detail::ElementwiseOperand operands[2];
-      for (size_t i = 0; i < 2; ++i) {
-        const double* f = operand_flags(i);
-        operands[i] = f != nullptr ? detail::ElementwiseOperand{f, operand_shape(i)}
-                                   : detail::ElementwiseOperand{&kUnflagged, Shape{}};
+      auto either = [](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; };
+      if (operand_flags(0) != nullptr || operand_flags(1) != nullptr) {
+        static constexpr double kUnflagged = 0;
+        detail::ElementwiseOperand operands[2];
+        for (size_t i = 0; i < 2; ++i) {
+          const double* f = operand_flags(i);
+          operands[i] = f != nullptr ? detail::ElementwiseOperand{f, operand_shape(i)}
+                                     : detail::ElementwiseOperand{&kUnflagged, Shape{}};
+        }
+        out.resize(static_cast<size_t>(n));
+        detail::eval_binary(either, operands[0], operands[1], node.shape, out.data(), std::nullopt, ev.threads);
+        any = true;
       }
-      out.resize(static_cast<size_t>(n));
-      detail::eval_binary([](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; }, operands[0], operands[1],
-                          node.shape, out.data(), std::nullopt, ev.threads);
-      any = true;
+      // A product that overflows float32 by less than FLT_MAX: a kernel may
+      // fuse it with the addition that consumes it (NVRTC contracts x * y +
+      // acc into one multiply-add), which keeps it exact, and the addition
+      // may then bring it back into range.
+      if (node.op == Op::kMul) {
+        double literals[2];
+        const auto operands = binary_operands(ev, node, literals);
+        std::vector<double> rescuable(static_cast<size_t>(n));
+        detail::eval_binary(detail::flag_rescuable_product, operands[0], operands[1], node.shape, rescuable.data(),
+                            std::nullopt, ev.threads);
+        if (std::find(rescuable.begin(), rescuable.end(), 1.0) != rescuable.end()) {
+          if (out.empty()) out.assign(static_cast<size_t>(n), 0.0);
+          for (size_t i = 0; i < out.size(); ++i) out[i] = either(out[i], rescuable[i]);
+          any = true;
+        }
+      }
       break;
     }
     case OpKind::kReduce: {

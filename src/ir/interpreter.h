@@ -59,8 +59,9 @@ struct InterpretOptions {
   // receives, for each graph output with such elements, a flag per element
   // (1) set where the float32 result depends on the order a kernel adds
   // terms in: a sum whose partial sums overflow in some orders and not in
-  // others, and everything computed from one (ir/summation_order.h). The
-  // reference's value there is one of several right answers.
+  // others, or a product past float32's range that a multiply-add can
+  // bring back, and everything computed from one (ir/summation_order.h).
+  // The reference's value there is one of several right answers.
   std::map<std::string, std::vector<char>>* order_dependent = nullptr;
 };
 

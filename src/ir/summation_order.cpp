@@ -82,6 +82,11 @@ bool SumOrderCheck::order_dependent() const {
   return std::fabs(positive_ - negative_) - all < kOverflow || may_overflow(smaller);
 }
 
+double flag_rescuable_product(double a, double b) {
+  const double p = std::fabs(a * b);  // exact: float32 values
+  return p >= kOverflow && p < 0x1p129 ? 1.0 : 0.0;
+}
+
 bool flag_order_dependent_reduce(const OpInfo& info, const double* x, const double* x_flags, int64_t rows, int64_t len,
                                  double* out_flags, int threads) {
   std::vector<char> any(static_cast<size_t>(rows), 0);

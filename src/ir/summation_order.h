@@ -8,7 +8,8 @@
 // -inf term one order gives -inf and another NaN. Neither is wrong, and the
 // reference interpreter (which sums in float64) can give only one, so the
 // elements where this happens are flagged and not compared
-// (InterpretOptions::order_dependent, first_wrong_output).
+// (InterpretOptions::order_dependent, first_wrong_output). So are products
+// past float32's range that a multiply-add can bring back.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,12 @@ class SumOrderCheck {
   bool plus_inf_ = false, minus_inf_ = false, nan_ = false;
   bool infinite_unknown_ = false;  // add_products: infinite terms of unknown sign
 };
+
+// 1.0 where the float32 product a * b (of float32 values) overflows, yet a
+// multiply-add fma(a, b, c) with a float32 addend c can bring it back into
+// range: kOverflow <= |a * b| < 2^129. Its consumers then have two right
+// answers. Else 0.0.
+double flag_rescuable_product(double a, double b);
 
 // Flags (1.0, else 0.0) for each of `rows` results of reduction `info` over
 // rows of `len` values `x`: set where the float32 result depends on the

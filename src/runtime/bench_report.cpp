@@ -205,7 +205,7 @@ std::string format_bench(const BenchResult& r) {
     if (p->correct && p->order_dependent_elements > 0) {
       verdict += fmt::format(
           "; {} not compared (float32 sums there overflow in some orders of adding the terms and not in others, "
-          "so more than one answer is right)",
+          "or a multiply-add can keep a product that overflows: more than one answer is right)",
           counted(p->order_dependent_elements, "element"));
     }
     t += fmt::format("check {}: max relative error {:.3g} against the reference: {}\n", p->label, p->max_rel_error,

@@ -186,6 +186,20 @@ TEST(SumOrder, AMatmulSumWithANaNIsNaNInEveryOrder) {
   EXPECT_EQ(flags["c"], (std::vector<char>{0, 1})) << "row 1 sums 3e38 + 3e38 - 3e38: order-dependent";
 }
 
+// 2e19 x 2e19 overflows float32, but fma(2e19, 2e19, -1e38) is 3e38, and
+// NVRTC contracts a product and the sum that takes it into one: the sum has
+// two right answers. 1e20 x 1e20 is past any such rescue (above 2^129).
+TEST(SumOrder, AProductAMultiplyAddCanKeepIsFlagged) {
+  const HostTensor x = f32_tensor(Shape({2, 2}), {2e19, 1e38, 1e20, 1e38});
+  const HostTensor y = f32_tensor(Shape({2, 2}), {2e19, -1, 1e20, -1});
+  std::map<std::string, std::vector<char>> flags;
+  absl::StatusOr<TensorMap> out = interpret_with_flags(
+      "input x: f32[2, 2]\ninput y: f32[2, 2]\nm = mul(x, y)\ns = sum(m)\noutput m, s\n", {{"x", x}, {"y", y}}, flags);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(flags["m"], (std::vector<char>{1, 0, 0, 0}));
+  EXPECT_EQ(flags["s"], (std::vector<char>{1, 0}));
+}
+
 TEST(SumOrder, FlagsNeedFloat32Intermediates) {
   absl::StatusOr<Graph> g = parse_graph("input x: f32[2, 4]\ns = sum(x)\noutput s\n");
   ASSERT_TRUE(g.ok());
