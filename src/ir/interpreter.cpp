@@ -90,8 +90,8 @@ struct Evaluation {
   double perturbation = 0;
   uint64_t perturbation_seed = 0;
   bool float32_intermediates = false;  // InterpretOptions::float32_intermediates
-  // When not null, per node: 1.0 for each element whose float32 value
-  // depends on summation order, else 0.0; empty where none does
+  // When not null, per node: 1.0 for each element with more than one right
+  // float32 value (summation order, multiply-adds), else 0.0; empty where none has
   // (InterpretOptions::order_dependent). Doubles, so that the elementwise
   // loops that broadcast values broadcast the flags too.
   std::vector<std::vector<double>>* flags = nullptr;
@@ -271,9 +271,10 @@ void eval_node_values(Evaluation& ev, int32_t id, double* out, RoundTo round) {
   }
 }
 
-// Flags the elements of node `id` whose float32 value depends on summation
-// order (Evaluation::flags): sums whose order matters, and whatever a
-// flagged element reaches. Composites flag theirs in eval_composite.
+// Flags the elements of node `id` with more than one right float32 value
+// (Evaluation::flags): sums whose order matters, products a multiply-add
+// can keep, and whatever a flagged element reaches. Composites flag theirs
+// in eval_composite.
 void flag_node(Evaluation& ev, int32_t id) {
   const Node& node = ev.graph.node(id);
   std::vector<std::vector<double>>& flags = *ev.flags;

@@ -1,6 +1,7 @@
 #include "ir/summation_order.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -89,7 +90,7 @@ double flag_rescuable_product(double a, double b) {
 
 bool flag_order_dependent_reduce(const OpInfo& info, const double* x, const double* x_flags, int64_t rows, int64_t len,
                                  double* out_flags, int threads) {
-  std::vector<char> any(static_cast<size_t>(rows), 0);
+  std::atomic<bool> any{false};
   parallel_for(rows, std::max<int64_t>(1, kMinChunk / std::max<int64_t>(len, 1)), threads,
                [&](int64_t begin, int64_t end) {
                  for (int64_t row = begin; row < end; ++row) {
@@ -105,10 +106,10 @@ bool flag_order_dependent_reduce(const OpInfo& info, const double* x, const doub
                      flagged = sum.order_dependent();
                    }
                    out_flags[row] = flagged ? 1.0 : 0.0;
-                   any[static_cast<size_t>(row)] = flagged;
+                   if (flagged) any = true;
                  }
                });
-  return std::find(any.begin(), any.end(), 1) != any.end();
+  return any;
 }
 
 bool flag_order_dependent_matmul(const double* a, const double* a_flags, const double* b, const double* b_flags,
