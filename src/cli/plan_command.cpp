@@ -116,8 +116,7 @@ int devices(bool remeasure, bool json) {
     for (int n = 1; n < *count; ++n) {
       absl::StatusOr<GpuInfo> info = query_gpu(n);
       other_gpus.emplace_back(fmt::format("cuda:{}", n),
-                              info.ok() ? fmt::format("{} ({}, {} SMs)", info->name, info->arch(), info->sm_count)
-                                        : fmt::format("not usable: {}", status_text(info.status())));
+                              info.ok() ? info->summary() : fmt::format("not usable: {}", status_text(info.status())));
     }
   }
   if (json) {

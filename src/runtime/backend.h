@@ -50,6 +50,11 @@ struct LoadedKernelInfo {
   // what was timed and kept; both empty for library kernels and on the CPU.
   std::string launch_shape;
   std::string tuning;
+  // A kernel a library runs: the call, and why it is not the first choice
+  // where it is not ("... -> f32 (cublasGemmEx), then epilogue add, relu as
+  // generated kernel k0_epilogue, as cuBLASLt cannot run it here: ...");
+  // empty for generated kernels.
+  std::string library_call;
 };
 
 // Whether the CUDA backend times a row kernel's launch shapes on its first

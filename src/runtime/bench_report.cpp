@@ -83,7 +83,8 @@ nlohmann::json run_json(const PlanBench& p) {
          {"cache_hit", k.cache_hit},
          {"same_code_as", k.shares_code_with.empty() ? nlohmann::json() : nlohmann::json(k.shares_code_with)},
          {"launch_shape", k.launch_shape.empty() ? nlohmann::json() : nlohmann::json(k.launch_shape)},
-         {"launch_tuning", k.tuning.empty() ? nlohmann::json() : nlohmann::json(k.tuning)}});
+         {"launch_tuning", k.tuning.empty() ? nlohmann::json() : nlohmann::json(k.tuning)},
+         {"library_call", k.library_call.empty() ? nlohmann::json() : nlohmann::json(k.library_call)}});
   }
   return {{"bytes", p.bytes},
           {"measured_bytes", p.measured_bytes ? nlohmann::json(*p.measured_bytes) : nlohmann::json()},
@@ -138,6 +139,20 @@ std::string timing_spread_note(const BenchResult& r) {
 
 // One line per kernel whose launch shapes were timed against each other
 // (runtime/cuda_row_tuning.h): which was kept, and why.
+std::string launch_tuning_lines(const BenchResult& r);
+
+// One line per kernel a library runs (a GPU's matmuls): the call, and why
+// where it is not the first choice (cuBLASLt refusing an epilogue).
+std::string library_call_lines(const BenchResult& r) {
+  std::string t;
+  for (const PlanBench* p : {&r.unfused, &r.fused}) {
+    for (const KernelBench& k : p->kernels) {
+      if (!k.library_call.empty()) t += fmt::format("  {} {}: {}\n", p->label, k.name, k.library_call);
+    }
+  }
+  return t.empty() ? t : "library kernels:\n" + t;
+}
+
 std::string launch_tuning_lines(const BenchResult& r) {
   std::string t;
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
@@ -228,6 +243,7 @@ std::string format_bench(const BenchResult& r) {
   t += fmt::format("fused time vs predicted: {:.2f}x; measured bytes per kernel: {}\n",
                    r.fused.predicted_us > 0 ? r.fused.measured_us_median / r.fused.predicted_us : 0.0, counters);
   t += launch_tuning_lines(r);
+  t += library_call_lines(r);
   return t;
 }
 

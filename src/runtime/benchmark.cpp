@@ -143,6 +143,7 @@ PlanBench finish_plan(PlanUnderTest& p, const PlanCost& cost, const DeviceSpec& 
     kb.shares_code_with = info.shares_code_with;
     kb.launch_shape = info.launch_shape;
     kb.tuning = info.tuning;
+    kb.library_call = info.library_call;
     out.kernels.push_back(std::move(kb));
   }
   // A failure is the reason for every kernel.

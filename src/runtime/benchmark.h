@@ -67,6 +67,7 @@ struct KernelBench {
   std::string shares_code_with;  // LoadedKernelInfo::shares_code_with
   std::string launch_shape;      // LoadedKernelInfo::launch_shape ("" on the CPU and for library kernels)
   std::string tuning;            // LoadedKernelInfo::tuning: the launch shapes timed, where they were
+  std::string library_call;      // LoadedKernelInfo::library_call ("" for generated kernels)
 };
 
 struct PlanBench {

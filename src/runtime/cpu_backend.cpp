@@ -260,7 +260,8 @@ class CpuLoadedPlan final : public LoadedPlan {
                         .cache_hit = k.module->cache_hit(),
                         .shares_code_with = k.shares_code_with,
                         .launch_shape = {},  // GPU only
-                        .tuning = {}});
+                        .tuning = {},
+                        .library_call = {}});  // the CPU's GEMMs are generated too
     }
     return absl::OkStatus();
   }

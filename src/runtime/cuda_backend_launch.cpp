@@ -66,7 +66,7 @@ double issue_tops_for(const GpuInfo& gpu, int clock_khz) {
 }
 
 DeviceSpec device_spec_for(const GpuInfo& gpu, int clock_khz) {
-  const std::string running = fmt::format("{} ({}, {} SMs)", gpu.name, gpu.arch(), gpu.sm_count);
+  const std::string running = gpu.summary();
   if (const std::string key = datasheet_for(gpu.name); !key.empty()) {
     DeviceSpec d = gpu_device(key);
     const std::string datasheet = d.description;

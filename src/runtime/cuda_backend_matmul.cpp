@@ -8,6 +8,7 @@
 #include "codegen/kernel_names.h"
 #include "fusion/matmul_epilogue.h"
 #include "ir/error.h"
+#include "runtime/cublaslt_conformance.h"
 #include "runtime/cuda_backend_launch.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/tensor_storage.h"
@@ -88,16 +89,24 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
                                                     .d = buffer(kernel.nodes.back())};
     // Why cuBLASLt does not run it, if it does not.
     std::string apart;
+    const cublaslt::Activation activation = epilogue.activation == MatmulActivation::kRelu ? cublaslt::Activation::kRelu
+                                            : epilogue.activation == MatmulActivation::kGeluTanh
+                                                ? cublaslt::Activation::kGeluTanh
+                                                : cublaslt::Activation::kNone;
     absl::StatusOr<cublaslt::Handle> lt = gpu.cublaslt_handle();
+    absl::StatusOr<std::string> differs = std::string();
+    if (lt.ok() && activation != cublaslt::Activation::kNone) {
+      differs = lt_activation_difference(gpu, node.dtype, activation);
+    }
     if (!lt.ok()) {
       apart = status_text(lt.status());
     } else if (!all_aligned({operands.a, operands.b, operands.d, operands.bias})) {
       apart = "a tensor is not 16-byte aligned";
+    } else if (!differs.ok()) {
+      apart = fmt::format("probing its epilogue failed: {}", status_text(differs.status()));
+    } else if (!differs->empty()) {
+      apart = *differs;
     } else {
-      const cublaslt::Activation activation =
-          epilogue.activation == MatmulActivation::kRelu       ? cublaslt::Activation::kRelu
-          : epilogue.activation == MatmulActivation::kGeluTanh ? cublaslt::Activation::kGeluTanh
-                                                               : cublaslt::Activation::kNone;
       absl::StatusOr<cublaslt::EpilogueGemm> gemm = cublaslt::EpilogueGemm::create(
           *lt, step.type_, step.m_, step.n_, step.k_, activation, operands, CudaGpu::kLtWorkspaceBytes);
       if (gemm.ok() && gemm->workspace_bytes() > 0) {

@@ -170,6 +170,7 @@ absl::Status CudaLoadedPlan::load(const LoadOptions& options) {
     infos_[k] = LoadedKernelInfo{};
     infos_[k].name = kernel.name;
     infos_[k].executed_by = step->executed_by();
+    infos_[k].library_call = step->summary();
     steps_.emplace_back(*std::move(step));
   }
   absl::StatusOr<EventTimer> timer = EventTimer::create();
@@ -320,7 +321,8 @@ absl::Status CudaLoadedPlan::load_jit_kernels(std::vector<std::optional<JitKerne
           .tuning = !code.tuned
                         ? fmt::format("{} launch shapes compiled, to be timed on its first run", code.shapes.size())
                     : other_shapes[i].empty() ? ""
-                                              : untuned};
+                                              : untuned,
+          .library_call = {}};  // generated
     }
   }
   return absl::OkStatus();
@@ -448,11 +450,9 @@ absl::StatusOr<double> CudaLoadedPlan::do_time_kernel(size_t k) {
     // Tuning used the L2 flush the caller queued for this timing.
     if (absl::Status s = gpu_->queue_l2_flush(); !s.ok()) return about_kernel(k, s);
   }
-  if (absl::Status s = timer_->start(); !s.ok()) return about_kernel(k, s);
-  if (absl::Status s = launch(k); !s.ok()) return about_kernel(k, s);
-  absl::StatusOr<double> ms = timer_->stop_ms();
-  if (!ms.ok()) return about_kernel(k, ms.status());
-  return *ms * 1e3;
+  absl::StatusOr<double> us = time_with_write_back_us(*gpu_, *timer_, [&] { return launch(k); });
+  if (!us.ok()) return about_kernel(k, us.status());
+  return *us;
 }
 
 absl::StatusOr<double> CudaLoadedPlan::do_measure_kernel_bytes(size_t k) {

@@ -95,31 +95,36 @@ absl::StatusOr<EventTimer> EventTimer::create() {
   absl::StatusOr<cuda::Context> context = cuda::current_context();
   if (!context.ok()) return context.status();
   timer.context_ = *context;
-  absl::StatusOr<cuda::Event> start = cuda::event_create();
-  if (!start.ok()) return start.status();
-  timer.start_ = *start;
-  absl::StatusOr<cuda::Event> stop = cuda::event_create();
-  if (!stop.ok()) return stop.status();
-  timer.stop_ = *stop;
+  for (cuda::Event& e : timer.events_) {
+    absl::StatusOr<cuda::Event> made = cuda::event_create();
+    if (!made.ok()) return made.status();
+    e = *made;
+  }
   return timer;
 }
 
 EventTimer::~EventTimer() {
-  for (cuda::Event e : {start_, stop_}) {
+  for (cuda::Event e : events_) {
     if (e != nullptr)
       free_in_context(
           context_, [&] { return cuda::event_destroy(e); }, "destroying an event");
   }
 }
 
-absl::Status EventTimer::start() { return cuda::event_record(start_); }
+absl::Status EventTimer::record(int event) { return cuda::event_record(events_.at(event)); }
 
-absl::StatusOr<double> EventTimer::stop_ms() {
-  if (absl::Status s = cuda::event_record(stop_); !s.ok()) return s;
-  if (absl::Status s = cuda::event_synchronize(stop_); !s.ok()) return s;
-  absl::StatusOr<float> ms = cuda::event_elapsed_ms(start_, stop_);
+absl::Status EventTimer::synchronize(int event) { return cuda::event_synchronize(events_.at(event)); }
+
+absl::StatusOr<double> EventTimer::elapsed_ms(int from, int to) const {
+  absl::StatusOr<float> ms = cuda::event_elapsed_ms(events_.at(from), events_.at(to));
   if (!ms.ok()) return ms.status();
   return static_cast<double>(*ms);
+}
+
+absl::StatusOr<double> EventTimer::stop_ms() {
+  if (absl::Status s = record(1); !s.ok()) return s;
+  if (absl::Status s = synchronize(1); !s.ok()) return s;
+  return elapsed_ms(0, 1);
 }
 
 namespace {
@@ -235,6 +240,20 @@ absl::StatusOr<cuda::DevicePtr> CudaGpu::lt_workspace() {
   return lt_workspace_->get();
 }
 
+absl::StatusOr<std::string> CudaGpu::lt_activation_difference(
+    DType dtype, cublaslt::Activation activation, const std::function<absl::StatusOr<std::string>()>& probe) {
+  const std::pair key{dtype, activation};
+  {
+    const std::lock_guard lock(lt_differences_mutex_);
+    if (auto it = lt_differences_.find(key); it != lt_differences_.end()) return it->second;
+  }
+  absl::StatusOr<std::string> difference = probe();
+  if (!difference.ok()) return difference.status();  // not kept: the next plan tries again
+  const std::lock_guard lock(lt_differences_mutex_);
+  lt_differences_.emplace(key, *difference);
+  return difference;
+}
+
 absl::Status CudaGpu::flush_l2() {
   if (absl::Status s = queue_l2_flush(); !s.ok()) return s;
   return cuda::context_synchronize();
@@ -268,6 +287,25 @@ absl::Status CudaGpu::queue_l2_flush() {
   const cuda::Dim3 grid{static_cast<unsigned>(std::max(1, info_.sm_count) * 4)};
   const cuda::Dim3 block{256};
   return cuda::launch_kernel(flush_function_, grid, block, 0, nullptr, args);
+}
+
+absl::StatusOr<double> time_with_write_back_us(CudaGpu& gpu, EventTimer& timer,
+                                               const std::function<absl::Status()>& work) {
+  if (absl::Status s = timer.record(0); !s.ok()) return s;
+  if (absl::Status s = work(); !s.ok()) return s;
+  if (absl::Status s = timer.record(1); !s.ok()) return s;
+  if (absl::Status s = gpu.queue_l2_flush(); !s.ok()) return s;  // the drain
+  if (absl::Status s = timer.record(2); !s.ok()) return s;
+  if (absl::Status s = gpu.queue_l2_flush(); !s.ok()) return s;  // the drain alone
+  if (absl::Status s = timer.record(3); !s.ok()) return s;
+  if (absl::Status s = timer.synchronize(3); !s.ok()) return s;
+  absl::StatusOr<double> work_ms = timer.elapsed_ms(0, 1);
+  if (!work_ms.ok()) return work_ms.status();
+  absl::StatusOr<double> drained_ms = timer.elapsed_ms(0, 2);
+  if (!drained_ms.ok()) return drained_ms.status();
+  absl::StatusOr<double> drain_ms = timer.elapsed_ms(2, 3);
+  if (!drain_ms.ok()) return drain_ms.status();
+  return std::max(*work_ms, *drained_ms - *drain_ms) * 1e3;
 }
 
 }  // namespace fusejit::cuda_backend

@@ -10,8 +10,11 @@
 // whatever context that thread has current.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +25,7 @@
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
 
+#include "ir/dtype.h"
 #include "runtime/cublas_library.h"
 #include "runtime/cublaslt_library.h"
 #include "runtime/cuda_driver.h"
@@ -75,28 +79,33 @@ class ModuleHandle {
   cuda::Module module_ = nullptr;
 };
 
-// Two events for timing work on the default stream.
+// Events for timing work on the default stream: start() and stop_ms() time
+// one interval; record(), synchronize() and elapsed_ms() several, as
+// time_with_write_back_us does.
 class EventTimer {
  public:
+  static constexpr int kEvents = 4;
   EventTimer() = default;
   static absl::StatusOr<EventTimer> create();
   ~EventTimer();
   EventTimer(EventTimer&& other) noexcept
-      : context_(std::exchange(other.context_, nullptr)),
-        start_(std::exchange(other.start_, nullptr)),
-        stop_(std::exchange(other.stop_, nullptr)) {}
+      : context_(std::exchange(other.context_, nullptr)), events_(std::exchange(other.events_, {})) {}
   EventTimer& operator=(EventTimer&&) = delete;
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
 
-  absl::Status start();
+  absl::Status start() { return record(0); }
   // Records the stop event, waits for it and returns the milliseconds since start().
   absl::StatusOr<double> stop_ms();
 
+  absl::Status record(int event);  // 0 <= event < kEvents
+  absl::Status synchronize(int event);
+  // Between two recorded events, once the later one has completed.
+  absl::StatusOr<double> elapsed_ms(int from, int to) const;
+
  private:
   cuda::Context context_ = nullptr;
-  cuda::Event start_ = nullptr;
-  cuda::Event stop_ = nullptr;
+  std::array<cuda::Event, kEvents> events_{};
 };
 
 // The L2 flush kernel (fj_l2_flush), for compile tests without a GPU.
@@ -137,6 +146,12 @@ class CudaGpu {
   // for Hopper (cuBLAS documentation, cublasSetWorkspace).
   static constexpr uint64_t kLtWorkspaceBytes = uint64_t{32} << 20;
   absl::StatusOr<cuda::DevicePtr> lt_workspace();
+  // What cuBLASLt's `activation` epilogue in `dtype` does differently from
+  // fusejit's op (cublaslt_conformance.h): `probe` finds it on the first
+  // call for each pair, and the answer is kept. Several threads may probe
+  // the same pair at once; the answers are the same.
+  absl::StatusOr<std::string> lt_activation_difference(DType dtype, cublaslt::Activation activation,
+                                                       const std::function<absl::StatusOr<std::string>()>& probe);
   // Reads a buffer twice the L2 size through L2 (buffer and kernel made on
   // first use), so that the next kernel finds none of its data in L2 and
   // L2 holds no dirty line: neither the next kernel's time nor its counted
@@ -170,9 +185,30 @@ class CudaGpu {
   std::optional<cublas::Handle> cublas_;
   std::optional<cublaslt::Handle> cublaslt_;
   std::optional<DeviceBuffer> lt_workspace_;
+  std::mutex lt_differences_mutex_;  // apart from lazy_mutex_, which a probe takes
+  std::map<std::pair<DType, cublaslt::Activation>, std::string> lt_differences_;
   std::optional<DeviceBuffer> flush_buffer_;
   ModuleHandle flush_module_;  // holds flush_function_
   cuda::Function flush_function_ = nullptr;
 };
+
+// The time of `work` (launches queued on the default stream) as bench
+// reports it, in microseconds, from an L2 flush the caller has queued
+// before it (so the GPU is busy when the start event is recorded, and the
+// host's submit work falls outside the interval) until the dirty lines
+// `work` left in L2 are written back to memory.
+//
+// NVIDIA's L2 is write-back: a kernel ends with its last writes (all of
+// them, for outputs that fit in the L2) still dirty there, and its stop
+// event does not wait for them. Timed alone, a kernel writing less than the
+// L2 would seem to write for free (its write-backs fall in the next flush,
+// untimed), as would the last L2's worth of a larger one, while the model
+// predicts every byte. So `work` is followed by a drain (a flush, whose
+// reads evict those lines), then by a second drain, from an L2 with no
+// dirty line; the time is (work + drain) - (drain alone): the work and the
+// write-backs it owes. Never less than the work's own interval, which the
+// difference of two timings can be, by noise.
+absl::StatusOr<double> time_with_write_back_us(CudaGpu& gpu, EventTimer& timer,
+                                               const std::function<absl::Status()>& work);
 
 }  // namespace fusejit::cuda_backend

@@ -170,6 +170,11 @@ std::string cuda_emulator_path() {
 
 std::string GpuInfo::arch() const { return fmt::format("sm_{}{}", cc_major, cc_minor); }
 
+std::string GpuInfo::summary(int device) const {
+  const std::string number = device == 0 ? "" : fmt::format("GPU {}, ", device);
+  return fmt::format("{} ({}{}, {} SMs)", name, number, arch(), sm_count);
+}
+
 absl::StatusOr<GpuInfo> query_gpu(int device) {
   GpuInfo info;
   absl::StatusOr<std::string> name = cuda::device_name(device);

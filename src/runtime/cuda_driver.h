@@ -51,6 +51,9 @@ struct GpuInfo {
   int64_t memory_bytes = 0;
 
   std::string arch() const;  // "sm_90"
+  // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"; `device` >= 1 adds "GPU N, "
+  // before the architecture (GPU 0 is the one --backend cuda takes).
+  std::string summary(int device = 0) const;
 };
 
 absl::StatusOr<GpuInfo> query_gpu(int device = 0);

@@ -72,11 +72,26 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
                                    "measured_us_min", "effective_gbps", "max_rel_error", "correct", "mismatch",
                                    "beyond_float64_tolerance", "outputs_beyond_float64_tolerance",
                                    "order_dependent_elements", "kernels"}));
-  EXPECT_EQ(keys_of(j["fused"]["kernels"][0]),
-            (std::set<std::string>{"name", "executed_by", "bytes", "flops", "intensity", "compute_roof_gflops",
-                                   "bandwidth_share", "instructions", "predicted_us", "measured_us_median",
-                                   "measured_us_min", "effective_gbps", "achieved_gflops", "measured_bytes",
-                                   "compile_ms", "cache_hit", "same_code_as", "launch_shape", "launch_tuning"}));
+  EXPECT_EQ(keys_of(j["fused"]["kernels"][0]), (std::set<std::string>{"name",
+                                                                      "executed_by",
+                                                                      "bytes",
+                                                                      "flops",
+                                                                      "intensity",
+                                                                      "compute_roof_gflops",
+                                                                      "bandwidth_share",
+                                                                      "instructions",
+                                                                      "predicted_us",
+                                                                      "measured_us_median",
+                                                                      "measured_us_min",
+                                                                      "effective_gbps",
+                                                                      "achieved_gflops",
+                                                                      "measured_bytes",
+                                                                      "compile_ms",
+                                                                      "cache_hit",
+                                                                      "same_code_as",
+                                                                      "launch_shape",
+                                                                      "launch_tuning",
+                                                                      "library_call"}));
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_GT(j["ceiling_gbps"].get<double>(), 0);
   // The CPU's predictions use the bandwidth measured in the same run.

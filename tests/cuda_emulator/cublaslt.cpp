@@ -16,6 +16,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "device_memory.h"
 #include "runtime/cublaslt_abi.h"
@@ -186,6 +187,11 @@ Status cublasLtMatmul(Handle handle, Descriptor op, const void* alpha, const voi
   if (*static_cast<const float*>(beta) != 0 || c != d) return lt::kNotSupported;  // fusejit asks no more
   const bool bias = (o.epilogue & lt::kEpilogueBias) != 0;
   if (bias && o.bias == nullptr) return kInvalidValue;
+  // FUSEJIT_EMULATOR_CUBLASLT_RELU=fmax: a relu that turns NaN into 0, as
+  // an fmax-style max(x, 0) on a GPU may, so that the tests can show
+  // fusejit's probe (runtime/cublaslt_conformance.h) noticing it.
+  const char* relu_env = std::getenv("FUSEJIT_EMULATOR_CUBLASLT_RELU");
+  const bool fmax_relu = relu_env != nullptr && std::string_view(relu_env) == "fmax";
   std::lock_guard lock(fusejit::emulator::driver_mutex());
   if (Status s = fj_emulated_blas_operands_owned("cublasLtMatmul", {a, b, d, bias ? o.bias : d}); s != lt::kSuccess) {
     return s;
@@ -199,7 +205,7 @@ Status cublasLtMatmul(Handle handle, Descriptor op, const void* alpha, const voi
         }
         float v = alpha_f * acc;
         if (bias) v += fj_emulated_blas_load(o.bias, ld.type, i);
-        if (o.epilogue & lt::kEpilogueRelu) v = v > 0 ? v : (v == v ? 0.0f : v);
+        if (o.epilogue & lt::kEpilogueRelu) v = v > 0 ? v : (v == v || fmax_relu ? 0.0f : v);
         if (o.epilogue & lt::kEpilogueGelu) {
           v = 0.5f * v * (1.0f + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v)));
         }
