@@ -234,7 +234,7 @@ run_tests() {  # LOG SECONDS FILTER [ARGS...]
   local rc=$?
   ((rc == 0)) || status=1
   ((rc != 0 && rc != 1)) && note "$log: $(why $rc); its last lines:" && tail -n 5 "$out/$log" | sed 's/^/      /' >>"$report"
-  grep -E '^\[ +(FAILED|gpu|device|copy|counters|kernel|cublas) ' "$out/$log" | sed 's/^/    /' >>"$report"
+  grep -E '^\[ +(FAILED|gpu|device|copy|counters|kernel|cublas|cublasLt|timing) ' "$out/$log" | sed 's/^/    /' >>"$report"
   grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test' "$out/$log" | sed 's/^/    /' >>"$report"
 }
 run_tests gpu-tests.log 240 'CudaDriver*:CudaBackend*:CudaCublas*:DramCounters*:Gpu*-*MeasuredBytes*:DramCounters.CpuPlans*' \
@@ -269,6 +269,9 @@ library = [f"{k['name']} {k['executed_by']} {num(k['measured_us_median'], '.1f')
            for k in f["kernels"] if k.get("executed_by", "jit") != "jit"]
 if library:
     print(f"    {'':<30} fused library kernels: {', '.join(library)}")
+for k in f["kernels"]:  # why cuBLASLt did not run an epilogue
+    if k.get("executed_by") == "cublas+jit":
+        print(f"    {'':<30} {k['name']}: {k.get('library_call')}")
 PY
 }
 counters=()

@@ -139,7 +139,17 @@ std::string timing_spread_note(const BenchResult& r) {
 
 // One line per kernel whose launch shapes were timed against each other
 // (runtime/cuda_row_tuning.h): which was kept, and why.
-std::string launch_tuning_lines(const BenchResult& r);
+std::string launch_tuning_lines(const BenchResult& r) {
+  std::string t;
+  for (const PlanBench* p : {&r.unfused, &r.fused}) {
+    for (const KernelBench& k : p->kernels) {
+      if (k.tuning.empty() || !k.shares_code_with.empty()) continue;
+      t += fmt::format("  {} {}: {}; {}\n", p->label, k.name, k.launch_shape, k.tuning);
+    }
+  }
+  return t.empty() ? t
+                   : "launch shapes (timed on each kernel's first run, FUSEJIT_AUTOTUNE=0 keeps the defaults):\n" + t;
+}
 
 // One line per kernel a library runs (a GPU's matmuls): the call, and why
 // where it is not the first choice (cuBLASLt refusing an epilogue).
@@ -151,18 +161,6 @@ std::string library_call_lines(const BenchResult& r) {
     }
   }
   return t.empty() ? t : "library kernels:\n" + t;
-}
-
-std::string launch_tuning_lines(const BenchResult& r) {
-  std::string t;
-  for (const PlanBench* p : {&r.unfused, &r.fused}) {
-    for (const KernelBench& k : p->kernels) {
-      if (k.tuning.empty() || !k.shares_code_with.empty()) continue;
-      t += fmt::format("  {} {}: {}; {}\n", p->label, k.name, k.launch_shape, k.tuning);
-    }
-  }
-  return t.empty() ? t
-                   : "launch shapes (timed on each kernel's first run, FUSEJIT_AUTOTUNE=0 keeps the defaults):\n" + t;
 }
 
 }  // namespace

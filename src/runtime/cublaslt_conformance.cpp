@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,26 +20,36 @@ namespace {
 
 constexpr int64_t kExtent = 64;  // m = n = k: a shape every cuBLASLt algorithm family takes
 
-// The activation's inputs, one per column of the product (cycled): the
-// values where implementations differ, and finite ones on both sides of 0,
-// all exact in every dtype.
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr std::array<double, 16> kProbeValues = {std::numeric_limits<double>::quiet_NaN(),
-                                                 kInf,
-                                                 -kInf,
-                                                 -5,
-                                                 -3,
-                                                 -1.5,
-                                                 -0.75,
-                                                 -0.25,
-                                                 -0.0625,
-                                                 0.0625,
-                                                 0.25,
-                                                 0.5,
-                                                 0.75,
-                                                 1.5,
-                                                 3,
-                                                 5};
+// The activation's inputs: the values where implementations differ (NaN,
+// infinities; finite values whose cube, in the tanh form of GeLU,
+// overflows float32, where a tanh built from exp gives inf / inf), and
+// finite ones on both sides of 0. Each is rounded to the dtype first.
+std::vector<double> probe_values(DType dtype) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = {std::numeric_limits<double>::quiet_NaN(),
+                           inf,
+                           -inf,
+                           -5,
+                           -3,
+                           -1.5,
+                           -0.75,
+                           -0.25,
+                           -0.0625,
+                           0.0625,
+                           0.25,
+                           0.5,
+                           0.75,
+                           1.5,
+                           3,
+                           5};
+  const std::vector<double> large =
+      dtype == DType::kF16 ? std::vector<double>{60000, -60000} : std::vector<double>{1e20, -1e20, 3e38, -3e38};
+  v.insert(v.end(), large.begin(), large.end());
+  HostTensor t{dtype, Shape{static_cast<int64_t>(v.size())}, v};
+  std::vector<unsigned char> bytes(static_cast<size_t>(storage_bytes(dtype, t.shape)));
+  encode_storage(t, bytes.data());
+  return decode_storage(dtype, t.shape, bytes.data()).values;
+}
 
 std::string_view activation_name(cublaslt::Activation activation) {
   switch (activation) {
@@ -76,21 +87,38 @@ absl::StatusOr<DeviceBuffer> upload(const HostTensor& t, std::string_view what) 
   return buffer;
 }
 
-absl::StatusOr<std::string> probe(CudaGpu& gpu, DType dtype, cublaslt::Activation activation) {
-  // A is zero and B one, so that every product is exactly 0 and the
-  // activation sees the bias alone (an exact 0 + x), whatever order or
-  // precision cuBLASLt sums in.
+absl::StatusOr<std::string> probe(CudaGpu& gpu, DType dtype, cublaslt::Activation activation, bool bias) {
+  absl::StatusOr<cuda::ContextScope> context = gpu.enter();
+  if (!context.ok()) return context.status();
+  // Every product is exact, whatever order or precision cuBLASLt sums in:
+  // with a bias, A is zero and B one, so that the activation sees 0 + the
+  // bias of its column; without, A's first column holds the values (the
+  // rest is zero) and B is one, so that row i's products sum to A[i, 0]
+  // (inf x 1 and NaN x 1 included).
+  const std::vector<double> values = probe_values(dtype);
+  const auto value_of = [&](int64_t i) { return values[static_cast<size_t>(i) % values.size()]; };
   HostTensor a{dtype, Shape{kExtent, kExtent}, std::vector<double>(kExtent * kExtent, 0.0)};
   HostTensor b{dtype, Shape{kExtent, kExtent}, std::vector<double>(kExtent * kExtent, 1.0)};
-  HostTensor bias{dtype, Shape{kExtent}, {}};
-  for (int64_t j = 0; j < kExtent; ++j) bias.values.push_back(kProbeValues[j % kProbeValues.size()]);
+  HostTensor bias_values{dtype, Shape{kExtent}, {}};
+  for (int64_t i = 0; i < kExtent; ++i) {
+    if (bias) {
+      bias_values.values.push_back(value_of(i));
+    } else {
+      a.values[i * kExtent] = value_of(i);
+    }
+  }
+  const auto input_of = [&](int64_t row, int64_t column) { return bias ? value_of(column) : value_of(row); };
   const Shape d_shape{kExtent, kExtent};
   absl::StatusOr<DeviceBuffer> a_buffer = upload(a, "the cuBLASLt epilogue probe's A");
   if (!a_buffer.ok()) return a_buffer.status();
   absl::StatusOr<DeviceBuffer> b_buffer = upload(b, "the cuBLASLt epilogue probe's B");
   if (!b_buffer.ok()) return b_buffer.status();
-  absl::StatusOr<DeviceBuffer> bias_buffer = upload(bias, "the cuBLASLt epilogue probe's bias");
-  if (!bias_buffer.ok()) return bias_buffer.status();
+  std::optional<DeviceBuffer> bias_buffer;
+  if (bias) {
+    absl::StatusOr<DeviceBuffer> uploaded = upload(bias_values, "the cuBLASLt epilogue probe's bias");
+    if (!uploaded.ok()) return uploaded.status();
+    bias_buffer = *std::move(uploaded);
+  }
   const size_t d_bytes = static_cast<size_t>(storage_bytes(dtype, d_shape));
   absl::StatusOr<DeviceBuffer> d_buffer = DeviceBuffer::allocate(d_bytes, "the cuBLASLt epilogue probe's result");
   if (!d_buffer.ok()) return d_buffer.status();
@@ -98,29 +126,25 @@ absl::StatusOr<std::string> probe(CudaGpu& gpu, DType dtype, cublaslt::Activatio
   absl::StatusOr<cublaslt::Handle> lt = gpu.cublaslt_handle();
   if (!lt.ok()) return lt.status();
   const cublaslt::EpilogueGemm::Operands operands{
-      .a = a_buffer->get(), .b = b_buffer->get(), .bias = bias_buffer->get(), .d = d_buffer->get()};
-  absl::StatusOr<cublaslt::EpilogueGemm> gemm = cublaslt::EpilogueGemm::create(
-      *lt, cublas::data_type(dtype), kExtent, kExtent, kExtent, activation, operands, CudaGpu::kLtWorkspaceBytes);
+      .a = a_buffer->get(), .b = b_buffer->get(), .bias = bias_buffer ? bias_buffer->get() : 0, .d = d_buffer->get()};
+  // No workspace: the probe should not be what allocates the shared one.
+  absl::StatusOr<cublaslt::EpilogueGemm> gemm =
+      cublaslt::EpilogueGemm::create(*lt, cublas::data_type(dtype), kExtent, kExtent, kExtent, activation, operands, 0);
   if (!gemm.ok()) return gemm.status();
-  cuda::DevicePtr workspace = 0;
-  if (gemm->workspace_bytes() > 0) {
-    absl::StatusOr<cuda::DevicePtr> shared = gpu.lt_workspace();
-    if (!shared.ok()) return shared.status();
-    workspace = *shared;
-  }
-  if (absl::Status s = gemm->run(workspace, "the cuBLASLt epilogue probe"); !s.ok()) return s;
+  if (absl::Status s = gemm->run(0, "the cuBLASLt epilogue probe"); !s.ok()) return s;
   std::vector<unsigned char> bytes(d_bytes);
   if (absl::Status s = cuda::memcpy_dtoh(bytes.data(), d_buffer->get(), d_bytes); !s.ok()) return s;
   const HostTensor d = decode_storage(dtype, d_shape, bytes.data());
 
   for (int64_t i = 0; i < kExtent; ++i) {
     for (int64_t j = 0; j < kExtent; ++j) {
-      const double x = bias.values[j];
+      const double x = input_of(i, j);
       const double got = d.values[i * kExtent + j];
       const double expected = fusejit_activation(activation, x);
       if (agrees(got, expected, dtype)) continue;
-      return fmt::format("cuBLASLt's {} epilogue gives {} for {} in {}, fusejit's {} {}", activation_name(activation),
-                         value_text(got), value_text(x), dtype, activation_name(activation), value_text(expected));
+      return fmt::format("cuBLASLt's {} epilogue{} gives {} for {} in {}, fusejit's {} {}", activation_name(activation),
+                         bias ? " with a bias" : "", value_text(got), value_text(x), dtype, activation_name(activation),
+                         value_text(expected));
     }
   }
   return std::string();
@@ -128,8 +152,9 @@ absl::StatusOr<std::string> probe(CudaGpu& gpu, DType dtype, cublaslt::Activatio
 
 }  // namespace
 
-absl::StatusOr<std::string> lt_activation_difference(CudaGpu& gpu, DType dtype, cublaslt::Activation activation) {
-  return gpu.lt_activation_difference(dtype, activation, [&] { return probe(gpu, dtype, activation); });
+absl::StatusOr<std::string> lt_activation_difference(CudaGpu& gpu, DType dtype, cublaslt::Activation activation,
+                                                     bool bias) {
+  return gpu.lt_activation_difference(dtype, activation, bias, [&] { return probe(gpu, dtype, activation, bias); });
 }
 
 }  // namespace fusejit::cuda_backend

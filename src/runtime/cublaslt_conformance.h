@@ -23,13 +23,18 @@ namespace fusejit::cuda_backend {
 
 class CudaGpu;
 
-// "" where cuBLASLt's `activation` epilogue (with a bias) in `dtype` gives
-// fusejit's results on every probe value (NaN, +-inf, finite values from
-// -5 to 5: NaN where fusejit gives NaN, equal infinities, finite values
-// within the dtype's tolerance); otherwise the first difference, as
-// "cuBLASLt's relu epilogue gives 0 for NaN, fusejit's relu NaN". Probed
-// once per GPU, dtype and activation (a 64 x 64 x 64 product), then
-// remembered by the CudaGpu. An error where the probe could not run.
-absl::StatusOr<std::string> lt_activation_difference(CudaGpu& gpu, DType dtype, cublaslt::Activation activation);
+// "" where cuBLASLt's `activation` epilogue in `dtype`, with a bias or
+// without, gives fusejit's results on every probe value (NaN, +-inf, finite
+// values from -5 to 5 and some whose cube overflows float32: NaN where
+// fusejit gives NaN, equal infinities, finite values within the dtype's
+// tolerance); otherwise the first difference, as "cuBLASLt's relu epilogue
+// with a bias gives 0 for NaN in bf16, fusejit's relu NaN". Probed with a
+// 64 x 64 x 64 product once per CudaGpu (each backend made opens one) and
+// dtype, activation and bias, then remembered, errors too, except out of
+// memory. It runs the algorithm cuBLASLt's heuristic picks for that shape
+// only: another algorithm, for another shape, could differ, which the GPU
+// tests' own matmuls (NaN and infinities included) would show.
+absl::StatusOr<std::string> lt_activation_difference(CudaGpu& gpu, DType dtype, cublaslt::Activation activation,
+                                                     bool bias);
 
 }  // namespace fusejit::cuda_backend

@@ -96,7 +96,12 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
     absl::StatusOr<cublaslt::Handle> lt = gpu.cublaslt_handle();
     absl::StatusOr<std::string> differs = std::string();
     if (lt.ok() && activation != cublaslt::Activation::kNone) {
-      differs = lt_activation_difference(gpu, node.dtype, activation);
+      differs = lt_activation_difference(gpu, node.dtype, activation, operands.bias != 0);
+      // Out of memory is the GPU's state, and the fallback would meet it too.
+      if (differs.status().code() == absl::StatusCode::kResourceExhausted) {
+        return absl::Status(differs.status().code(), fmt::format("kernel {}: probing cuBLASLt's epilogue: {}",
+                                                                 kernel.name, status_text(differs.status())));
+      }
     }
     if (!lt.ok()) {
       apart = status_text(lt.status());

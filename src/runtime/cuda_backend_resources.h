@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include <absl/status/status.h>
@@ -148,9 +149,10 @@ class CudaGpu {
   absl::StatusOr<cuda::DevicePtr> lt_workspace();
   // What cuBLASLt's `activation` epilogue in `dtype` does differently from
   // fusejit's op (cublaslt_conformance.h): `probe` finds it on the first
-  // call for each pair, and the answer is kept. Several threads may probe
-  // the same pair at once; the answers are the same.
-  absl::StatusOr<std::string> lt_activation_difference(DType dtype, cublaslt::Activation activation,
+  // call for each triple, and the answer is kept (an error too, except out
+  // of memory, which may pass). Several threads may probe the same triple at
+  // once; the answers are the same.
+  absl::StatusOr<std::string> lt_activation_difference(DType dtype, cublaslt::Activation activation, bool bias,
                                                        const std::function<absl::StatusOr<std::string>()>& probe);
   // Reads a buffer twice the L2 size through L2 (buffer and kernel made on
   // first use), so that the next kernel finds none of its data in L2 and
@@ -186,7 +188,7 @@ class CudaGpu {
   std::optional<cublaslt::Handle> cublaslt_;
   std::optional<DeviceBuffer> lt_workspace_;
   std::mutex lt_differences_mutex_;  // apart from lazy_mutex_, which a probe takes
-  std::map<std::pair<DType, cublaslt::Activation>, std::string> lt_differences_;
+  std::map<std::tuple<DType, cublaslt::Activation, bool>, absl::StatusOr<std::string>> lt_differences_;
   std::optional<DeviceBuffer> flush_buffer_;
   ModuleHandle flush_module_;  // holds flush_function_
   cuda::Function flush_function_ = nullptr;

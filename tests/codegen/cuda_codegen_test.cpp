@@ -518,12 +518,14 @@ FusionPlan demo_plan_at_gpu_size() {
 // GPU to show; the emulated GPU tests show it computes the same).
 TEST_F(CudaNvrtcTest, RowPrefetchLoadsTheNextRowWithoutLosingOccupancy) {
   const FusionPlan plan = demo_plan_at_gpu_size();
+  std::string last_ptx;
   const auto compile = [&](const std::optional<std::string>& prefetch, const std::optional<std::string>& threads) {
     testing::ScopedEnv p("FUSEJIT_ROW_PREFETCH", prefetch);
     testing::ScopedEnv t("FUSEJIT_ROW_BLOCK_THREADS", threads);
     const CudaKernelSource k = emit_cuda(plan)[0];
     absl::StatusOr<CompiledKernel> c = compile_cuda(k.name, k.source, {.arch = "sm_90"}, nullptr);
     EXPECT_TRUE(c.ok()) << status_text(c.status());
+    if (c.ok()) last_ptx = c->ptx;
     return std::make_pair(k, c.ok() ? c->ptxas : PtxasReport{});
   };
   const auto blocks_per_sm = [](const CudaKernelSource& k, const PtxasReport& r) {
@@ -537,6 +539,11 @@ TEST_F(CudaNvrtcTest, RowPrefetchLoadsTheNextRowWithoutLosingOccupancy) {
   EXPECT_NE(ahead.source.find("fj_load_raw_early<fj_bf16, kVec>(p_x + (fj_next_row * 4096) + j, r_x_raw + c * "),
             std::string::npos)
       << ahead.source;
+  // The early load is a plain (not .nc) load ahead of the row's first
+  // barrier in the PTX: NVVM did not sink it to its use.
+  const size_t early = last_ptx.find("ld.global.v4.u32");
+  ASSERT_NE(early, std::string::npos) << last_ptx;
+  EXPECT_LT(early, last_ptx.find("bar.sync")) << last_ptx;
   EXPECT_FALSE(ahead_report.has_spills());
   EXPECT_LE(ahead_report.registers, plain_report.registers + 10);
   EXPECT_EQ(blocks_per_sm(ahead, ahead_report), blocks_per_sm(plain, plain_report));

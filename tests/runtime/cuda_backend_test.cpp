@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -859,25 +860,37 @@ TEST_F(GpuBackend, TheCublasLtEpilogueProbeFindsWhatDiffersFromFusejit) {
     if (fmax_relu) relu.emplace("FUSEJIT_EMULATOR_CUBLASLT_RELU", std::string("fmax"));
     absl::StatusOr<std::shared_ptr<cuda_backend::CudaGpu>> gpu = cuda_backend::CudaGpu::open();
     ASSERT_TRUE(gpu.ok()) << gpu.status();
-    absl::StatusOr<cuda::ContextScope> context = (*gpu)->enter();
-    ASSERT_TRUE(context.ok()) << context.status();
+    std::map<std::string, std::string> found;
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (cublaslt::Activation activation : {cublaslt::Activation::kRelu, cublaslt::Activation::kGeluTanh}) {
-        absl::StatusOr<std::string> difference = cuda_backend::lt_activation_difference(**gpu, dtype, activation);
-        ASSERT_TRUE(difference.ok()) << difference.status();
-        std::printf("[ cublasLt ] %s %s: %s\n", fmt::format("{}", dtype).c_str(),
-                    activation == cublaslt::Activation::kRelu ? "relu" : "gelu (tanh)",
-                    difference->empty() ? "as fusejit" : difference->c_str());
-        if (!cuda_driver_is_emulator()) continue;
-        if (fmax_relu && activation == cublaslt::Activation::kRelu) {
-          EXPECT_EQ(*difference,
-                    fmt::format("cuBLASLt's relu epilogue gives 0 for NaN in {}, fusejit's relu NaN", dtype));
-        } else {
-          EXPECT_EQ(*difference, "") << fmt::format("{}", dtype);
+        for (bool bias : {true, false}) {
+          const std::string label =
+              fmt::format("{} {}{}", dtype, activation == cublaslt::Activation::kRelu ? "relu" : "gelu (tanh)",
+                          bias ? " with a bias" : "");
+          absl::StatusOr<std::string> difference =
+              cuda_backend::lt_activation_difference(**gpu, dtype, activation, bias);
+          ASSERT_TRUE(difference.ok()) << label << ": " << difference.status();
+          std::printf("[ cublasLt ] %s: %s\n", label.c_str(), difference->empty() ? "as fusejit" : difference->c_str());
+          found[label] = *difference;
+          if (!cuda_driver_is_emulator()) continue;
+          if (fmax_relu && activation == cublaslt::Activation::kRelu) {
+            EXPECT_EQ(*difference, fmt::format("cuBLASLt's relu epilogue{} gives 0 for NaN in {}, fusejit's relu NaN",
+                                               bias ? " with a bias" : "", dtype));
+          } else {
+            EXPECT_EQ(*difference, "") << label;
+          }
         }
-        // Asked again, the same answer (kept, not probed again).
-        EXPECT_EQ(cuda_backend::lt_activation_difference(**gpu, dtype, activation).value_or("?"), *difference);
       }
+    }
+    if (!fmax_relu) continue;
+    // The answers are kept: the emulator's relu keeps NaN again, and
+    // asking the same CudaGpu again still gives what its probe found.
+    relu.reset();
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      const std::string label = fmt::format("{} relu with a bias", dtype);
+      EXPECT_EQ(cuda_backend::lt_activation_difference(**gpu, dtype, cublaslt::Activation::kRelu, true).value_or("?"),
+                found[label])
+          << label;
     }
   }
 }
@@ -900,7 +913,8 @@ TEST_F(GpuBackend, ACublasLtEpilogueThatDiffersRunsAsAGeneratedKernel) {
   const LoadedKernelInfo& k = (*loaded)->kernels()[0];
   EXPECT_EQ(k.executed_by, "cublas+jit");
   EXPECT_TRUE(testing::contains(k.library_call,
-                                "cuBLASLt cannot run it here: cuBLASLt's relu epilogue gives 0 for NaN in bf16"))
+                                "cuBLASLt cannot run it here: cuBLASLt's relu epilogue with a bias gives 0 for NaN "
+                                "in bf16"))
       << k.library_call;
   TensorMap inputs = random_inputs(*plan.graph, 9);
   inputs.at("b").values[3] = std::numeric_limits<double>::quiet_NaN();
@@ -918,7 +932,7 @@ TEST_F(GpuBackend, ACublasLtEpilogueThatDiffersRunsAsAGeneratedKernel) {
   const std::string text = format_bench(*bench);
   EXPECT_TRUE(testing::contains(text, "library kernels:\n  unfused k0_matmul: ")) << text;
   EXPECT_TRUE(testing::contains(text, "\n  fused k0_matmul_add_relu: ")) << text;
-  EXPECT_TRUE(testing::contains(text, "cuBLASLt's relu epilogue gives 0 for NaN in bf16")) << text;
+  EXPECT_TRUE(testing::contains(text, "cuBLASLt's relu epilogue with a bias gives 0 for NaN in bf16")) << text;
   const nlohmann::json j = bench_json(*bench);
   EXPECT_TRUE(testing::contains(j["fused"]["kernels"][0]["library_call"].get<std::string>(), "cublasGemmEx")) << j;
 
@@ -1086,25 +1100,62 @@ TEST_F(GpuBackend, KernelTimesIncludeTheWritesLeftInL2) {
   if (cuda_driver_is_emulator()) GTEST_SKIP() << "the CUDA emulator has no L2 and no GPU timing";
   absl::StatusOr<double> ceiling = backend().measure_copy_gbps(int64_t{512} << 20);
   ASSERT_TRUE(ceiling.ok()) << ceiling.status();
-  for (const char* shape : {"[4096, 1024]", "[16384, 8192]"}) {
-    const Graph g = parse_or_throw(fmt::format("input x: f32{}\ny = neg(x)\noutput y\n", shape));
-    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(make_fused_plan(g));
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    ASSERT_TRUE((*loaded)->set_inputs(random_inputs(g, 7)).ok());
+  // The median of 11 timings of one kernel (or of the drain alone), each
+  // after a flush, and its bandwidth for `bytes`, printed.
+  const auto median_gbps = [&](const std::string& what, double bytes,
+                               const std::function<absl::StatusOr<double>()>& time) {
     std::vector<double> times;
     for (int rep = 0; rep < 11; ++rep) {
-      ASSERT_TRUE(backend().flush_cache().ok());
-      absl::StatusOr<double> us = (*loaded)->time_kernel(0);
-      ASSERT_TRUE(us.ok()) << us.status();
+      EXPECT_TRUE(backend().flush_cache().ok());
+      absl::StatusOr<double> us = time();
+      if (!us.ok()) {
+        ADD_FAILURE() << what << ": " << us.status();
+        return 0.0;
+      }
       times.push_back(*us);
     }
     std::nth_element(times.begin(), times.begin() + 5, times.end());
-    const double bytes = 2.0 * g.node(g.outputs()[0]).shape.numel() * 4;
     const double gbps = bytes / (times[5] * 1e3);
-    std::printf("[ timing   ] neg(f32%s): %.1f us, %.0f GB/s with its writes, copy ceiling %.0f GB/s (%.2fx)\n", shape,
-                times[5], gbps, *ceiling, gbps / *ceiling);
+    std::printf("[ timing   ] %s: %.1f us, %.0f GB/s, %.2fx the copy ceiling of %.0f GB/s\n", what.c_str(), times[5],
+                gbps, gbps / *ceiling, *ceiling);
+    return gbps;
+  };
+  const auto kernel_gbps = [&](const std::string& text, const std::string& what, double bytes) {
+    const Graph g = parse_or_throw(text);
+    absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(make_fused_plan(g));
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    if (!loaded.ok() || !(*loaded)->set_inputs(random_inputs(g, 7)).ok()) return 0.0;
+    return median_gbps(what, bytes, [&] { return (*loaded)->time_kernel(0); });
+  };
+  for (const auto& [shape, elements] : {std::pair{"[4096, 1024]", 4096.0 * 1024}, {"[16384, 8192]", 16384.0 * 8192}}) {
+    const double gbps = kernel_gbps(fmt::format("input x: f32{}\ny = neg(x)\noutput y\n", shape),
+                                    fmt::format("neg(f32{}), reads and writes", shape), 2 * elements * 4);
     EXPECT_LT(gbps, 1.25 * *ceiling) << shape;
   }
+  // The drain must run at about the memory's bandwidth: a slower one would
+  // hide the write-backs in its idle cycles.
+  absl::StatusOr<std::shared_ptr<cuda_backend::CudaGpu>> gpu = cuda_backend::CudaGpu::open();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  absl::StatusOr<cuda::ContextScope> context = (*gpu)->enter();
+  ASSERT_TRUE(context.ok()) << context.status();
+  absl::StatusOr<cuda_backend::EventTimer> timer = cuda_backend::EventTimer::create();
+  ASSERT_TRUE(timer.ok()) << timer.status();
+  const double drain_gbps =
+      median_gbps("the drain (a read of twice the L2)", 2.0 * static_cast<double>((*gpu)->info().l2_bytes),
+                  [&]() -> absl::StatusOr<double> {
+                    if (absl::Status s = (*gpu)->queue_l2_flush(); !s.ok()) return s;
+                    if (absl::Status s = timer->start(); !s.ok()) return s;
+                    if (absl::Status s = (*gpu)->queue_l2_flush(); !s.ok()) return s;
+                    absl::StatusOr<double> ms = timer->stop_ms();
+                    if (!ms.ok()) return ms.status();
+                    return *ms * 1e3;
+                  });
+  EXPECT_GT(drain_gbps, 0.6 * *ceiling);
+  // And a kernel that only reads is not charged for its footprint in L2
+  // (lines of the flush before it that the drain alone finds again).
+  const double read_gbps =
+      kernel_gbps("input x: f32[4096, 1024]\ny = sum(x)\noutput y\n", "sum(f32[4096, 1024]), reads", 4096.0 * 1024 * 4);
+  EXPECT_GT(read_gbps, 0.5 * *ceiling);
 }
 
 TEST_F(GpuBackend, OutOfMemoryNamesTheTensor) {

@@ -96,16 +96,19 @@ __device__ __forceinline__ void fj_load_raw(const T* __restrict__ p, uint4* raw)
 // ptxas moves read-only (nc) loads past the row's barriers, down to the end
 // of its work, where little latency is left to hide; an ordinary load stays
 // ahead of the first barrier. The inputs are not written while the kernel
-// runs, so both read the same values.
+// runs, so both read the same values. The asm is volatile so that NVVM,
+// too, keeps it where it is written: a plain asm with no memory operand
+// may be sunk to its first use, which is after those barriers (NVRTC 13.0
+// keeps it ahead of the first bar.sync either way, as the PTX shows).
 template <typename T, int N>
 __device__ __forceinline__ void fj_load_raw_early(const T* __restrict__ p, uint4* raw) {
 #pragma unroll
   for (int c = 0; c < N * (int)sizeof(T) / 16; ++c) {
 #ifdef __CUDA_ARCH__
     const uint4* q = reinterpret_cast<const uint4*>(p) + c;
-    asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(raw[c].x), "=r"(raw[c].y), "=r"(raw[c].z), "=r"(raw[c].w)
-        : "l"(q));
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(raw[c].x), "=r"(raw[c].y), "=r"(raw[c].z), "=r"(raw[c].w)
+                 : "l"(q));
 #else
     raw[c] = reinterpret_cast<const uint4*>(p)[c];
 #endif
