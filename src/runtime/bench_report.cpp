@@ -194,9 +194,10 @@ std::string format_bench(const BenchResult& r) {
                                                            : "from " + r.inputs_from);
   t += fmt::format(
       "timing: {} after a warm-up, each the copy, the unfused plan and the fused plan (every other one in the "
-      "reverse order), cache flushed before every kernel; median (and min) of each kernel, and of each whole run "
+      "reverse order), cache flushed before every kernel{}; median (and min) of each kernel, and of each whole run "
       "in the total row (not the sum of the kernels' medians)\n",
-      counted(r.reps, "repetition"));
+      counted(r.reps, "repetition"),
+      r.backend == "cuda" ? " and the writes it left in L2 drained inside its time" : "");
   for (const PlanBench* p : {&r.unfused, &r.fused}) {
     std::string verdict = "ok";
     if (!p->correct) {

@@ -932,6 +932,8 @@ TEST_F(GpuBackend, ACublasLtEpilogueThatDiffersRunsAsAGeneratedKernel) {
   const std::string text = format_bench(*bench);
   EXPECT_TRUE(testing::contains(text, "library kernels:\n  unfused k0_matmul: ")) << text;
   EXPECT_TRUE(testing::contains(text, "\n  fused k0_matmul_add_relu: ")) << text;
+  EXPECT_TRUE(testing::contains(text, "cache flushed before every kernel and the writes it left in L2 drained"))
+      << text;
   EXPECT_TRUE(testing::contains(text, "cuBLASLt's relu epilogue with a bias gives 0 for NaN in bf16")) << text;
   const nlohmann::json j = bench_json(*bench);
   EXPECT_TRUE(testing::contains(j["fused"]["kernels"][0]["library_call"].get<std::string>(), "cublasGemmEx")) << j;
