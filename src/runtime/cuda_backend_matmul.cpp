@@ -94,8 +94,10 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
                                                 ? cublaslt::Activation::kGeluTanh
                                                 : cublaslt::Activation::kNone;
     absl::StatusOr<cublaslt::Handle> lt = gpu.cublaslt_handle();
+    const bool aligned = all_aligned({operands.a, operands.b, operands.d, operands.bias});
+    // The probe only where its answer decides (cuBLASLt there, aligned).
     absl::StatusOr<std::string> differs = std::string();
-    if (lt.ok() && activation != cublaslt::Activation::kNone) {
+    if (lt.ok() && aligned && activation != cublaslt::Activation::kNone) {
       differs = lt_activation_difference(gpu, node.dtype, activation, operands.bias != 0);
       // Out of memory is the GPU's state, and the fallback would meet it too.
       if (differs.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -105,7 +107,7 @@ absl::StatusOr<MatmulStep> MatmulStep::prepare(CudaGpu& gpu, const FusionPlan& p
     }
     if (!lt.ok()) {
       apart = status_text(lt.status());
-    } else if (!all_aligned({operands.a, operands.b, operands.d, operands.bias})) {
+    } else if (!aligned) {
       apart = "a tensor is not 16-byte aligned";
     } else if (!differs.ok()) {
       apart = fmt::format("probing its epilogue failed: {}", status_text(differs.status()));
