@@ -227,6 +227,10 @@ section "GPU tests"
 # CUDA emulator.) DramCounters.CpuPlans* needs a host C++ compiler, which is
 # not what this checks. The HBM counter tests run on their own: a crash inside
 # libcupti must not take the other tests' results with it.
+# FUSEJIT_EXPECT_GPU=1: a GPU test that finds no usable GPU fails, where it
+# would skip elsewhere (tests/support/requirements.h), so that a run whose
+# every test skipped does not read as passed.
+export FUSEJIT_EXPECT_GPU=1
 run_tests() {  # LOG SECONDS FILTER [ARGS...]
   local log=$1 seconds=$2 filter=$3
   shift 3

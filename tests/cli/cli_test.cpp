@@ -23,6 +23,7 @@
 #include "ir/cpu_count.h"
 #include "runtime/nvrtc_compiler.h"
 #include "support/example_graphs.h"
+#include "support/requirements.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -225,7 +226,7 @@ TEST(Cli, OptionMistakesAreFoundBeforeAnythingRuns) {
   auto rounding = run_fusejit("run " + kExamples + "/softmax.fj --backend cpu --rounding outputs-only");
   EXPECT_EQ(rounding.exit_code, 2) << "options that do not go together are a usage error";
   EXPECT_NE(rounding.err.find("reference backend only"), std::string::npos) << rounding.err;
-  if (nvrtc_available()) {
+  if (nvrtc_available() || testing::nvrtc_expected()) {  // where NVRTC is expected, its absence fails below
     auto arch = run_fusejit("emit " + kExamples + "/softmax.fj --arch sm_91 --out " + dir + "/kernels");
     EXPECT_EQ(arch.exit_code, 2) << "a bad option value is a usage error";
     EXPECT_NE(arch.err.find("cannot compile for sm_91; it knows"), std::string::npos) << arch.err;
@@ -380,7 +381,7 @@ TEST(Cli, FuzzRefusesWhatItCannotCheck) {
 // fusejit often gets it twice at once: the copy is the same request, not
 // the second that ends fusejit at once (it lost the summary in 2 of 5 runs).
 TEST(Cli, FuzzStopsCleanlyWhenInterrupted) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   // NVRTC compiles only: no CPU calibration at start, which the signal must not
   // find before the handler is set.
   auto r = testing::run_command("timeout --preserve-status -s TERM 6 " + std::string(FUSEJIT_CLI_PATH) +
@@ -542,7 +543,7 @@ ls {0}/out 2>/dev/null && echo "an --out folder was left"
 // A bad or too old --arch is the user's error, found before any graph:
 // not a mismatch blamed on every graph.
 TEST(Cli, FuzzChecksTheArchitectureFirst) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   auto bogus = run_fusejit("fuzz --graphs 1 --backend none --cuda-compile --arch bogus");
   EXPECT_EQ(bogus.exit_code, 2);
   EXPECT_NE(bogus.err.find("--arch: invalid CUDA architecture 'bogus'"), std::string::npos) << bogus.err;
@@ -1040,7 +1041,7 @@ namespace fusejit {
 namespace {
 
 TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string dir = testing::make_temp_dir("fusejit-emit");
   const std::string env = "FUSEJIT_CACHE_DIR=" + dir + "/cache ";
   const std::string args = "emit " + kExamples + "/bias_gelu_dropout_layernorm.fj --arch sm_90 --json --out " + dir;
@@ -1109,7 +1110,7 @@ TEST(CliEmit, WritesKernelsAndHitsTheCacheTheSecondTime) {
 // (no ldconfig entry: the loader's cache is ignored here), still compiles: NVRTC opens libnvrtc-builtins by bare name,
 // which failed every compile (NVRTC_ERROR_BUILTIN_OPERATION_FAILURE) until fusejit loaded it from NVRTC's folder first.
 TEST(CliEmit, NvrtcFoundOutsideTheLoadersSearchPathCompiles) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string loader = "/lib64/ld-linux-x86-64.so.2";
   if (!std::filesystem::exists(loader)) GTEST_SKIP() << "no " << loader << " to run fusejit without its cache";
   const std::string dir = testing::make_temp_dir("fusejit-emit-uncached-loader");
@@ -1128,7 +1129,7 @@ TEST(CliEmit, NvrtcFoundOutsideTheLoadersSearchPathCompiles) {
 // emitted.txt with its SHA-256): the user's files with kernel-like names
 // stay, and so does an emitted kernel the user edited since.
 TEST(CliEmit, OverwriteRemovesOnlyFilesAnEmitWroteAndNobodyChanged) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string dir = testing::make_temp_dir("fusejit-emit-manifest");
   testing::write_file(dir + "/k9_add.cu", "mine\n");
   testing::write_file(dir + "/k0_notes.ptx", "mine too\n");
@@ -1166,7 +1167,7 @@ TEST(CliEmit, OverwriteRemovesOnlyFilesAnEmitWroteAndNobodyChanged) {
 // grew to GBs, then (with --overwrite) had /dev/zero itself replaced by
 // the manifest. (timeout: a regression fails rather than hanging.)
 TEST(CliEmit, ANonFileWhereEmitWritesIsLeftAlone) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string emit = "timeout 120 " + std::string(FUSEJIT_CLI_PATH) + " emit " + std::string(kExamples);
   const std::string dir = testing::make_temp_dir("fusejit-emit-fifo");
   ASSERT_EQ(mkfifo((dir + "/emitted.txt").c_str(), 0644), 0);
@@ -1201,7 +1202,7 @@ TEST(CliEmit, ANonFileWhereEmitWritesIsLeftAlone) {
 // A folder holding the user's own plan.txt is not written into, and a bf16
 // graph for an architecture without bf16 fails in one line, before NVRTC.
 TEST(CliEmit, NeitherOverwritesUserFilesNorCompilesWhatCannotWork) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string dir = testing::make_temp_dir("fusejit-emit-mine");
   testing::write_file(dir + "/plan.txt", "my notes\n");
   auto mine = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples + "/softmax.fj --out " + dir);
@@ -1250,7 +1251,7 @@ TEST(CliEmit, NeitherOverwritesUserFilesNorCompilesWhatCannotWork) {
 // kept, an earlier emit's files and manifest are untouched, and nothing
 // half-written stays to block the next emit.
 TEST(CliEmit, AFailedWriteLeavesTheFolderAsItWas) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string dir = testing::make_temp_dir("fusejit-emit-full");
   const std::string emit = std::string(FUSEJIT_CLI_PATH) + " emit " + kExamples + "/bias_gelu_dropout_layernorm.fj";
   // ulimit -f counts 512 bytes in dash, 1024 in bash: the manifest (under
@@ -1284,7 +1285,7 @@ TEST(CliEmit, AFailedWriteLeavesTheFolderAsItWas) {
 // the reason. Root writes into a 0555 folder anyway: then the check runs as
 // the unprivileged `nobody`, where the system has one.
 TEST(CliEmit, AnUnwritableFolderFailsBeforeCompiling) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string dir = testing::make_temp_dir("fusejit-emit-ro");
   std::filesystem::permissions(dir, std::filesystem::perms::all);  // nobody reaches the graph and the folder
   const std::string graph = dir + "/g.fj";
@@ -1311,7 +1312,7 @@ TEST(CliEmit, AnUnwritableFolderFailsBeforeCompiling) {
 // are unknown: null in JSON, "-" in text, never 0; and there is no ptxas
 // report, so no empty .ptxas.txt is written or listed.
 TEST(CliEmit, PtxOnlyTargetsReportUnknownResourcesAsUnknown) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string dir = testing::make_temp_dir("fusejit-emit-ptx");
   auto run = testing::run_command(FUSEJIT_CLI_PATH + std::string(" emit ") + kExamples +
                                   "/softmax.fj --arch compute_90 --json --out " + dir + "/k");
@@ -1343,7 +1344,7 @@ TEST(CliEmit, PtxOnlyTargetsReportUnknownResourcesAsUnknown) {
 // its own line, not glued to the progress text. script(1) provides the
 // terminal.
 TEST(CliEmit, WarningsDuringTheProgressLineComeAfterIt) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   if (testing::run_command("command -v script").exit_code != 0) GTEST_SKIP() << "no script(1) to make a terminal";
   const std::string dir = testing::make_temp_dir("fusejit-emit-tty");
   testing::write_file(dir + "/not_a_folder", "");
@@ -1363,7 +1364,7 @@ TEST(CliEmit, WarningsDuringTheProgressLineComeAfterIt) {
 // Matmuls are library calls: listed in --json in plan order, as in
 // plan.txt and the text output, with null for what generated code has.
 TEST(CliEmit, JsonListsMatmulKernelsInPlanOrder) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string dir = testing::make_temp_dir("fusejit-emit-matmul");
   // A matmul with a bias epilogue (cuBLASLt), the erf GeLU it cannot take,
   // and a plain matmul (cuBLAS).
@@ -1401,7 +1402,7 @@ TEST(CliEmit, JsonListsMatmulKernelsInPlanOrder) {
 // The variant for buffers that are not 16-byte aligned: a different entry
 // point, compiled and cached apart from the vector one, with no 16-byte access.
 TEST(CliEmit, ScalarVariantIsWrittenOnRequest) {
-  if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
+  FUSEJIT_REQUIRE_NVRTC();
   const std::string dir = testing::make_temp_dir("fusejit-emit-scalar");
   const std::string command = "FUSEJIT_CACHE_DIR=" + dir + "/cache " + FUSEJIT_CLI_PATH + " emit " + kExamples +
                               "/residual_layernorm.fj --json --overwrite --out " + dir;

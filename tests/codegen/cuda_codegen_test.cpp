@@ -23,6 +23,7 @@
 #include "support/error_of.h"
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
+#include "support/requirements.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -310,9 +311,7 @@ TEST(CudaCodegen, SixtyFourBitIndicesFromTwoToTheThirtyOneElements) {
 
 class CudaNvrtcTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!nvrtc_available()) GTEST_SKIP() << "NVRTC unavailable: " << status_text(nvrtc_status());
-  }
+  void SetUp() override { FUSEJIT_REQUIRE_NVRTC(); }
 };
 
 // Every distinct kernel source of `graph`'s fused and unfused plans, in

@@ -72,6 +72,48 @@ TEST(Compare, StrictRelativeError) {
   EXPECT_NE(compare_tensors(out, ref).mismatch.find("element 2"), std::string::npos);
 }
 
+// One wrong element per row of 4096 is a norm-wise error of about 0.02,
+// inside bf16's 3e-2: the element bound catches it, and still accepts the
+// rounding a bf16 result legitimately carries in every element.
+TEST(Compare, AFewWrongElementsAmongManyRightOnesAreCaught) {
+  const Graph g = parse("input x: bf16[8, 4096]\ny = gelu(x)\noutput y\n");
+  const HostTensor ref = interpret_ok(g, random_inputs(g, 9)).at("y");
+  HostTensor rounded = ref;  // each element off by up to half a bf16 ulp, and a few by more
+  for (size_t i = 0; i < rounded.values.size(); ++i) rounded.values[i] *= 1 + (i % 7 == 0 ? 0x1p-7 : 0x1p-9);
+  const Comparison fine = compare_tensors(rounded, ref);
+  EXPECT_TRUE(fine.within(DType::kBF16)) << fine.relative_error << " " << fine.element_error << " " << fine.mismatch;
+
+  double square_sum = 0;
+  for (double v : ref.values) square_sum += v * v;
+  const double rms = std::sqrt(square_sum / static_cast<double>(ref.values.size()));
+  HostTensor wrong = ref;  // in each row, the first element of 1 to 1.5 rms is zeroed (a dropped element)
+  for (int64_t r = 0; r < 8; ++r) {
+    int64_t c = 0;
+    while (c < 4095 && (std::fabs(ref.values[r * 4096 + c]) < rms || std::fabs(ref.values[r * 4096 + c]) > 1.5 * rms)) {
+      ++c;
+    }
+    wrong.values[r * 4096 + c] = 0;
+  }
+  const Comparison c = compare_tensors(wrong, ref);
+  EXPECT_LE(c.relative_error, tolerance(DType::kBF16)) << "the norm alone would accept it";
+  EXPECT_FALSE(c.within(DType::kBF16));
+  EXPECT_GT(c.element_error, 0.5);
+  EXPECT_NE(c.mismatch.find(", column "), std::string::npos) << c.mismatch;
+  EXPECT_NE(c.mismatch.find("is 0 where the reference has"), std::string::npos) << c.mismatch;
+  EXPECT_NE(c.mismatch.find("over the 0.12 one element may be off"), std::string::npos) << c.mismatch;
+}
+
+// An element near 0 in a tensor of ordinary values is judged against the
+// tensor's scale, not its own: its absolute error is what rounding leaves.
+TEST(Compare, ElementsNearZeroAreJudgedAgainstTheTensorsScale) {
+  const HostTensor ref{DType::kF32, Shape({4}), {1e-9, 2, -3, 4}};
+  HostTensor out = ref;
+  out.values[0] = 1e-5;  // 10^4 times its own size, 4e-6 of the rms
+  const Comparison c = compare_tensors(out, ref);
+  EXPECT_TRUE(c.within(DType::kF32)) << c.element_error << " " << c.mismatch;
+  EXPECT_NEAR(c.element_error, (1e-5 - 1e-9) / (1e-9 + std::sqrt((1e-18 + 4 + 9 + 16) / 4)), 1e-12);
+}
+
 TEST(Compare, PerturbationMovesEveryComputedValueByAtMostItsSize) {
   const Graph g = parse("input x: f32[64]\ny = exp(x)\noutput y\n");
   const TensorMap inputs = random_inputs(g, 3);

@@ -32,6 +32,7 @@
 #include "support/example_graphs.h"
 #include "support/graph_variants.h"
 #include "support/loaded_plan_checks.h"
+#include "support/requirements.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -181,7 +182,7 @@ TEST(CudaBackendLaunch, AlignmentIsOfEveryPointer) {
 // only: distinct entry points (so a plan program holds both), the same
 // arguments, and no 16-byte access at all in the scalar one.
 TEST(CudaBackendKernels, ScalarVariantHasNoVectorAccesses) {
-  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  FUSEJIT_REQUIRE_NVRTC();
   const FusionPlan plan = make_fused_plan(parse_or_throw(
       "input x: bf16[8, 64]\ninput b: bf16[64]\nh = add(x, b)\ny = layer_norm(h)\nz = gelu(h)\noutput y\noutput z\n"));
   const std::vector<CudaKernelSource> vector = emit_cuda(plan), scalar = emit_cuda(plan, CudaAccess::kScalar);
@@ -324,7 +325,7 @@ TEST(CudaCublas, LoadsOrNamesTheLibrariesItTried) {
 
 // Mixed-dtype matmuls widen their 16-bit operands with these kernels.
 TEST(CudaBackendMatmul, WideningKernelsCompile) {
-  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  FUSEJIT_REQUIRE_NVRTC();
   absl::StatusOr<CompiledKernel> k =
       compile_cuda("fj_widen", std::string(cuda_backend::widen_kernels_source()), {.arch = "sm_80"}, nullptr);
   ASSERT_TRUE(k.ok()) << k.status();
@@ -337,7 +338,7 @@ TEST(CudaBackendMatmul, WideningKernelsCompile) {
 // The L2 flush reads through L2 with 16-byte loads and keeps them (the
 // store that depends on them is there), and writes nothing else.
 TEST(CudaBackendFlush, FlushKernelReadsThroughL2) {
-  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  FUSEJIT_REQUIRE_NVRTC();
   absl::StatusOr<CompiledKernel> k =
       compile_cuda("fj_l2_flush", std::string(cuda_backend::l2_flush_kernel_source()), {.arch = "sm_90"}, nullptr);
   ASSERT_TRUE(k.ok()) << k.status();
@@ -351,7 +352,7 @@ TEST(CudaBackendFlush, FlushKernelReadsThroughL2) {
 // Rows of one element ([M, 1]): a reduction's [M, 1] result has the
 // iteration shape and must still be one value per row, not an array.
 TEST(CudaBackendKernels, RowsOfOneElementCompile) {
-  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  FUSEJIT_REQUIRE_NVRTC();
   for (const char* text : {"input x: f32[37, 1]\ninput g: f32[1]\ninput b: f32[1]\ny = layer_norm(x, g, b)\noutput y\n",
                            "input x: f32[37, 1]\ny = softmax(x)\noutput y\n",
                            "input x: f32[37, 1]\ninput w: f32[1]\ny = rms_norm(x, w)\noutput y\n"}) {
@@ -369,7 +370,7 @@ TEST(CudaBackendKernels, RowsOfOneElementCompile) {
 // single values, and of a per-row GeLU (which does not fold into its
 // dropout: fusion/gelu_dropout.h). Every kernel's parameters fit in 4 KiB.
 TEST(CudaBackendKernels, WideGraphsAndDropoutOfSingleValuesCompile) {
-  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  FUSEJIT_REQUIRE_NVRTC();
   std::string wide;
   for (int i = 0; i < 300; ++i) wide += fmt::format("input x{}: f32[3, 5]\n", i);
   wide += "s1 = add(x0, x1)\n";
@@ -397,7 +398,7 @@ TEST(CudaBackendKernels, WideGraphsAndDropoutOfSingleValuesCompile) {
 // A whole plan as one NVRTC program (what `fusejit fuzz --cuda-compile`
 // checks): the helpers once, every kernel under its own name.
 TEST(CudaBackendKernels, PlanProgramHoldsEveryKernelOnce) {
-  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  FUSEJIT_REQUIRE_NVRTC();
   const FusionPlan plan = make_unfused_plan(parse_or_throw(
       "input x: bf16[8, 64]\ninput b: bf16[64]\nh = add(x, b)\ng = gelu(h)\nd = dropout(g, p=0.1, seed=42)\n"
       "y = layer_norm(d)\noutput y\n"));
@@ -431,7 +432,7 @@ class GpuBackend : public ::testing::Test {
     backend_ = nullptr;
   }
   void SetUp() override {
-    if (backend_ == nullptr) GTEST_SKIP() << "no usable GPU: " << why_;
+    if (backend_ == nullptr) FUSEJIT_GPU_MISSING(why_);
   }
 
   static Backend& backend() { return *backend_; }
@@ -1013,18 +1014,32 @@ TEST_F(GpuBackend, MatmulEpiloguePropagatesNanAndInfinityFromTheBias) {
   }
 }
 
+// Every generated kernel reports how it compiled: registers from the
+// ptxas report, no spills, and a compile time unless it came from the cache;
+// the library calls of mlp_block (cuBLAS or cuBLASLt) are listed beside them.
 TEST_F(GpuBackend, KernelsReportCompileAndRegisters) {
-  const Graph g = testing::shrink(parse_file_or_throw(example_graph_dir() / "mlp_block.fj"));
-  absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(make_fused_plan(g));
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  for (const LoadedKernelInfo& k : (*loaded)->kernels()) {
-    std::printf("[ kernel   ] %-40s %-6s %7.1f ms %s %3d registers %d spill bytes\n", k.name.c_str(),
-                k.executed_by.c_str(), k.compile_ms, k.cache_hit ? "hit " : "miss", k.registers, k.spill_bytes);
-    if (k.executed_by == "jit") {
-      EXPECT_GE(k.compile_ms, 0);
-      EXPECT_EQ(k.spill_bytes, 0) << k.name;
+  int generated = 0;
+  for (const char* example : {"bias_gelu_dropout_layernorm.fj", "softmax.fj", "mlp_block.fj"}) {
+    const Graph g = testing::shrink(parse_file_or_throw(example_graph_dir() / example));
+    for (const FusionPlan& plan : {make_fused_plan(g, fusion_options()), make_unfused_plan(g, fusion_options())}) {
+      absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(plan);
+      ASSERT_TRUE(loaded.ok()) << example << ": " << loaded.status();
+      for (const LoadedKernelInfo& k : (*loaded)->kernels()) {
+        std::printf("[ kernel   ] %-40s %-10s %7.1f ms %s %3d registers %d spill bytes\n", k.name.c_str(),
+                    k.executed_by.c_str(), k.compile_ms,
+                    k.executed_by != "jit" ? "-   "
+                    : k.cache_hit          ? "hit "
+                                           : "miss",
+                    k.registers, k.spill_bytes);
+        if (k.executed_by != "jit") continue;  // a library call: nothing compiled
+        ++generated;
+        EXPECT_GT(k.registers, 0) << k.name;
+        EXPECT_EQ(k.spill_bytes, 0) << k.name;
+        EXPECT_TRUE(k.cache_hit || k.compile_ms > 0) << k.name << ": compiled in no time";
+      }
     }
   }
+  EXPECT_GE(generated, 4) << "the demo's and softmax's plans are generated kernels";
 }
 
 TEST_F(GpuBackend, TimingAndCopyBandwidthArePositive) {
@@ -1097,14 +1112,17 @@ TEST_F(GpuBackend, MeasuredBytesMatchAStreamingKernel) {
 // would show it moving its bytes faster than a copy can (reads paid, writes
 // free). Timed with its write-backs (time_with_write_back_us), a streaming
 // kernel of 16 MiB in and 16 MiB out (less than an H100's 50 MB L2) and
-// one of 512 MiB each way stay near the copy ceiling measured beside them.
+// one of 512 MiB each way should stay near the copy ceiling measured beside
+// them. Timings are not asserted in tests (they vary with the GPU's load):
+// each `[ timing ]` line says what it should show, and scripts/gpu-check.sh
+// puts them in its report; the test checks that every timing runs.
 TEST_F(GpuBackend, KernelTimesIncludeTheWritesLeftInL2) {
   if (cuda_driver_is_emulator()) GTEST_SKIP() << "the CUDA emulator has no L2 and no GPU timing";
   absl::StatusOr<double> ceiling = backend().measure_copy_gbps(int64_t{512} << 20);
   ASSERT_TRUE(ceiling.ok()) << ceiling.status();
   // The median of 11 timings of one kernel (or of the drain alone), each
   // after a flush, and its bandwidth for `bytes`, printed.
-  const auto median_gbps = [&](const std::string& what, double bytes,
+  const auto median_gbps = [&](const std::string& what, double bytes, const std::string& expected,
                                const std::function<absl::StatusOr<double>()>& time) {
     std::vector<double> times;
     for (int rep = 0; rep < 11; ++rep) {
@@ -1118,21 +1136,27 @@ TEST_F(GpuBackend, KernelTimesIncludeTheWritesLeftInL2) {
     }
     std::nth_element(times.begin(), times.begin() + 5, times.end());
     const double gbps = bytes / (times[5] * 1e3);
-    std::printf("[ timing   ] %s: %.1f us, %.0f GB/s, %.2fx the copy ceiling of %.0f GB/s\n", what.c_str(), times[5],
-                gbps, gbps / *ceiling, *ceiling);
+    EXPECT_GT(times[5], 0) << what;
+    std::printf("[ timing   ] %s: %.1f us, %.0f GB/s, %.2fx the copy ceiling of %.0f GB/s (%s)\n", what.c_str(),
+                times[5], gbps, gbps / *ceiling, *ceiling, expected.c_str());
     return gbps;
   };
-  const auto kernel_gbps = [&](const std::string& text, const std::string& what, double bytes) {
+  const auto kernel_gbps = [&](const std::string& text, const std::string& what, double bytes,
+                               const std::string& expected) {
     const Graph g = parse_or_throw(text);
     absl::StatusOr<std::unique_ptr<LoadedPlan>> loaded = backend().load(make_fused_plan(g));
     EXPECT_TRUE(loaded.ok()) << loaded.status();
-    if (!loaded.ok() || !(*loaded)->set_inputs(random_inputs(g, 7)).ok()) return 0.0;
-    return median_gbps(what, bytes, [&] { return (*loaded)->time_kernel(0); });
+    if (!loaded.ok()) return 0.0;
+    if (absl::Status s = (*loaded)->set_inputs(random_inputs(g, 7)); !s.ok()) {
+      ADD_FAILURE() << what << ": " << s;
+      return 0.0;
+    }
+    return median_gbps(what, bytes, expected, [&] { return (*loaded)->time_kernel(0); });
   };
   for (const auto& [shape, elements] : {std::pair{"[4096, 1024]", 4096.0 * 1024}, {"[16384, 8192]", 16384.0 * 8192}}) {
-    const double gbps = kernel_gbps(fmt::format("input x: f32{}\ny = neg(x)\noutput y\n", shape),
-                                    fmt::format("neg(f32{}), reads and writes", shape), 2 * elements * 4);
-    EXPECT_LT(gbps, 1.25 * *ceiling) << shape;
+    kernel_gbps(fmt::format("input x: f32{}\ny = neg(x)\noutput y\n", shape),
+                fmt::format("neg(f32{}), reads and writes", shape), 2 * elements * 4,
+                "should be under 1.25x: over it, writes left in L2 go uncounted");
   }
   // The drain must run at about the memory's bandwidth: a slower one would
   // hide the write-backs in its idle cycles.
@@ -1142,22 +1166,20 @@ TEST_F(GpuBackend, KernelTimesIncludeTheWritesLeftInL2) {
   ASSERT_TRUE(context.ok()) << context.status();
   absl::StatusOr<cuda_backend::EventTimer> timer = cuda_backend::EventTimer::create();
   ASSERT_TRUE(timer.ok()) << timer.status();
-  const double drain_gbps =
-      median_gbps("the drain (a read of twice the L2)", 2.0 * static_cast<double>((*gpu)->info().l2_bytes),
-                  [&]() -> absl::StatusOr<double> {
-                    if (absl::Status s = (*gpu)->queue_l2_flush(); !s.ok()) return s;
-                    if (absl::Status s = timer->start(); !s.ok()) return s;
-                    if (absl::Status s = (*gpu)->queue_l2_flush(); !s.ok()) return s;
-                    absl::StatusOr<double> ms = timer->stop_ms();
-                    if (!ms.ok()) return ms.status();
-                    return *ms * 1e3;
-                  });
-  EXPECT_GT(drain_gbps, 0.6 * *ceiling);
+  median_gbps("the drain (a read of twice the L2)", 2.0 * static_cast<double>((*gpu)->info().l2_bytes),
+              "should be over 0.6x: a slower drain hides write-backs in its idle cycles",
+              [&]() -> absl::StatusOr<double> {
+                if (absl::Status s = (*gpu)->queue_l2_flush(); !s.ok()) return s;
+                if (absl::Status s = timer->start(); !s.ok()) return s;
+                if (absl::Status s = (*gpu)->queue_l2_flush(); !s.ok()) return s;
+                absl::StatusOr<double> ms = timer->stop_ms();
+                if (!ms.ok()) return ms.status();
+                return *ms * 1e3;
+              });
   // And a kernel that only reads is not charged for its footprint in L2
   // (lines of the flush before it that the drain alone finds again).
-  const double read_gbps =
-      kernel_gbps("input x: f32[4096, 1024]\ny = sum(x)\noutput y\n", "sum(f32[4096, 1024]), reads", 4096.0 * 1024 * 4);
-  EXPECT_GT(read_gbps, 0.5 * *ceiling);
+  kernel_gbps("input x: f32[4096, 1024]\ny = sum(x)\noutput y\n", "sum(f32[4096, 1024]), reads", 4096.0 * 1024 * 4,
+              "should be over 0.5x: under it, a kernel pays for the L2 lines the drain finds again");
 }
 
 TEST_F(GpuBackend, OutOfMemoryNamesTheTensor) {

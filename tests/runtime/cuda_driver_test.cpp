@@ -15,6 +15,7 @@
 #include "ir/error.h"
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/runtime_test_util.h"
+#include "support/requirements.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -109,7 +110,7 @@ TEST(CudaDriver, StubLibraryIsRecognised) {
 class CudaDriverGpu : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (absl::Status s = cuda_driver_status(); !s.ok()) GTEST_SKIP() << "no CUDA driver/GPU: " << status_text(s);
+    if (absl::Status s = cuda_driver_status(); !s.ok()) FUSEJIT_GPU_MISSING("no CUDA driver/GPU: " << status_text(s));
     absl::StatusOr<cuda::Context> context = cuda::retain_primary_context(0);
     ASSERT_TRUE(context.ok()) << context.status();
     ASSERT_TRUE(cuda::set_current_context(*context).ok());
@@ -208,7 +209,7 @@ absl::StatusOr<std::string> device_arch() {
 }
 
 TEST_F(CudaDriverGpu, RunsANvrtcCompiledKernelFromCubinAndFromPtx) {
-  if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
+  FUSEJIT_REQUIRE_NVRTC();
   if (cuda_driver_is_emulator()) GTEST_SKIP() << "the CUDA emulator loads CUDA source, not CUBIN or PTX";
   absl::StatusOr<std::string> arch = device_arch();
   ASSERT_TRUE(arch.ok()) << arch.status();

@@ -15,6 +15,7 @@
 #include "ir/messages.h"
 #include "runtime/compile_report.h"
 #include "runtime/runtime_test_util.h"
+#include "support/requirements.h"
 #include "support/run_command.h"
 
 namespace fusejit {
@@ -38,9 +39,7 @@ constexpr const char* kScaleKernel = R"(extern "C" __global__ void scale(const f
 // reports go too) and without FUSEJIT_DUMP.
 class NvrtcCompile : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (absl::Status s = nvrtc_status(); !s.ok()) GTEST_SKIP() << status_text(s);
-  }
+  void SetUp() override { FUSEJIT_REQUIRE_NVRTC(); }
 
   CompiledKernel compile(const std::string& source, const CudaCompileOptions& options = {},
                          KernelCache* cache = nullptr, const std::string& name = "scale") {
