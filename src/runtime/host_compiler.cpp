@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cfenv>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include "runtime/child_processes.h"
 #include "runtime/compile_report.h"
 #include "runtime/compile_temp_dir.h"
+#include "runtime/compiler_macros.h"
 #include "runtime/file_io.h"
 #include "runtime/sha256.h"
 
@@ -188,7 +190,27 @@ struct LoadedObject {
 // The memfd stays open while the object is loaded: dlopen() recognises an
 // already loaded object by its path, and "/proc/self/fd/N" names another
 // object as soon as N is reused.
+// dlopen() runs an object's constructors, and GCC links one into objects
+// built with -ffast-math (crtfastmath.o) that sets flush-to-zero and
+// denormals-are-zero for the calling thread: from then on the reference
+// interpreter, and the caller's own code, would read every subnormal as 0.
+// The floating-point environment is put back as it was after each load.
+class KeepFloatingPointEnvironment {
+ public:
+  KeepFloatingPointEnvironment() { saved_ = fegetenv(&env_) == 0; }
+  ~KeepFloatingPointEnvironment() {
+    if (saved_) fesetenv(&env_);
+  }
+  KeepFloatingPointEnvironment(const KeepFloatingPointEnvironment&) = delete;
+  KeepFloatingPointEnvironment& operator=(const KeepFloatingPointEnvironment&) = delete;
+
+ private:
+  std::fenv_t env_;
+  bool saved_ = false;
+};
+
 absl::StatusOr<LoadedObject> load_object(const std::string& name, const std::string& object) {
+  const KeepFloatingPointEnvironment keep;
   const int fd = memfd_create(("fusejit-" + name).c_str(), MFD_CLOEXEC);
   if (fd >= 0) {
     size_t done = 0;
@@ -218,6 +240,76 @@ absl::StatusOr<LoadedObject> load_object(const std::string& name, const std::str
   return LoadedObject{handle, -1};
 }
 
+// The words of $FUSEJIT_CXXFLAGS, in order; empty where it is unset.
+std::vector<std::string> extra_flags() {
+  std::vector<std::string> flags;
+  if (const char* extra = std::getenv("FUSEJIT_CXXFLAGS"); extra != nullptr) {
+    for (auto part : absl::StrSplit(extra, ' ', absl::SkipWhitespace())) flags.emplace_back(part.data(), part.size());
+  }
+  return flags;
+}
+
+// The compiler's predefined macros with `flags`.
+absl::StatusOr<std::map<std::string, std::string>> predefined_macros(const HostCompiler& compiler,
+                                                                     const std::vector<std::string>& flags) {
+  absl::StatusOr<CompileTempDir> dir = CompileTempDir::make();
+  if (!dir.ok()) return dir.status();
+  std::vector<std::string> argv = compiler.command;
+  for (const std::string& flag : flags) {
+    if (flag != "-shared") argv.push_back(flag);
+  }
+  argv.insert(argv.end(), {"-dM", "-E", "-x", "c++", "/dev/null"});
+  absl::StatusOr<ProcessResult> r = run_process(argv, dir->path());
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) {
+    return absl::InvalidArgumentError(fmt::format("{} fails (exit code {}): {}", absl::StrJoin(argv, " "), r->exit_code,
+                                                  std::string(absl::StripAsciiWhitespace(r->output))));
+  }
+  return parse_macro_dump(r->output);
+}
+
+// Whether kernels compiled with $FUSEJIT_CXXFLAGS can run here: an error
+// for flags that enable an instruction set this CPU lacks (the kernel would
+// die of SIGILL, cached or not), a warning (once) for flags that relax
+// floating-point semantics. Free where the variable is unset; otherwise
+// the compiler's macros are read once per compiler and value.
+absl::Status check_extra_flags(const HostCompiler& compiler) {
+  const std::vector<std::string> extra = extra_flags();
+  if (extra.empty()) return absl::OkStatus();
+  static std::mutex mutex;
+  static std::map<std::vector<std::string>, absl::Status> checked;
+  std::vector<std::string> key = compiler.command;
+  key.insert(key.end(), extra.begin(), extra.end());
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = checked.find(key); it != checked.end()) return it->second;
+  const std::string quoted = absl::StrJoin(extra, " ");
+  auto check = [&]() -> absl::Status {
+    std::vector<std::string> native = host_compile_flags();
+    native.resize(native.size() - extra.size());
+    absl::StatusOr<std::map<std::string, std::string>> without = predefined_macros(compiler, native);
+    if (!without.ok()) return without.status();
+    absl::StatusOr<std::map<std::string, std::string>> with = predefined_macros(compiler, host_compile_flags());
+    if (!with.ok()) {
+      return absl::InvalidArgumentError(fmt::format("FUSEJIT_CXXFLAGS ('{}') is not accepted by the host compiler: {}",
+                                                    quoted, status_text(with.status())));
+    }
+    if (const std::vector<std::string> beyond = instruction_sets_beyond(*without, *with); !beyond.empty()) {
+      return absl::FailedPreconditionError(fmt::format(
+          "FUSEJIT_CXXFLAGS ('{}') enables instruction sets this CPU lacks (the compiler defines {}): kernels "
+          "compiled with it would stop the program with an illegal instruction; remove those flags",
+          quoted, absl::StrJoin(beyond, ", ")));
+    }
+    if (const std::vector<std::string> relaxed = relaxed_float_semantics(*with); !relaxed.empty()) {
+      warn(
+          fmt::format("FUSEJIT_CXXFLAGS ('{}') relaxes floating-point semantics ({}): kernels may treat NaN, "
+                      "infinity, signed zeros and rounding otherwise than the reference, and fail its checks",
+                      quoted, absl::StrJoin(relaxed, ", ")));
+    }
+    return absl::OkStatus();
+  };
+  return checked.emplace(std::move(key), check()).first->second;
+}
+
 }  // namespace
 
 std::vector<std::string> host_compile_flags() {
@@ -235,9 +327,7 @@ std::vector<std::string> host_compile_flags() {
   // enables ("-mno-avx512f": kernels for an AVX2 machine sharing the cache,
   // or the AVX2 paths tested on an AVX-512 one). Read at every compile; the
   // flags are part of every cache key.
-  if (const char* extra = std::getenv("FUSEJIT_CXXFLAGS"); extra != nullptr) {
-    for (auto part : absl::StrSplit(extra, ' ', absl::SkipWhitespace())) flags.emplace_back(part.data(), part.size());
-  }
+  for (std::string& flag : extra_flags()) flags.push_back(std::move(flag));
   return flags;
 }
 
@@ -273,6 +363,7 @@ absl::StatusOr<std::unique_ptr<HostModule>> compile_host_module(const std::strin
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<HostCompiler> compiler = find_host_compiler();
   if (!compiler.ok()) return compiler.status();
+  if (absl::Status s = check_extra_flags(*compiler); !s.ok()) return s;
   const std::string key = cache_key(*compiler, source);
   // A module with nothing loaded yet; dropping one unloads what it holds.
   auto empty_module = [&] {

@@ -1337,6 +1337,40 @@ TEST(HostCompiler, VectorizesWithTheWidestVectorsTheCpuHas) {
 }
 
 #if defined(__x86_64__)
+// $FUSEJIT_CXXFLAGS that enable what this CPU lacks (XOP: AMD's Bulldozer
+// family only) would make kernels that die of SIGILL, from the cache too:
+// refused before anything is compiled or loaded, naming the flag and the
+// instruction set.
+TEST(HostCompiler, FlagsForInstructionSetsTheCpuLacksAreRefused) {
+  const std::string cpuinfo = testing::read_file("/proc/cpuinfo");
+  if (testing::contains(cpuinfo, " xop ") || testing::contains(cpuinfo, " xop\n")) GTEST_SKIP() << "this CPU has XOP";
+  testing::ScopedEnv env("FUSEJIT_CXXFLAGS", "-mxop");
+  const std::string source = "extern \"C\" int one(void* const*, long long, long long, float*) { return 0; }\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> m = compile_host_module("one", source, {"one"}, nullptr);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition) << m.status();
+  const std::string message(status_text(m.status()));
+  EXPECT_TRUE(testing::contains(message, "FUSEJIT_CXXFLAGS ('-mxop') enables instruction sets this CPU lacks"))
+      << message;
+  EXPECT_TRUE(testing::contains(message, "__XOP__")) << message;
+}
+#endif
+
+// GCC links a constructor into -ffast-math objects that turns on
+// flush-to-zero for the thread that loads them; loading a kernel leaves
+// the caller's floating-point environment as it was (subnormals stay).
+TEST(HostCompiler, LoadingAFastMathKernelKeepsSubnormals) {
+  testing::ScopedEnv env("FUSEJIT_CXXFLAGS", "-ffast-math");
+  const std::string source =
+      "extern \"C\" int fast_math_one(void* const*, long long, long long, float*) { return 0; }\n";
+  absl::StatusOr<std::unique_ptr<HostModule>> m =
+      compile_host_module("fast_math_one", source, {"fast_math_one"}, nullptr);
+  ASSERT_TRUE(m.ok()) << m.status();
+  volatile float tiny = 1e-40f;  // subnormal in float32
+  EXPECT_GT(tiny * 2.0f, 0.0f) << "flush-to-zero is on after loading the kernel";
+}
+
+#if defined(__x86_64__)
 // $FUSEJIT_CXXFLAGS narrows what -march=native enables, so this machine also
 // runs the paths kernels take on narrower CPUs: the bf16 GEMM in f32
 // without AVX512-BF16, 32-byte vectors and streams, the GEMM's 16- and
