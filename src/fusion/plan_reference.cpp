@@ -30,7 +30,8 @@ absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap
 
 absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const TensorMap& inputs,
                                                const TensorMap& outputs, const TensorMap* float64_reference,
-                                               int64_t* order_dependent_elements) {
+                                               int64_t* order_dependent_elements,
+                                               OrderDependentElements* order_dependent_flags) {
   // The references, in the order they are consulted, each computed once, at
   // the first output that needs it.
   const ReferenceVariant variants[] = {
@@ -54,6 +55,7 @@ absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const Ten
   };
 
   if (order_dependent_elements != nullptr) *order_dependent_elements = 0;
+  if (order_dependent_flags != nullptr) order_dependent_flags->clear();
   for (int32_t id : plan.graph->outputs()) {
     const Node& n = plan.graph->node(id);
     const auto out = outputs.find(n.name);
@@ -74,6 +76,7 @@ absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const Ten
       }
       if ((passed = c.within(n.dtype))) {
         if (order_dependent_elements != nullptr) *order_dependent_elements += c.skipped;
+        if (order_dependent_flags != nullptr && c.skipped > 0) (*order_dependent_flags)[n.name] = *skip;
         break;
       }
     }

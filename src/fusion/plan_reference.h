@@ -32,6 +32,10 @@ absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap
                                          const ReferenceVariant& variant = {},
                                          std::map<std::string, std::vector<char>>* order_dependent = nullptr);
 
+// Per output, one flag per element: those left out as above (set only for
+// the outputs that passed with elements left out).
+using OrderDependentElements = std::map<std::string, std::vector<char>>;
+
 // Judges `outputs`, a backend's results of `plan` on `inputs`. An output
 // passes when it is within its dtype's tolerance (compare.h) of
 //   1. the float64 reference, or
@@ -53,6 +57,7 @@ absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap
 // passes it as `float64_reference` so that it is not computed again.
 absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const TensorMap& inputs,
                                                const TensorMap& outputs, const TensorMap* float64_reference = nullptr,
-                                               int64_t* order_dependent_elements = nullptr);
+                                               int64_t* order_dependent_elements = nullptr,
+                                               OrderDependentElements* order_dependent_flags = nullptr);
 
 }  // namespace fusejit

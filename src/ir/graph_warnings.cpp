@@ -62,7 +62,8 @@ std::vector<std::string> graph_warnings(const Graph& graph) {
   absl::flat_hash_map<int64_t, int32_t> first_with_seed;
   for (int32_t id = 0; id < graph.num_nodes(); ++id) {
     const Node& n = graph.node(id);
-    if (n.op != Op::kDropout || !live[id]) continue;
+    // One with p=0 drops nothing, so shares nothing with another.
+    if (n.op != Op::kDropout || !live[id] || n.attrs.get_float("p") == 0) continue;
     const int64_t seed = n.attrs.get_int("seed");
     const auto [it, first] = first_with_seed.try_emplace(seed, id);
     if (first) continue;

@@ -222,8 +222,12 @@ std::string format_bench(const BenchResult& r) {
           "or a multiply-add can keep a product that overflows: more than one answer is right)",
           counted(p->order_dependent_elements, "element"));
     }
-    t += fmt::format("check {}: max relative error {:.3g} against the reference: {}\n", p->label, p->max_rel_error,
-                     verdict);
+    // NaN: every output has an infinity or NaN where the float64 reference
+    // has another value, so no error is a number (the verdict says why).
+    const std::string error = std::isnan(p->max_rel_error)
+                                  ? "max relative error not a number (non-finite values differ from the float64 ones)"
+                                  : fmt::format("max relative error {:.3g}", p->max_rel_error);
+    t += fmt::format("check {}: {} against the reference: {}\n", p->label, error, verdict);
   }
   t += "\n" + plan_table(r, r.unfused) + "\n" + plan_table(r, r.fused) + "\n";
   t += fmt::format("speedup of fused over unfused: measured {:.2f}x ({:.1f} us -> {:.1f} us), predicted {:.2f}x "

@@ -266,10 +266,16 @@ TEST(BenchCli, SumsThatOverflowInSomeOrdersOnlyAreNotCalledWrong) {
   for (const char* plan : {"unfused", "fused"}) {
     EXPECT_TRUE(j[plan]["correct"].get<bool>()) << j[plan];
     EXPECT_EQ(j[plan]["order_dependent_elements"], 1) << j[plan];
+    // The element left out is left out of the error too: what remains is
+    // within f32's tolerance, and no element is named as differing.
+    ASSERT_TRUE(j[plan]["max_rel_error"].is_number()) << j[plan];
+    EXPECT_LT(j[plan]["max_rel_error"].get<double>(), 1e-5) << j[plan];
+    EXPECT_TRUE(j[plan]["outputs_beyond_float64_tolerance"].empty()) << j[plan];
   }
   auto text = run_fusejit("bench " + dir + "/sum.fj --backend cpu --reps 1 --inputs " + dir + "/in");
   ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
   EXPECT_TRUE(has(text.out, "1 element not compared (float32 sums there overflow in some orders")) << text.out;
+  EXPECT_FALSE(has(text.out, "outside the float64 reference's tolerance")) << text.out;
 }
 
 TEST(BenchCli, TablesAndRoofline) {

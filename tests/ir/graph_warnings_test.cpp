@@ -56,6 +56,19 @@ TEST(GraphWarnings, AGraphFromAFileIsWarnedAboutWithLocations) {
                                 }));
 }
 
+// A dropout with p=0 drops nothing, so sharing its seed shares nothing.
+TEST(GraphWarnings, ADropoutOfPZeroSharesNoMask) {
+  absl::StatusOr<Graph> g = parse_graph(
+      "input x: f32[4, 8]\n"
+      "a = dropout(x, p=0)\n"
+      "b = dropout(a, p=0.5)\n"
+      "c = dropout(b, p=0)\n"
+      "output c\n",
+      "zero.fj");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(graph_warnings(*g), Strings{});
+}
+
 // The mask's numbers have 16 bits: p = 0.99999 drops everything, 0.9999
 // keeps too few for its scale, 0.99 is close enough.
 TEST(GraphWarnings, ADropoutWhoseMaskCannotKeepItsScaleIsNamed) {
