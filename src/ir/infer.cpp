@@ -196,6 +196,12 @@ NodeCheck make_node(const Graph& graph, const OpInfo& info, std::span<const Oper
   check.node.op = info.op;
   check.node.operands.assign(operands.begin(), operands.end());
   const int n = static_cast<int>(operands.size());
+  // relu(x=x): an operand written as an attribute, which is the mistake to
+  // name, rather than the operand it leaves missing.
+  if (n < info.min_operands && reject_unknown_attrs(info, given, check)) {
+    if (info.attrs.empty()) check.error += " (operands go by position)";
+    return check;
+  }
   if (n < info.min_operands || n > info.max_operands) {
     check.error = fmt::format("{}: {} takes {}, got {}", call_text(graph, info, operands), info.name,
                               arity_text(info), n);

@@ -141,9 +141,8 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
   // Encodings and line endings an editor may have chosen, named as such
   // rather than reported as the stray bytes they look like to the lexer.
   const bool utf16 = text.starts_with("\xFF\xFE") || text.starts_with("\xFE\xFF");
-  // A NUL means a binary file given by mistake (its stray bytes are
-  // reported as such), not a text whose lines end in CR or that was saved
-  // as Latin-1.
+  // A NUL means a binary file given by mistake, not a text whose lines end
+  // in CR or that was saved as Latin-1.
   const bool binary = text.find('\0') != std::string_view::npos;
   const bool cr_only =
       !binary && text.find('\r') != std::string_view::npos && text.find('\n') == std::string_view::npos;
@@ -151,6 +150,14 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
     error_at({1, 1}, "the text is larger than 256 MiB, which no graph needs (a 200-layer model is well under 1 MiB)");
   } else if (utf16) {
     error_at({1, 1}, "the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8");
+  } else if (binary) {
+    // One error, where the first NUL is: the rest of a binary file would
+    // be a screenful of stray bytes, each reported as such.
+    const size_t nul = text.find('\0');
+    const size_t line_start = text.rfind('\n', nul) == std::string_view::npos ? 0 : text.rfind('\n', nul) + 1;
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(nul), '\n'));
+    error_at({line, text::column_at(text.substr(line_start, nul - line_start + 1), nul - line_start)},
+             "a NUL byte: this is not a text file (a binary file, or a .npy array?); a graph file is UTF-8 text");
   } else if (cr_only) {
     error_at({1, 1}, "the lines end in a carriage return alone (old Mac line endings); save the file with LF or "
                      "CRLF line endings");
@@ -162,15 +169,14 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
       line = text.substr(start, end - start);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       ++line_;
-      if (const size_t cr = binary ? std::string_view::npos : line.find('\r'); cr != std::string_view::npos) {
+      if (const size_t cr = line.find('\r'); cr != std::string_view::npos) {
         // Checked in comments too: there a CR would hide the statements
         // after it, which an editor shows on lines of their own.
         error_at({line_, text::column_at(line, cr)},
                  "a carriage return inside a line (the file mixes line endings: some lines end in CR alone, and "
                  "line numbers here count LF only); save the file with LF or CRLF line endings");
         poison_defined_names(line);
-      } else if (const std::optional<text::UnreadableCharacter> c =
-                     binary ? std::nullopt : text::find_unreadable(line)) {
+      } else if (const std::optional<text::UnreadableCharacter> c = text::find_unreadable(line)) {
         error_at({line_, c->col}, text::describe_unreadable(*c));
         poison_defined_names(text::with_invisible_replaced(line));
       } else if (LineLexer lex(line); lex.peek().kind != TokenKind::kEnd) {
