@@ -130,7 +130,7 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--inputs", opt->settings.inputs_dir,
                   "run both plans on each input NAME read from DIR/NAME.npy (as `fusejit run --save` writes them) "
                   "instead of random inputs")
-      ->check(CLI::ExistingDirectory)
+      ->check(input_folder_validator())
       ->excludes("--seed");
   cmd->callback([opt, &exit_code] {
     const std::optional<Graph> graph = load_graph(opt->file);

@@ -47,6 +47,8 @@ CLI::Validator whole_number_range(int64_t min, int64_t max);
 CLI::Validator backend_choice(std::vector<std::string> names);
 // For --out and --save: a folder's name, not empty.
 CLI::Validator folder_name_validator();
+// --inputs DIR: an existing folder, or a message saying what DIR is instead.
+CLI::Validator input_folder_validator();
 
 // What `bench` and `demo` share: how to benchmark and what to print.
 struct BenchSettings {

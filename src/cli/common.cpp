@@ -40,6 +40,25 @@ CLI::Validator folder_name_validator() {
   return CLI::Validator([](std::string& dir) { return dir.empty() ? std::string("needs a folder") : ""; }, "DIR");
 }
 
+CLI::Validator input_folder_validator() {
+  return CLI::Validator(
+      [](std::string& dir) -> std::string {
+        constexpr const char* kHolds = "a folder holding NAME.npy for each input NAME of the graph";
+        if (dir.empty()) return fmt::format("needs {}", kHolds);
+        std::error_code ec;
+        const std::filesystem::file_status status = std::filesystem::status(dir, ec);
+        if (status.type() == std::filesystem::file_type::not_found) {
+          return fmt::format("'{}' does not exist; give {}", dir, kHolds);
+        }
+        if (ec) return fmt::format("'{}' cannot be read: {}", dir, ec.message());
+        if (!std::filesystem::is_directory(status)) {
+          return fmt::format("'{}' is not a folder; give {} (the folder itself)", dir, kHolds);
+        }
+        return "";
+      },
+      "DIR");
+}
+
 CLI::Validator whole_number_range(int64_t min, int64_t max) {
   return CLI::Validator(
       [min, max](std::string& text) -> std::string {

@@ -266,7 +266,7 @@ void register_run(CLI::App& app, int& exit_code) {
                           ->check(seed_validator())
                           ->capture_default_str();
   cmd->add_option("--inputs", opt->inputs_dir, "read each input NAME from DIR/NAME.npy instead")
-      ->check(CLI::ExistingDirectory)
+      ->check(input_folder_validator())
       ->excludes(seed);
   CLI::Option* save = cmd->add_option("--save", opt->save_dir, "write every input and output as DIR/NAME.npy")
                           ->check(folder_name_validator());

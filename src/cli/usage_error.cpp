@@ -1,5 +1,6 @@
 // The message for a command line CLI11 rejected (declared in commands.h),
 // with the command or option the user most likely meant.
+#include <algorithm>
 #include <cctype>
 #include <regex>
 #include <string>
@@ -58,6 +59,32 @@ std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, 
   std::vector<std::string> commands;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     commands.push_back(sub->get_name());
+  }
+  // Before the command only fusejit's own options (--help, --version) may
+  // come: `fusejit --seed 3 run g.fj` would otherwise be "unknown command
+  // '3'", and `fusejit --bogus` "a subcommand is required".
+  std::vector<std::string> own_options;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& name : option->get_lnames()) own_options.push_back("--" + name);
+    for (const std::string& name : option->get_snames()) own_options.push_back("-" + name);
+  }
+  int command_at = 1;
+  while (command_at < argc && std::find(commands.begin(), commands.end(), argv[command_at]) == commands.end()) {
+    ++command_at;
+  }
+  for (int i = 1; i < command_at; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    const std::string name(arg.substr(0, arg.find('=')));
+    if (std::find(own_options.begin(), own_options.end(), name) != own_options.end()) continue;
+    if (command_at < argc) {
+      return fmt::format(
+          "'{0}' comes before the command '{1}', where only fusejit's own options ({2}) go; a command's options "
+          "follow it (fusejit {1} ... {0}); see fusejit {1} --help",
+          name, argv[command_at], absl::StrJoin(own_options, ", "));
+    }
+    return fmt::format("unknown option '{}'{}; the commands are {} (fusejit --help)", name,
+                       did_you_mean(name, own_options), absl::StrJoin(commands, ", "));
   }
   // The command is the first argument that is not an option.
   int at = 1;

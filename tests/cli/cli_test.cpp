@@ -159,6 +159,42 @@ TEST(Cli, UnknownFlagIsAUsageError) {
       << none.err;
 }
 
+// Before the command only fusejit's own options go: one of a command's
+// there is named, with where it belongs, and an unknown one as unknown.
+TEST(Cli, OptionsBeforeTheCommandAreNamed) {
+  auto misplaced = run_fusejit("--seed 3 run " + kExamples + "/softmax.fj");
+  EXPECT_EQ(misplaced.exit_code, 2);
+  EXPECT_NE(misplaced.err.find("fusejit: error: '--seed' comes before the command 'run', where only fusejit's own "
+                               "options (--help, -h, --version) go; a command's options follow it (fusejit run ... "
+                               "--seed); see fusejit run --help"),
+            std::string::npos)
+      << misplaced.err;
+  auto unknown = run_fusejit("--bogus");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("fusejit: error: unknown option '--bogus'; the commands are check, "), std::string::npos)
+      << unknown.err;
+  auto close = run_fusejit("--versoin");
+  EXPECT_NE(close.err.find("unknown option '--versoin' (did you mean '--version'?)"), std::string::npos) << close.err;
+  auto fine = run_fusejit("--version");
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+}
+
+// --inputs names what it was given instead of a folder, in fusejit's words.
+TEST(Cli, InputsThatAreNoFolderAreNamed) {
+  const std::string dir = make_temp_dir("fusejit-cli-inputs");
+  write_file(dir + "/x.npy", "");
+  for (const auto& [given, says] :
+       {std::pair{dir + "/x.npy", "--inputs: '" + dir + "/x.npy' is not a folder; give a folder holding NAME.npy"},
+        std::pair{dir + "/none", "--inputs: '" + dir + "/none' does not exist; give a folder holding NAME.npy"},
+        std::pair{std::string(), std::string("--inputs: needs a folder holding NAME.npy for each input NAME")}}) {
+    for (const char* command : {"run", "bench"}) {
+      auto r = run_fusejit(fmt::format("{} {}/softmax.fj --backend cpu --inputs '{}'", command, kExamples, given));
+      EXPECT_EQ(r.exit_code, 2) << r.err;
+      EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    }
+  }
+}
+
 // A misspelled command or option is named with what was most likely meant.
 TEST(Cli, MisspellingsGetASuggestion) {
   auto command = run_fusejit("emt " + kExamples + "/softmax.fj");
