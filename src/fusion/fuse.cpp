@@ -283,11 +283,14 @@ class Partitioner {
   // Adds to `candidates` the groups after `after` that read one of `nodes`
   // (readers_ may name groups that have since merged away or stopped reading
   // a node: every candidate is checked again).
+  // Matmul groups are left out: compatible() refuses them, so they never
+  // merge here (nor change kind), and a weight that every layer's matmul
+  // reads would otherwise make each a candidate of every earlier one.
   template <typename Nodes>
   void add_sibling_candidates(const Nodes& nodes, int after, std::set<int>& candidates) const {
     for (int32_t x : nodes) {
       for (int r : readers_[x]) {
-        if (r > after && groups_[r].alive) candidates.insert(r);
+        if (r > after && groups_[r].alive && groups_[r].kind != KernelKind::kMatmul) candidates.insert(r);
       }
     }
   }
@@ -300,7 +303,7 @@ class Partitioner {
     std::vector<int> joined(groups_.size(), 0);
     int stamp = 0;
     for (int a = 0; a < static_cast<int>(groups_.size()); ++a) {
-      if (!groups_[a].alive) continue;
+      if (!groups_[a].alive || groups_[a].kind == KernelKind::kMatmul) continue;
       std::set<int> candidates;
       add_sibling_candidates(groups_[a].reads, a, candidates);
       bool joined_fresh = false;

@@ -22,21 +22,30 @@ bool spaces_meet(const Kernel& a, const Kernel& b) {
 
 // What the boundaries of one plan share: which kernel writes each tensor,
 // how many kernels read it, and the kernel graph for the in-between rule.
+// Everything here is computed once per plan, so that the reason for each
+// boundary costs about the size of the two kernels, not of the plan: a
+// model of thousands of layers has tens of thousands of boundaries.
 struct PlanFacts {
   std::vector<int> writer;                  // by node id; -1 for an input
   std::vector<int> reader_count;            // by node id: kernels that read it
   std::vector<bool> is_output;              // by node id
   std::vector<std::vector<int>> consumers;  // by kernel: later kernels reading what it writes
+  std::vector<int> uses;                    // by node id: operands of the plan's nodes that name it
+  std::vector<std::vector<int>> computed_in;  // by node id: the kernels holding it, in plan order
+  // kernel_between()'s marks: kernel k was seen in the search numbered
+  // seen[k], so that no search clears them.
+  mutable std::vector<int> seen;
+  mutable int search = 0;
 };
 
 // A kernel strictly between a and b that a reaches and that reaches b:
 // searched from a, only through kernels before b.
 int kernel_between(const PlanFacts& facts, int a, int b) {
-  std::vector<bool> seen(facts.consumers.size(), false);
+  const int search = ++facts.search;
   std::vector<int> stack;
   for (int c : facts.consumers[static_cast<size_t>(a)]) {
-    if (c < b && !seen[static_cast<size_t>(c)]) {
-      seen[static_cast<size_t>(c)] = true;
+    if (c < b && facts.seen[static_cast<size_t>(c)] != search) {
+      facts.seen[static_cast<size_t>(c)] = search;
       stack.push_back(c);
     }
   }
@@ -45,8 +54,8 @@ int kernel_between(const PlanFacts& facts, int a, int b) {
     stack.pop_back();
     for (int d : facts.consumers[static_cast<size_t>(c)]) {
       if (d == b) return c;
-      if (d < b && !seen[static_cast<size_t>(d)]) {
-        seen[static_cast<size_t>(d)] = true;
+      if (d < b && facts.seen[static_cast<size_t>(d)] != search) {
+        facts.seen[static_cast<size_t>(d)] = search;
         stack.push_back(d);
       }
     }
@@ -72,12 +81,7 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
     // The first node of b that reads what the matmul kernel stores: why it
     // is not the next step of the epilogue.
     const int32_t last = pa.nodes.back();
-    int uses = 0;
-    for (const Kernel& k : plan.kernels) {
-      for (int32_t id : k.nodes) {
-        for (const Operand& o : graph.node(id).operands) uses += !o.is_literal() && o.node == last;
-      }
-    }
+    const int uses = facts.uses[static_cast<size_t>(last)];
     for (int32_t id : pb.nodes) {
       const Node& n = graph.node(id);
       const int reads_last = static_cast<int>(std::count_if(
@@ -99,9 +103,8 @@ std::string reason_for(const FusionPlan& plan, const FusionOptions& options, con
       if (n.op == Op::kAdd) {
         for (const Operand& o : n.operands) {
           if (o.is_literal() || o.node == last) continue;
-          for (size_t k = static_cast<size_t>(a) + 1; k < plan.kernels.size(); ++k) {
-            const std::vector<int32_t>& nodes = plan.kernels[k].nodes;
-            if (std::find(nodes.begin(), nodes.end(), o.node) == nodes.end()) continue;
+          for (int k : facts.computed_in[static_cast<size_t>(o.node)]) {
+            if (k <= a) continue;
             return fmt::format(
                 "a matmul runs as a library call: {} '{}' adds {}, which a later kernel computes ({}), and an "
                 "epilogue reads its bias from memory when the matmul runs",
@@ -198,11 +201,23 @@ std::vector<FusionBoundary> fusion_boundaries(const FusionPlan& plan, const Fusi
   const Graph& graph = *plan.graph;
   const int n = static_cast<int>(plan.kernels.size());
   const auto nodes = static_cast<size_t>(graph.num_nodes());
-  PlanFacts facts{std::vector<int>(nodes, -1), std::vector<int>(nodes, 0), std::vector<bool>(nodes, false),
-                  std::vector<std::vector<int>>(static_cast<size_t>(n))};
+  PlanFacts facts{.writer = std::vector<int>(nodes, -1),
+                  .reader_count = std::vector<int>(nodes, 0),
+                  .is_output = std::vector<bool>(nodes, false),
+                  .consumers = std::vector<std::vector<int>>(static_cast<size_t>(n)),
+                  .uses = std::vector<int>(nodes, 0),
+                  .computed_in = std::vector<std::vector<int>>(nodes),
+                  .seen = std::vector<int>(static_cast<size_t>(n), 0)};
   for (int32_t id : graph.outputs()) facts.is_output[static_cast<size_t>(id)] = true;
   for (int k = 0; k < n; ++k) {
-    for (int32_t w : plan.kernels[static_cast<size_t>(k)].writes) facts.writer[static_cast<size_t>(w)] = k;
+    const Kernel& kernel = plan.kernels[static_cast<size_t>(k)];
+    for (int32_t w : kernel.writes) facts.writer[static_cast<size_t>(w)] = k;
+    for (int32_t id : kernel.nodes) {
+      facts.computed_in[static_cast<size_t>(id)].push_back(k);
+      for (const Operand& o : graph.node(id).operands) {
+        if (!o.is_literal()) ++facts.uses[static_cast<size_t>(o.node)];
+      }
+    }
   }
   // The tensors each (writer, reader) pair passes, in one walk over the reads.
   std::map<std::pair<int, int>, std::vector<int32_t>> crossing;
