@@ -583,6 +583,16 @@ TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
   EXPECT_EQ(nlohmann::json::parse(json.out).at("graph"), "<demo>") << json.out;
   auto bad = run_fusejit("demo --backend cpu --rows 0");
   EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  // --dtype, in any case: the chain in that dtype, checked against the reference.
+  auto f16 = run_fusejit("demo --backend cpu --rows 16 --cols 256 --reps 1 --dtype F16");
+  ASSERT_EQ(f16.exit_code, 0) << f16.out << f16.err;
+  for (const char* text : {"LayerNorm on [16, 256] f16", "input x: f16[16, 256]", "check unfused: ", "check fused: "}) {
+    EXPECT_TRUE(has(f16.out, text)) << text << "\n" << f16.out;
+  }
+  EXPECT_FALSE(has(f16.out, "WRONG")) << f16.out;  // the demo exits 0 only when both are right, too
+  auto f64 = run_fusejit("demo --backend cpu --dtype f64");
+  EXPECT_EQ(f64.exit_code, 2) << f64.out << f64.err;
+  EXPECT_TRUE(has(f64.err, "--dtype")) << f64.err;
   // One row cannot be split over threads: said with the plans, as `plan` says it.
   if (std::thread::hardware_concurrency() > 1) {
     auto one_row = run_fusejit("demo --backend cpu --rows 1 --cols 4096 --reps 1");

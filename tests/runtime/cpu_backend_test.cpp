@@ -614,14 +614,17 @@ TEST(CpuBackend, OddColumnCounts) {
 }
 
 TEST(CpuBackend, RowsBeyondThePersistentLimit) {
-  const Graph g = parse(chain_with_columns(4097));
-  FusionOptions options;
-  options.persistent_row_limit = 1024;
-  const FusionPlan fused = make_fused_plan(g, options);
-  bool reread = false;
-  for (const Kernel& k : fused.kernels) reread |= k.row_strategy == RowStrategy::kReread;
-  ASSERT_TRUE(reread) << describe(fused);
-  expect_matches_reference(fused, random_inputs(g, 8));
+  for (DType dtype : kAllDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Graph g = testing::with_input_dtype(parse(chain_with_columns(4097)), dtype);
+    FusionOptions options;
+    options.persistent_row_limit = 1024;
+    const FusionPlan fused = make_fused_plan(g, options);
+    bool reread = false;
+    for (const Kernel& k : fused.kernels) reread |= k.row_strategy == RowStrategy::kReread;
+    ASSERT_TRUE(reread) << describe(fused);
+    expect_matches_reference(fused, random_inputs(g, 8));
+  }
 }
 
 TEST(CpuBackend, MisalignedBuffers) {

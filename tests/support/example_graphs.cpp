@@ -15,6 +15,8 @@ std::vector<std::filesystem::path> example_graph_files() {
   for (const auto& entry : std::filesystem::directory_iterator(example_graph_dir())) {
     if (entry.path().extension() == ".fj") files.push_back(entry.path());
   }
+  // Every test that loops over the examples would pass over none.
+  if (files.empty()) throw std::runtime_error("no .fj example graphs in " + example_graph_dir().string());
   std::sort(files.begin(), files.end());
   return files;
 }
