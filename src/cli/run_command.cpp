@@ -234,9 +234,16 @@ int run(const RunOptions& opt) {
   fmt::print("{}: {}, backend {}, inputs {}, {:.2f} s\n", graph->source_file(), counted(graph->num_nodes(), "node"),
              backend_text, opt.inputs_dir.empty() ? fmt::format("random (seed {})", opt.seed) : opt.inputs_dir,
              seconds);
+  // Columns as wide as the longest name and shape (at least the usual 12
+  // and 16), so that every output's numbers line up.
+  size_t name_width = 12, shape_width = 16;
+  for (int32_t id : graph->outputs()) {
+    name_width = std::max(name_width, graph->node(id).name.size());
+    shape_width = std::max(shape_width, graph->node(id).shape.to_string().size() + 1);
+  }
   for (int32_t id : graph->outputs()) {
     const Node& n = graph->node(id);
-    fmt::print("  {:<12} {:>5}{:<16} {}\n", n.name, n.dtype, n.shape.to_string(),
+    fmt::print("  {:<{}} {:>5}{:<{}} {}\n", n.name, name_width, n.dtype, n.shape.to_string(), shape_width,
                format_summary(summarize(outputs->at(n.name))));
   }
   if (!opt.save_dir.empty()) {

@@ -4,6 +4,7 @@
 #include <future>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -177,6 +178,25 @@ TEST(Cli, OptionsBeforeTheCommandAreNamed) {
   EXPECT_NE(close.err.find("unknown option '--versoin' (did you mean '--version'?)"), std::string::npos) << close.err;
   auto fine = run_fusejit("--version");
   EXPECT_EQ(fine.exit_code, 0) << fine.err;
+}
+
+// run's summary lines keep their numbers in one column, whatever the names
+// and shapes of the outputs.
+TEST(Cli, RunSummaryColumnsLineUp) {
+  const std::string dir = make_temp_dir("fusejit-cli-columns");
+  write_file(dir + "/g.fj",
+             "input x: f32[2, 16, 8, 8]\ny = softmax(x)\na_rather_long_output_name = neg(x)\nz = exp(x)\n"
+             "output y, a_rather_long_output_name, z\n");
+  auto r = run_fusejit("run " + dir + "/g.fj --backend cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<size_t> columns;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" mean ") != std::string::npos) columns.push_back(line.find(" mean "));
+  }
+  ASSERT_EQ(columns.size(), 3u) << r.out;
+  EXPECT_EQ(columns[0], columns[1]) << r.out;
+  EXPECT_EQ(columns[1], columns[2]) << r.out;
 }
 
 // --inputs names what it was given instead of a folder, in fusejit's words.
