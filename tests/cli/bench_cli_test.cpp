@@ -11,6 +11,7 @@
 
 #include "cost/host_cpu.h"
 #include "fusejit.h"
+#include "runtime/runtime_test_util.h"
 #include "support/graph_variants.h"
 #include "support/run_command.h"
 
@@ -21,8 +22,6 @@ using testing::make_temp_dir;
 using testing::run_command;
 using testing::run_fusejit;
 using testing::write_file;
-
-bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 
 std::string tiny_chain(const std::string& dir) {
   const std::string path = dir + "/chain.fj";
@@ -122,11 +121,13 @@ TEST(BenchCli, JsonHasEveryFieldAndBothPlansAreChecked) {
   EXPECT_EQ(j["fused"]["kernels"].size(), 1u);
   EXPECT_EQ(j["unfused"]["kernels"].size(), 4u);
   // Why there are no measured bytes, as asked or as the backend says.
-  EXPECT_TRUE(has(j["measured_bytes_note"].get<std::string>(), "not read on the CPU")) << j["measured_bytes_note"];
+  EXPECT_TRUE(testing::contains(j["measured_bytes_note"].get<std::string>(), "not read on the CPU"))
+      << j["measured_bytes_note"];
   EXPECT_TRUE(j["fused"]["measured_bytes"].is_null());
   auto off = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --no-counters --json");
   ASSERT_EQ(off.exit_code, 0) << off.err;
-  EXPECT_TRUE(has(nlohmann::json::parse(off.out)["measured_bytes_note"].get<std::string>(), "--no-counters"))
+  EXPECT_TRUE(
+      testing::contains(nlohmann::json::parse(off.out)["measured_bytes_note"].get<std::string>(), "--no-counters"))
       << off.out;
 }
 
@@ -145,19 +146,20 @@ TEST(BenchCli, InputsAreReadFromAFolder) {
   EXPECT_TRUE(j["correct"].get<bool>());
   auto text = run_fusejit("bench " + graph + " --backend cpu --reps 1 --inputs " + dir + "/data");
   EXPECT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_TRUE(has(text.out, "inputs: from " + dir + "/data\n")) << text.out;
+  EXPECT_TRUE(testing::contains(text.out, "inputs: from " + dir + "/data\n")) << text.out;
   auto random = run_fusejit("bench " + graph + " --backend cpu --reps 1 --seed 3");
-  EXPECT_TRUE(has(random.out, "inputs: random, normal(0, 1) rounded to their dtypes (seed 3)\n")) << random.out;
+  EXPECT_TRUE(testing::contains(random.out, "inputs: random, normal(0, 1) rounded to their dtypes (seed 3)\n"))
+      << random.out;
 
   auto both = run_fusejit("bench " + graph + " --backend cpu --seed 3 --inputs " + dir + "/data");
   EXPECT_EQ(both.exit_code, 2);
-  EXPECT_TRUE(has(both.err, "excludes")) << both.err;
+  EXPECT_TRUE(testing::contains(both.err, "excludes")) << both.err;
   std::filesystem::copy_file(dir + "/data/b.npy", dir + "/data/x.npy",
                              std::filesystem::copy_options::overwrite_existing);
   auto wrong = run_fusejit("bench " + graph + " --backend cpu --inputs " + dir + "/data");
   EXPECT_EQ(wrong.exit_code, 1);
-  EXPECT_TRUE(has(wrong.err, "fusejit: error: input x: bf16[64, 256]: ")) << wrong.err;
-  EXPECT_FALSE(has(wrong.out, "speedup")) << wrong.out;
+  EXPECT_TRUE(testing::contains(wrong.err, "fusejit: error: input x: bf16[64, 256]: ")) << wrong.err;
+  EXPECT_FALSE(testing::contains(wrong.out, "speedup")) << wrong.out;
 }
 
 TEST(BenchCli, KernelsOfRepeatedLayersNameTheCodeTheyRun) {
@@ -188,8 +190,8 @@ TEST(BenchCli, TamperedOutputsAreReportedAsWrong) {
   const std::string dir = make_temp_dir("fusejit-bench-tamper");
   auto r = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --tamper-for-testing");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_TRUE(has(r.out, "check fused: ") && has(r.out, "WRONG")) << r.out;
-  EXPECT_TRUE(has(r.err, "wrong results")) << r.err;
+  EXPECT_TRUE(testing::contains(r.out, "check fused: ") && testing::contains(r.out, "WRONG")) << r.out;
+  EXPECT_TRUE(testing::contains(r.err, "wrong results")) << r.err;
 }
 
 // `fusejit bench FILE --json` on the CPU, once, checking that both plans
@@ -215,10 +217,11 @@ TEST(BenchCli, IllConditionedOutputIsJudgedAsTheFuzzerJudgesIt) {
   EXPECT_GT(j["max_rel_error"].get<double>(), 1e-3) << "the float64 error is reported as it is";
   auto text = run_fusejit("bench " + path + " --backend cpu --reps 1");
   ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
-  EXPECT_TRUE(has(text.out, "check fused: max relative error")) << text.out;
-  EXPECT_TRUE(has(text.out,
-                  "ok, as float32 arithmetic gives (it overflows inside a kernel) or within the rounding "
-                  "noise of an ill-conditioned result, but outside the float64 reference's tolerance: m: "))
+  EXPECT_TRUE(testing::contains(text.out, "check fused: max relative error")) << text.out;
+  EXPECT_TRUE(
+      testing::contains(text.out,
+                        "ok, as float32 arithmetic gives (it overflows inside a kernel) or within the rounding "
+                        "noise of an ill-conditioned result, but outside the float64 reference's tolerance: m: "))
       << text.out;
 }
 
@@ -233,10 +236,10 @@ TEST(BenchCli, AnOutputThatOverflowsInFloat32IsNamedAndHidesNoOtherError) {
   const nlohmann::json j = bench_correct_beyond_float64_tolerance(path);
   for (const char* plan : {"unfused", "fused"}) {
     ASSERT_EQ(j[plan]["outputs_beyond_float64_tolerance"].size(), 1u) << j[plan];
-    EXPECT_TRUE(has(j[plan]["outputs_beyond_float64_tolerance"][0].get<std::string>(), "m: element 0"))
+    EXPECT_TRUE(testing::contains(j[plan]["outputs_beyond_float64_tolerance"][0].get<std::string>(), "m: element 0"))
         << j[plan]["outputs_beyond_float64_tolerance"];
-    EXPECT_TRUE(
-        has(j[plan]["outputs_beyond_float64_tolerance"][0].get<std::string>(), "is inf where the reference has"))
+    EXPECT_TRUE(testing::contains(j[plan]["outputs_beyond_float64_tolerance"][0].get<std::string>(),
+                                  "is inf where the reference has"))
         << j[plan]["outputs_beyond_float64_tolerance"];
     ASSERT_TRUE(j[plan]["max_rel_error"].is_number()) << "z's error, not NaN: " << j[plan];
     EXPECT_LT(j[plan]["max_rel_error"].get<double>(), 1e-5) << plan;
@@ -244,8 +247,8 @@ TEST(BenchCli, AnOutputThatOverflowsInFloat32IsNamedAndHidesNoOtherError) {
   ASSERT_TRUE(j["max_rel_error"].is_number()) << j;
   auto text = run_fusejit("bench " + path + " --backend cpu --reps 1");
   ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
-  EXPECT_TRUE(has(text.out, "outside the float64 reference's tolerance: m: element 0")) << text.out;
-  EXPECT_FALSE(has(text.out, "max relative error nan")) << text.out;
+  EXPECT_TRUE(testing::contains(text.out, "outside the float64 reference's tolerance: m: element 0")) << text.out;
+  EXPECT_FALSE(testing::contains(text.out, "max relative error nan")) << text.out;
 }
 
 // A row that sums 3e38 + 3e38 - 3e38 is 3e38 or inf in float32 depending
@@ -274,8 +277,9 @@ TEST(BenchCli, SumsThatOverflowInSomeOrdersOnlyAreNotCalledWrong) {
   }
   auto text = run_fusejit("bench " + dir + "/sum.fj --backend cpu --reps 1 --inputs " + dir + "/in");
   ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
-  EXPECT_TRUE(has(text.out, "1 element not compared (float32 sums there overflow in some orders")) << text.out;
-  EXPECT_FALSE(has(text.out, "outside the float64 reference's tolerance")) << text.out;
+  EXPECT_TRUE(testing::contains(text.out, "1 element not compared (float32 sums there overflow in some orders"))
+      << text.out;
+  EXPECT_FALSE(testing::contains(text.out, "outside the float64 reference's tolerance")) << text.out;
 }
 
 TEST(BenchCli, TablesAndRoofline) {
@@ -284,7 +288,7 @@ TEST(BenchCli, TablesAndRoofline) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* text : {"memory ceiling:", "unfused plan: 4 kernels", "fused plan: 1 kernel", "speedup of fused",
                            "bytes saved by fusion", "roofline (cpu", "check fused: max relative error"}) {
-    EXPECT_TRUE(has(r.out, text)) << text << "\n" << r.out;
+    EXPECT_TRUE(testing::contains(r.out, text)) << text << "\n" << r.out;
   }
 }
 
@@ -295,17 +299,17 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   auto r = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + svg);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::string chart = testing::read_file(svg);
-  EXPECT_TRUE(has(chart, "<svg")) << chart.substr(0, 200);
-  EXPECT_TRUE(has(chart, "k0_add_gelu_dropout_layer_norm")) << "the fused kernel is labelled";
+  EXPECT_TRUE(testing::contains(chart, "<svg")) << chart.substr(0, 200);
+  EXPECT_TRUE(testing::contains(chart, "k0_add_gelu_dropout_layer_norm")) << "the fused kernel is labelled";
   write_file(svg, "mine");
   auto again = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + svg);
   EXPECT_EQ(again.exit_code, 1);
-  EXPECT_TRUE(has(again.err, "already exists")) << again.err;
+  EXPECT_TRUE(testing::contains(again.err, "already exists")) << again.err;
   EXPECT_EQ(testing::read_file(svg), "mine");
   // A usage error, found before the benchmark runs rather than after.
   auto bad = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/chart.pdf");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_TRUE(has(bad.err, ".svg or .png")) << bad.err;
+  EXPECT_TRUE(testing::contains(bad.err, ".svg or .png")) << bad.err;
   EXPECT_TRUE(bad.out.empty()) << bad.out;
   // The chart's working script is a temporary file of its own: a user's
   // file beside the chart is left alone. A folder that is not there, or a
@@ -314,31 +318,31 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   write_file(other + ".gnuplot", "my script");
   auto script = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + other);
   EXPECT_EQ(script.exit_code, 0) << script.err;
-  EXPECT_TRUE(has(testing::read_file(other), "<svg"));
+  EXPECT_TRUE(testing::contains(testing::read_file(other), "<svg"));
   EXPECT_EQ(testing::read_file(other + ".gnuplot"), "my script");
   std::filesystem::create_directory(dir + "/folder.svg");
   auto folder = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --overwrite --plot " + dir +
                             "/folder.svg");
   EXPECT_EQ(folder.exit_code, 1);
-  EXPECT_TRUE(has(folder.err, "folder.svg exists and is not a file")) << folder.err;
-  EXPECT_FALSE(has(folder.out, "measured")) << folder.out;
+  EXPECT_TRUE(testing::contains(folder.err, "folder.svg exists and is not a file")) << folder.err;
+  EXPECT_FALSE(testing::contains(folder.out, "measured")) << folder.out;
   EXPECT_TRUE(std::filesystem::is_directory(dir + "/folder.svg"));
   auto nowhere = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + dir + "/no/such.svg");
   EXPECT_EQ(nowhere.exit_code, 1);
-  EXPECT_TRUE(has(nowhere.err, "/no does not exist")) << nowhere.err;
-  EXPECT_FALSE(has(nowhere.out, "measured")) << nowhere.out;
+  EXPECT_TRUE(testing::contains(nowhere.err, "/no does not exist")) << nowhere.err;
+  EXPECT_FALSE(testing::contains(nowhere.out, "measured")) << nowhere.out;
   // A file where the chart's folder would be is named as such, not as missing.
   for (const std::string& below : {other + "/x.svg", other + "/deeper/x.svg"}) {
     auto through_file = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot " + below);
     EXPECT_EQ(through_file.exit_code, 1);
-    EXPECT_TRUE(has(through_file.err, "other.svg is not a folder")) << through_file.err;
-    EXPECT_FALSE(has(through_file.out, "measured")) << through_file.out;
+    EXPECT_TRUE(testing::contains(through_file.err, "other.svg is not a folder")) << through_file.err;
+    EXPECT_FALSE(testing::contains(through_file.out, "measured")) << through_file.out;
   }
   // gnuplot's script cannot hold a newline: refused before the benchmark.
   auto newline = run_fusejit("bench " + tiny_chain(dir) + " --backend cpu --reps 1 --plot '" + dir + "/new\nline.svg'");
   EXPECT_EQ(newline.exit_code, 1);
-  EXPECT_TRUE(has(newline.err, "control character")) << newline.err;
-  EXPECT_FALSE(has(newline.out, "measured")) << newline.out;
+  EXPECT_TRUE(testing::contains(newline.err, "control character")) << newline.err;
+  EXPECT_FALSE(testing::contains(newline.out, "measured")) << newline.out;
   EXPECT_FALSE(std::filesystem::exists(dir + "/new\nline.svg"));
   // A name is taken as written: gnuplot runs what is in backquotes inside
   // a double-quoted string, so a chart named so once ran `touch`.
@@ -347,7 +351,7 @@ TEST(BenchCli, PlotIsDrawnAndNeverOverwrittenUnasked) {
   auto literal = run_command("cd " + dir + " && " + FUSEJIT_CLI_PATH + " bench " + tiny_chain(dir) +
                              " --backend cpu --reps 1 --plot \"r\\`touch INJECTED\\`'q'.svg\"");
   EXPECT_EQ(literal.exit_code, 0) << literal.err;
-  EXPECT_TRUE(has(testing::read_file(dir + "/" + odd), "<svg"));
+  EXPECT_TRUE(testing::contains(testing::read_file(dir + "/" + odd), "<svg"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/INJECTED"));
 }
 
@@ -374,7 +378,7 @@ TEST(BenchCli, AFailedDrawingLeavesTheOldChart) {
   write_file(chart, "old chart");
   auto r = run_command(bench + " --overwrite --plot " + chart);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.err, "gnuplot failed to draw " + chart + ": gnuplot: broken on purpose")) << r.err;
+  EXPECT_TRUE(testing::contains(r.err, "gnuplot failed to draw " + chart + ": gnuplot: broken on purpose")) << r.err;
   EXPECT_EQ(testing::read_file(chart), "old chart");
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
@@ -392,14 +396,14 @@ TEST(BenchCli, AChartCutShortIsAnErrorAndLeavesTheOldOne) {
   write_file(chart, "<svg>old chart</svg>");
   auto r = run_command(bench + " --overwrite --plot " + chart);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.err, "--plot " + chart +
-                             ": gnuplot's chart came out incomplete (24 bytes, without the end of "
-                             "an SVG file); the file there was left as it was"))
+  EXPECT_TRUE(testing::contains(r.err, "--plot " + chart +
+                                           ": gnuplot's chart came out incomplete (24 bytes, without the end of "
+                                           "an SVG file); the file there was left as it was"))
       << r.err;
   EXPECT_EQ(testing::read_file(chart), "<svg>old chart</svg>");
   auto fresh = run_command(bench + " --plot " + dir + "/new.png");
   EXPECT_EQ(fresh.exit_code, 1);
-  EXPECT_TRUE(has(fresh.err, "without the end of a PNG file); nothing was written")) << fresh.err;
+  EXPECT_TRUE(testing::contains(fresh.err, "without the end of a PNG file); nothing was written")) << fresh.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/new.png"));
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
@@ -431,7 +435,7 @@ TEST(BenchCli, PlotWithoutGnuplotFailsFirst) {
   auto r = run_command("PATH=/nonexistent " + std::string(FUSEJIT_CLI_PATH) + " bench " + tiny_chain(dir) +
                        " --backend cpu --reps 1 --plot " + dir + "/r.svg");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.err, "needs gnuplot, which is not on PATH")) << r.err;
+  EXPECT_TRUE(testing::contains(r.err, "needs gnuplot, which is not on PATH")) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/r.svg.gnuplot"));
 }
 
@@ -443,8 +447,8 @@ TEST(BenchCli, InputsThatCannotFitAreRefusedBeforeTheCpuIsMeasured) {
   auto r = run_command("FUSEJIT_CACHE_DIR=" + dir + "/cache " + std::string(FUSEJIT_CLI_PATH) + " bench " + dir +
                        "/huge.fj --backend cpu");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.err, "out of host memory: input x: f32[100000000, 100000]")) << r.err;
-  EXPECT_FALSE(has(r.err, "measuring this CPU")) << r.err;
+  EXPECT_TRUE(testing::contains(r.err, "out of host memory: input x: f32[100000000, 100000]")) << r.err;
+  EXPECT_FALSE(testing::contains(r.err, "measuring this CPU")) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir + "/cache/cpu-device-jit.json"));
 }
 
@@ -457,7 +461,7 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   auto first = run_command(env + FUSEJIT_CLI_PATH + " devices");
   ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
   for (const char* text : {"h100:", "h200:", "cpu:", "op throughput of JIT kernels", "/cpu-device.json and "}) {
-    EXPECT_TRUE(has(first.out, text)) << text << "\n" << first.out;
+    EXPECT_TRUE(testing::contains(first.out, text)) << text << "\n" << first.out;
   }
   // A figure in the cache is what is shown, until --remeasure.
   const std::string path = dir + "/cpu-device.json";
@@ -466,7 +470,7 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   write_file(path, cached.dump());
   auto from_cache = run_command(env + FUSEJIT_CLI_PATH + " devices");
   ASSERT_EQ(from_cache.exit_code, 0) << from_cache.err;
-  EXPECT_TRUE(has(from_cache.out, "bandwidth 12345 GB/s")) << from_cache.out;
+  EXPECT_TRUE(testing::contains(from_cache.out, "bandwidth 12345 GB/s")) << from_cache.out;
   // Figures measured while other programs kept the machine busy are shown
   // marked, or, where the machine is idle now, measured again (keeping
   // the better of each figure: the 12345 stays).
@@ -475,11 +479,13 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   write_file(path, cached.dump());
   auto busy = run_command(env + FUSEJIT_CLI_PATH + " devices");
   ASSERT_EQ(busy.exit_code, 0) << busy.err;
-  EXPECT_TRUE(has(busy.out, "bandwidth 12345 GB/s")) << busy.out;
-  const bool marked = has(busy.out, "measured while other programs took 90% of the time of the CPUs fusejit runs on");
-  const bool measured_again = has(busy.err,
-                                  "the cached figures were measured while other programs took 90% of the time of "
-                                  "the CPUs fusejit runs on, and they are idle now");
+  EXPECT_TRUE(testing::contains(busy.out, "bandwidth 12345 GB/s")) << busy.out;
+  const bool marked =
+      testing::contains(busy.out, "measured while other programs took 90% of the time of the CPUs fusejit runs on");
+  const bool measured_again =
+      testing::contains(busy.err,
+                        "the cached figures were measured while other programs took 90% of the time of "
+                        "the CPUs fusejit runs on, and they are idle now");
   EXPECT_TRUE(marked != measured_again) << busy.out << busy.err;
   EXPECT_EQ(nlohmann::json::parse(testing::read_file(path))["others_busy_share"].get<double>() < 0.9, measured_again);
   // Figures measured again twice for that are kept, marked, whatever the
@@ -488,16 +494,16 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   write_file(path, cached.dump());
   auto kept = run_command(env + FUSEJIT_CLI_PATH + " devices");
   ASSERT_EQ(kept.exit_code, 0) << kept.err;
-  EXPECT_TRUE(has(kept.out,
-                  "took 90% of the time of the CPUs fusejit runs on: the figures may be low; measured "
-                  "again as often as fusejit does by itself; `fusejit devices --remeasure` measures them "
-                  "now"))
+  EXPECT_TRUE(testing::contains(kept.out,
+                                "took 90% of the time of the CPUs fusejit runs on: the figures may be low; measured "
+                                "again as often as fusejit does by itself; `fusejit devices --remeasure` measures them "
+                                "now"))
       << kept.out;
-  EXPECT_FALSE(has(kept.err, "measuring this CPU's memory bandwidth")) << kept.err;
+  EXPECT_FALSE(testing::contains(kept.err, "measuring this CPU's memory bandwidth")) << kept.err;
   auto again = run_command(env + FUSEJIT_CLI_PATH + " devices --remeasure");
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
-  EXPECT_FALSE(has(again.out, "bandwidth 12345 GB/s")) << again.out;
-  EXPECT_TRUE(has(again.out, "measured now, cached in")) << again.out;
+  EXPECT_FALSE(testing::contains(again.out, "bandwidth 12345 GB/s")) << again.out;
+  EXPECT_TRUE(testing::contains(again.out, "measured now, cached in")) << again.out;
   EXPECT_NE(nlohmann::json::parse(testing::read_file(path))["bandwidth_gbps"].get<double>(), 12345.0);
   // Other tests run beside this one: figures measured busy could be
   // measured again by either process below, which would then describe
@@ -533,24 +539,24 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
   EXPECT_TRUE(j["gpu"].contains(j["gpu"]["usable"].get<bool>() ? "description" : "reason")) << j["gpu"];
   // Measuring is announced, and a damaged cache file is named, measured
   // again and replaced.
-  EXPECT_TRUE(has(first.err, "measuring this CPU's memory bandwidth and FP32 peak")) << first.err;
+  EXPECT_TRUE(testing::contains(first.err, "measuring this CPU's memory bandwidth and FP32 peak")) << first.err;
   write_file(path, "{garbage");
   auto repaired = run_command(env + FUSEJIT_CLI_PATH + " devices");
   ASSERT_EQ(repaired.exit_code, 0) << repaired.err;
-  EXPECT_TRUE(has(repaired.err, "its cache file is not JSON; the figures go to " + path)) << repaired.err;
+  EXPECT_TRUE(testing::contains(repaired.err, "its cache file is not JSON; the figures go to " + path)) << repaired.err;
   EXPECT_GT(nlohmann::json::parse(testing::read_file(path))["bandwidth_gbps"].get<double>(), 0);
   // A bandwidth measured another way (a memcpy, which read each destination
   // line too; 4 KiB pages; 32-byte stores on an AVX-512 CPU) or an FMA peak
   // of narrower vectors than the kernels use is measured again.
   nlohmann::json old_method = nlohmann::json::parse(testing::read_file(path));
   const std::string copy = old_method["copy"];
-  EXPECT_TRUE(has(copy, "streaming stores") || has(copy, "memcpy")) << copy;
-  EXPECT_TRUE(has(copy, "over huge pages")) << copy;  // Linux with transparent huge pages
+  EXPECT_TRUE(testing::contains(copy, "streaming stores") || testing::contains(copy, "memcpy")) << copy;
+  EXPECT_TRUE(testing::contains(copy, "over huge pages")) << copy;  // Linux with transparent huge pages
   const int lanes = old_method["fma_lanes"];
   EXPECT_TRUE(lanes == 4 || lanes == 8 || lanes == 16) << lanes;
   // So is one whose class figures were divided by other op weights
   // (dropout's FLOP weight was 18).
-  EXPECT_TRUE(has(old_method["op_weights"].get<std::string>(), "philox 10")) << old_method.dump();
+  EXPECT_TRUE(testing::contains(old_method["op_weights"].get<std::string>(), "philox 10")) << old_method.dump();
   for (const char* field : {"copy", "fma_lanes", "op_weights"}) {
     SCOPED_TRACE(field);
     nlohmann::json stale = old_method;
@@ -562,8 +568,9 @@ TEST(DevicesCli, CpuFiguresAreCachedAndRemeasuredOnRequest) {
     write_file(path, stale.dump());
     auto remeasured = run_command(env + FUSEJIT_CLI_PATH + " devices");
     ASSERT_EQ(remeasured.exit_code, 0) << remeasured.err;
-    EXPECT_FALSE(has(remeasured.out, "bandwidth 12345 GB/s")) << remeasured.out;
-    EXPECT_TRUE(has(remeasured.err, "measured for another CPU, thread count, fusejit version, copy method, FMA width"))
+    EXPECT_FALSE(testing::contains(remeasured.out, "bandwidth 12345 GB/s")) << remeasured.out;
+    EXPECT_TRUE(testing::contains(remeasured.err,
+                                  "measured for another CPU, thread count, fusejit version, copy method, FMA width"))
         << remeasured.err;
   }
 }
@@ -573,11 +580,11 @@ TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (const char* text : {"bias -> GeLU -> dropout(p=0.1) -> LayerNorm on [32, 512] bf16", "predicted",
                            "speedup of fused over unfused: measured", "roofline"}) {
-    EXPECT_TRUE(has(r.out, text)) << text << "\n" << r.out;
+    EXPECT_TRUE(testing::contains(r.out, text)) << text << "\n" << r.out;
   }
   // The plans first, predicted with the device the measured run used.
   EXPECT_LT(r.out.find("cost model device: cpu"), r.out.find("\nmeasured:\n")) << r.out;
-  EXPECT_TRUE(has(r.out, "GB/s (the predictions' bandwidth), the median of 2 multi-threaded ")) << r.out;
+  EXPECT_TRUE(testing::contains(r.out, "GB/s (the predictions' bandwidth), the median of 2 multi-threaded ")) << r.out;
   auto json = run_fusejit("demo --backend cpu --rows 32 --cols 512 --reps 1 --json");
   ASSERT_EQ(json.exit_code, 0) << json.out << json.err;
   EXPECT_EQ(nlohmann::json::parse(json.out).at("graph"), "<demo>") << json.out;
@@ -587,12 +594,12 @@ TEST(DemoCli, RunsTheChainOnTheCpuAtASmallSize) {
   auto f16 = run_fusejit("demo --backend cpu --rows 16 --cols 256 --reps 1 --dtype F16");
   ASSERT_EQ(f16.exit_code, 0) << f16.out << f16.err;
   for (const char* text : {"LayerNorm on [16, 256] f16", "input x: f16[16, 256]", "check unfused: ", "check fused: "}) {
-    EXPECT_TRUE(has(f16.out, text)) << text << "\n" << f16.out;
+    EXPECT_TRUE(testing::contains(f16.out, text)) << text << "\n" << f16.out;
   }
-  EXPECT_FALSE(has(f16.out, "WRONG")) << f16.out;  // the demo exits 0 only when both are right, too
+  EXPECT_FALSE(testing::contains(f16.out, "WRONG")) << f16.out;  // the demo exits 0 only when both are right, too
   auto f64 = run_fusejit("demo --backend cpu --dtype f64");
   EXPECT_EQ(f64.exit_code, 2) << f64.out << f64.err;
-  EXPECT_TRUE(has(f64.err, "--dtype")) << f64.err;
+  EXPECT_TRUE(testing::contains(f64.err, "--dtype")) << f64.err;
   // One row cannot be split over threads: said with the plans, as `plan` says it.
   if (std::thread::hardware_concurrency() > 1) {
     auto one_row = run_fusejit("demo --backend cpu --rows 1 --cols 4096 --reps 1");
@@ -608,7 +615,7 @@ TEST(RunCli, JitBackendsAgreeWithTheReference) {
   const std::string file = tiny_chain(dir);
   auto cpu = run_fusejit("run " + file + " --backend cpu --save " + dir + "/cpu");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.out << cpu.err;
-  EXPECT_TRUE(has(cpu.out, "backend cpu (")) << cpu.out;
+  EXPECT_TRUE(testing::contains(cpu.out, "backend cpu (")) << cpu.out;
   auto ref = run_fusejit("run " + file + " --backend reference --rounding outputs-only --save " + dir + "/ref");
   ASSERT_EQ(ref.exit_code, 0) << ref.out << ref.err;
   absl::StatusOr<HostTensor> a = read_npy(dir + "/cpu/y.npy", DType::kBF16);
@@ -649,7 +656,7 @@ TEST(FuzzCli, CheckReportsEveryFile) {
   write_file(dir + "/bad.fj", "input x: f32[4]\ny = exp(z)\noutput y\n");
   auto good = run_fusejit("fuzz --backend cpu --check " + dir + "/good.fj");
   EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
-  EXPECT_TRUE(has(good.out, dir + "/good.fj: ok")) << good.out;
+  EXPECT_TRUE(testing::contains(good.out, dir + "/good.fj: ok")) << good.out;
   auto both = run_fusejit("fuzz --backend cpu --json --check " + dir + "/good.fj " + dir + "/bad.fj");
   EXPECT_EQ(both.exit_code, 1) << both.out << both.err;
   const nlohmann::json j = nlohmann::json::parse(both.out);
@@ -658,7 +665,8 @@ TEST(FuzzCli, CheckReportsEveryFile) {
   EXPECT_EQ(j["invalid_files"], 1);
   ASSERT_EQ(j["failures"].size(), 1u);
   EXPECT_EQ(j["failures"][0]["file"], dir + "/bad.fj");
-  EXPECT_TRUE(has(j["failures"][0]["error"].get<std::string>(), dir + "/bad.fj:2:9: error: undefined name 'z'"))
+  EXPECT_TRUE(
+      testing::contains(j["failures"][0]["error"].get<std::string>(), dir + "/bad.fj:2:9: error: undefined name 'z'"))
       << j.dump(2);
 }
 
@@ -686,17 +694,19 @@ TEST(FuzzCli, TheMachinesLimitsAreNotMismatches) {
   const nlohmann::json j = nlohmann::json::parse(huge.out);
   EXPECT_EQ(j["mismatches"], 0) << huge.out;
   EXPECT_EQ(j["not_checked"], 1) << huge.out;
-  EXPECT_TRUE(has(j["failures"][0]["error"].get<std::string>(), "out of host memory")) << huge.out;
+  EXPECT_TRUE(testing::contains(j["failures"][0]["error"].get<std::string>(), "out of host memory")) << huge.out;
   auto text = run_fusejit("fuzz --backend cpu --check " + dir + "/huge.fj");
-  EXPECT_TRUE(has(text.out, dir + "/huge.fj: not checked: cannot make its inputs: out of host memory")) << text.out;
+  EXPECT_TRUE(testing::contains(text.out, dir + "/huge.fj: not checked: cannot make its inputs: out of host memory"))
+      << text.out;
 
   for (const std::string& args : {std::string("--graphs 2"), "--check " + dir + "/huge.fj"}) {
     SCOPED_TRACE(args);
     auto broken = testing::run_command(
         fmt::format("FUSEJIT_CXXFLAGS=-fno-such-flag {} fuzz --backend cpu {}", FUSEJIT_CLI_PATH, args));
     EXPECT_EQ(broken.exit_code, 1) << broken.out << broken.err;
-    EXPECT_TRUE(has(broken.err, "fusejit: error: fuzz cannot check even a one-op graph here")) << broken.err;
-    EXPECT_FALSE(has(broken.out, "MISMATCH")) << broken.out;
+    EXPECT_TRUE(testing::contains(broken.err, "fusejit: error: fuzz cannot check even a one-op graph here"))
+        << broken.err;
+    EXPECT_FALSE(testing::contains(broken.out, "MISMATCH")) << broken.out;
   }
 }
 
@@ -705,18 +715,19 @@ TEST(RunCli, CudaBackendWithoutAGpuSaysWhy) {
   const std::string dir = make_temp_dir("fusejit-run-cuda");
   auto r = run_fusejit("run " + tiny_chain(dir) + " --backend cuda");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_TRUE(has(r.err, "backend cuda:")) << r.err;
+  EXPECT_TRUE(testing::contains(r.err, "backend cuda:")) << r.err;
   auto demo = run_fusejit("demo --backend cuda --rows 8");
   EXPECT_EQ(demo.exit_code, 1) << demo.out << demo.err;
-  EXPECT_TRUE(has(demo.err, "backend cuda:")) << demo.err;
+  EXPECT_TRUE(testing::contains(demo.err, "backend cuda:")) << demo.err;
   EXPECT_TRUE(demo.out.empty()) << "nothing is printed before the error: " << demo.out;
   auto automatic = run_fusejit("run " + tiny_chain(dir) + " --backend auto");
   EXPECT_EQ(automatic.exit_code, 0) << automatic.err;
-  EXPECT_TRUE(has(automatic.out, "backend cpu (")) << automatic.out;
-  EXPECT_TRUE(has(automatic.err, "--backend auto runs on the CPU: ")) << "and says why:\n" << automatic.err;
+  EXPECT_TRUE(testing::contains(automatic.out, "backend cpu (")) << automatic.out;
+  EXPECT_TRUE(testing::contains(automatic.err, "--backend auto runs on the CPU: ")) << "and says why:\n"
+                                                                                    << automatic.err;
   auto devices = run_fusejit("devices");
   EXPECT_EQ(devices.exit_code, 0) << devices.err;
-  EXPECT_TRUE(has(devices.out, "this machine's GPU: none usable (")) << devices.out;
+  EXPECT_TRUE(testing::contains(devices.out, "this machine's GPU: none usable (")) << devices.out;
 }
 
 }  // namespace

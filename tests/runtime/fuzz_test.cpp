@@ -9,11 +9,10 @@
 
 #include "fusejit.h"
 #include "runtime/fuzz.h"
+#include "runtime/runtime_test_util.h"
 
 namespace fusejit {
 namespace {
-
-bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 
 TEST(Fuzz, GeneratedGraphsVerifyAndCoverTheOpTable) {
   std::set<std::string> seen;
@@ -27,7 +26,7 @@ TEST(Fuzz, GeneratedGraphsVerifyAndCoverTheOpTable) {
     absl::StatusOr<Graph> g = parse_graph(text);
     ASSERT_TRUE(g.ok()) << g.status() << "\n" << text;
     for (const char* f : features) {
-      if (has(text, f)) seen.insert(f);
+      if (testing::contains(text, f)) seen.insert(f);
     }
   }
   for (const char* f : features) EXPECT_TRUE(seen.contains(f)) << "no generated graph has " << f;
@@ -52,7 +51,7 @@ TEST(Fuzz, ShrinkingKeepsTheFailureAndDropsTheRest) {
   const std::string text =
       "input x: f32[4, 8]\ninput b: f32[8]\na = add(x, b)\ne = exp(a)\nt = tanh(e)\ns = softmax(t)\n"
       "m = mul(s, 2)\noutput m, a\n";
-  const auto fails = [](const std::string& t) { return has(t, "= exp("); };  // "exp is miscompiled"
+  const auto fails = [](const std::string& t) { return testing::contains(t, "= exp("); };  // "exp is miscompiled"
   const std::string shrunk = shrink_graph_text(text, fails);
   EXPECT_EQ(shrunk, "input x: f32[4, 8]\ne = exp(x)\noutput e\n");
 }
