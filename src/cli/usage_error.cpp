@@ -89,13 +89,8 @@ std::string usage_error_text(const CLI::App& app, const CLI::ParseError& error, 
   // The command is the first argument that is not an option.
   int at = 1;
   while (at < argc && argv[at][0] == '-') ++at;
-  if (at == argc) {
-    std::vector<std::string> options;
-    for (const CLI::Option* option : app.get_options()) {
-      for (const std::string& name : option->get_lnames()) options.push_back("--" + name);
-    }
-    const std::string hint = argc > 1 ? did_you_mean(argv[1], options) : "";
-    return fmt::format("{}{}; the commands are {} (fusejit --help)", lowercase_start(error.what()), hint,
+  if (at == argc) {  // no command, and only fusejit's own options (any other was named above)
+    return fmt::format("{}; the commands are {} (fusejit --help)", lowercase_start(error.what()),
                        absl::StrJoin(commands, ", "));
   }
   const std::string command = argv[at];

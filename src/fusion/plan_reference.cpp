@@ -17,8 +17,7 @@ InterpretOptions reference_options(const FusionPlan& plan) {
 }
 
 absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs,
-                                         const ReferenceVariant& variant,
-                                         std::map<std::string, std::vector<char>>* order_dependent) {
+                                         const ReferenceVariant& variant, OrderDependentElements* order_dependent) {
   if (absl::Status s = verify_plan(plan); !s.ok()) return s;
   InterpretOptions options = reference_options(plan);
   options.perturbation = variant.perturbation;
@@ -43,7 +42,7 @@ absl::StatusOr<std::string> first_wrong_output(const FusionPlan& plan, const Ten
   std::optional<TensorMap> references[std::size(variants)];
   // Of the float32 reference (variants[2]): its elements that are one of
   // several right answers, which no reference can judge.
-  std::map<std::string, std::vector<char>> order_dependent;
+  OrderDependentElements order_dependent;
   auto reference = [&](size_t v) -> absl::StatusOr<const TensorMap*> {
     if (v == 0 && float64_reference != nullptr) return float64_reference;
     if (!references[v]) {

@@ -25,16 +25,16 @@ struct ReferenceVariant {
   bool float32_intermediates = false;
 };
 
+// Per output, one flag per element: those whose float32 value depends on
+// summation order, where more than one answer is right.
+using OrderDependentElements = std::map<std::string, std::vector<char>>;
+
 // With float32_intermediates, `order_dependent` (when not null) receives
 // the outputs' elements whose float32 value depends on summation order
 // (InterpretOptions::order_dependent).
 absl::StatusOr<TensorMap> interpret_plan(const FusionPlan& plan, const TensorMap& inputs,
                                          const ReferenceVariant& variant = {},
-                                         std::map<std::string, std::vector<char>>* order_dependent = nullptr);
-
-// Per output, one flag per element: those left out as above (set only for
-// the outputs that passed with elements left out).
-using OrderDependentElements = std::map<std::string, std::vector<char>>;
+                                         OrderDependentElements* order_dependent = nullptr);
 
 // Judges `outputs`, a backend's results of `plan` on `inputs`. An output
 // passes when it is within its dtype's tolerance (compare.h) of
@@ -48,8 +48,9 @@ using OrderDependentElements = std::map<std::string, std::vector<char>>;
 //      in float32 is held to that answer, everywhere else in the tensor too.
 //      Where float32 gives several answers (a sum whose partial sums
 //      overflow in some orders only, and what is computed from it), any is
-//      right: those elements are left out of this comparison, and counted
-//      in `*order_dependent_elements` when that is not null.
+//      right: those elements are left out of this comparison, counted in
+//      `*order_dependent_elements` and flagged in `*order_dependent_flags`
+//      (for the outputs that passed with some left out) when not null.
 // The later references are computed only when an output fails the earlier
 // ones. Returns "" when every output passes, else a description of the
 // first that does not (name, dtype, shape, error, first disagreement).

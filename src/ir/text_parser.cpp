@@ -154,7 +154,7 @@ absl::StatusOr<Graph> Parser::parse(std::string_view text) {
     // One error, where the first NUL is: the rest of a binary file would
     // be a screenful of stray bytes, each reported as such.
     const size_t nul = text.find('\0');
-    const size_t line_start = text.rfind('\n', nul) == std::string_view::npos ? 0 : text.rfind('\n', nul) + 1;
+    const size_t line_start = text.rfind('\n', nul) + 1;  // npos + 1 is 0: on the first line
     const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(nul), '\n'));
     error_at({line, text::column_at(text.substr(line_start, nul - line_start + 1), nul - line_start)},
              "a NUL byte: this is not a text file (a binary file, or a .npy array?); a graph file is UTF-8 text");

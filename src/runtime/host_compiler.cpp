@@ -185,11 +185,6 @@ struct LoadedObject {
   int fd = -1;  // the memfd it was loaded from, or -1
 };
 
-// Loads a shared object from bytes: through an anonymous in-memory file
-// when the kernel allows it, else through a file in a temporary directory.
-// The memfd stays open while the object is loaded: dlopen() recognises an
-// already loaded object by its path, and "/proc/self/fd/N" names another
-// object as soon as N is reused.
 // dlopen() runs an object's constructors, and GCC links one into objects
 // built with -ffast-math (crtfastmath.o) that sets flush-to-zero and
 // denormals-are-zero for the calling thread: from then on the reference
@@ -209,6 +204,11 @@ class KeepFloatingPointEnvironment {
   bool saved_ = false;
 };
 
+// Loads a shared object from bytes: through an anonymous in-memory file
+// when the kernel allows it, else through a file in a temporary directory.
+// The memfd stays open while the object is loaded: dlopen() recognises an
+// already loaded object by its path, and "/proc/self/fd/N" names another
+// object as soon as N is reused.
 absl::StatusOr<LoadedObject> load_object(const std::string& name, const std::string& object) {
   const KeepFloatingPointEnvironment keep;
   const int fd = memfd_create(("fusejit-" + name).c_str(), MFD_CLOEXEC);
@@ -249,6 +249,21 @@ std::vector<std::string> extra_flags() {
   return flags;
 }
 
+// The flags before $FUSEJIT_CXXFLAGS: what this CPU and fusejit ask for.
+std::vector<std::string> native_compile_flags() {
+  std::vector<std::string> flags = {
+      "-std=c++17", "-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fopenmp-simd", "-fPIC",
+      "-shared",    "-w"};
+  // On AVX-512 CPUs, vectorize with 512-bit registers. GCC and clang prefer
+  // 256 bits when tuning for Intel's cores (a guard against the clock drop of
+  // Skylake-era parts); on a Sapphire Rapids-class Xeon the fused demo
+  // kernel ran 1.2x faster with 512 (bench/results/2026-12-01-cpu-intel.md),
+  // and GCC already chose 512 for AMD's AVX-512 cores. fj_vec (fj_math.h)
+  // assumes this width wherever AVX-512F is on.
+  if (__builtin_cpu_supports("avx512f")) flags.push_back("-mprefer-vector-width=512");
+  return flags;
+}
+
 // The compiler's predefined macros with `flags`.
 absl::StatusOr<std::map<std::string, std::string>> predefined_macros(const HostCompiler& compiler,
                                                                      const std::vector<std::string>& flags) {
@@ -284,11 +299,11 @@ absl::Status check_extra_flags(const HostCompiler& compiler) {
   if (auto it = checked.find(key); it != checked.end()) return it->second;
   const std::string quoted = absl::StrJoin(extra, " ");
   auto check = [&]() -> absl::Status {
-    std::vector<std::string> native = host_compile_flags();
-    native.resize(native.size() - extra.size());
-    absl::StatusOr<std::map<std::string, std::string>> without = predefined_macros(compiler, native);
+    std::vector<std::string> flags = native_compile_flags();
+    absl::StatusOr<std::map<std::string, std::string>> without = predefined_macros(compiler, flags);
     if (!without.ok()) return without.status();
-    absl::StatusOr<std::map<std::string, std::string>> with = predefined_macros(compiler, host_compile_flags());
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    absl::StatusOr<std::map<std::string, std::string>> with = predefined_macros(compiler, flags);
     if (!with.ok()) {
       return absl::InvalidArgumentError(fmt::format("FUSEJIT_CXXFLAGS ('{}') is not accepted by the host compiler: {}",
                                                     quoted, status_text(with.status())));
@@ -313,20 +328,11 @@ absl::Status check_extra_flags(const HostCompiler& compiler) {
 }  // namespace
 
 std::vector<std::string> host_compile_flags() {
-  std::vector<std::string> flags = {"-std=c++17",        "-O3",           "-march=native", "-fno-math-errno",
-                                    "-ffp-contract=off", "-fopenmp-simd", "-fPIC",         "-shared",
-                                    "-w"};
-  // On AVX-512 CPUs, vectorize with 512-bit registers. GCC and clang prefer
-  // 256 bits when tuning for Intel's cores (a guard against the clock drop of
-  // Skylake-era parts); on a Sapphire Rapids-class Xeon the fused demo
-  // kernel ran 1.2x faster with 512 (bench/results/2026-12-01-cpu-intel.md),
-  // and GCC already chose 512 for AMD's AVX-512 cores. fj_vec (fj_math.h)
-  // assumes this width wherever AVX-512F is on.
-  if (__builtin_cpu_supports("avx512f")) flags.push_back("-mprefer-vector-width=512");
   // $FUSEJIT_CXXFLAGS comes last, so that it can narrow what -march=native
   // enables ("-mno-avx512f": kernels for an AVX2 machine sharing the cache,
   // or the AVX2 paths tested on an AVX-512 one). Read at every compile; the
   // flags are part of every cache key.
+  std::vector<std::string> flags = native_compile_flags();
   for (std::string& flag : extra_flags()) flags.push_back(std::move(flag));
   return flags;
 }
